@@ -1,0 +1,838 @@
+/*
+ * flame_profd — the event loop: one timerfd tick drives selection,
+ * sampling, rotation and the stop time; a signalfd turns signals into
+ * events; the node's socket delivers replies and distribution ticks.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include "flame_profd.h"
+#include "fp/node.h"
+#include "fp/perf-script.h"
+#include "fp/sample.h"
+#include "fp/select.h"
+
+#define TICK_US 20000u			/* one heat-map row */
+#define FIRST_SELECT_DELAY_US 1000000u	/* baseline to first ranking */
+#define BACKOFF_MIN_US 500000u
+#define BACKOFF_MAX_US 30000000u
+#define MAX_RTT 4096
+
+struct request {
+	bool active;
+	uint64_t id;
+	uint64_t sent_mono;
+};
+
+struct daemon {
+	const struct fpd_options *o;
+	struct fp_node *node;
+	struct fp_select *select;
+	struct fp_sampler *sampler;
+	struct fp_perf_writer *writer;
+	struct fpd_output *out;
+	int tfd, sfd;
+
+	bool connected, ever_connected;
+	uint64_t reconnect_at, backoff_us;
+	unsigned restore_depth;		/* what to put back, per connection */
+	bool have_restore_depth;
+	unsigned original_depth;	/* what the node had before we came */
+	bool have_original_depth;
+
+	/* selection */
+	struct request req_procs, req_reds, req_whereis, req_init;
+	uint64_t next_select_mono;
+	struct fp_pid *named;		/* --name, resolved */
+	size_t nnamed;
+	struct fp_pid *top;
+	size_t ntop;
+	struct fp_pid *init_pids;
+	size_t ninit;
+
+	/* what is sampled, round robin */
+	struct fp_pid *set;
+	size_t nset;
+	size_t cursor;
+	double owed;
+	uint64_t last_tick_mono;
+	struct request req_sample;
+	struct fp_pid *inflight;
+	bool *inflight_ic;
+	size_t ninflight;
+
+	/* per interval */
+	uint64_t interval_mono;
+	uint64_t st_samples, st_skipped, st_gone, st_write_errors;
+	uint64_t total_samples;
+	uint32_t rtt_us[MAX_RTT];
+	size_t nrtt;
+
+	uint64_t start_mono;
+	bool stopping;
+	int signals;
+	int exit_code;
+};
+
+static size_t
+set_capacity(const struct fpd_options *o)
+{
+	return o->top + o->npids + o->nnames;
+}
+
+/* ---- output ---------------------------------------------------------- */
+
+static FILE *
+stream(struct daemon *d)
+{
+	return fpd_output_stream(d->out, fpd_now_epoch_us());
+}
+
+static void
+note(struct daemon *d, const char *format, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* A "# flame_profd: ..." comment in the current file, between samples. */
+static void
+note(struct daemon *d, const char *format, ...)
+{
+	char text[512], stamp[40];
+	va_list args;
+	FILE *f = stream(d);
+
+	if (!f)
+		return;
+	va_start(args, format);
+	vsnprintf(text, sizeof(text), format, args);
+	va_end(args);
+	fpd_format_utc(fpd_now_epoch_us(), stamp, sizeof(stamp), false);
+	fp_perf_write_comment(d->writer, f, "flame_profd: %s %s", stamp, text);
+}
+
+static void
+write_samples(struct daemon *d)
+{
+	const struct fp_sample *s;
+	size_t n;
+	FILE *f = stream(d);
+
+	s = fp_sampler_samples(d->sampler, &n);
+	if (!f) {
+		d->st_skipped += n;
+		d->st_write_errors += n;
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (fp_perf_write_sample(d->writer, f, &s[i]) < 0) {
+			d->st_write_errors++;
+			d->st_skipped++;
+			clearerr(f);
+			continue;
+		}
+		d->st_samples++;
+		d->total_samples++;
+	}
+}
+
+/* ---- requests --------------------------------------------------------- */
+
+static void
+request_sent(struct request *r, uint64_t id, uint64_t now)
+{
+	r->active = true;
+	r->id = id;
+	r->sent_mono = now;
+}
+
+static void
+lost_connection(struct daemon *d, const char *why)
+{
+	uint64_t now = fpd_now_mono_us();
+
+	if (!d->connected)
+		return;
+	fpd_warn("lost connection to %s: %s; reconnecting", d->o->node, why);
+	note(d, "lost connection to %s: %s", d->o->node, why);
+	fpd_output_finish(d->out);
+	fp_node_disconnect(d->node);
+	d->connected = false;
+	if (d->req_sample.active)
+		d->st_skipped += d->ninflight;
+	d->req_procs.active = d->req_reds.active = false;
+	d->req_whereis.active = d->req_init.active = false;
+	d->req_sample.active = false;
+	d->have_restore_depth = false;
+	d->nset = d->ntop = d->nnamed = 0;
+	d->backoff_us = BACKOFF_MIN_US;
+	d->reconnect_at = now + d->backoff_us;
+}
+
+static void
+check_send(struct daemon *d, int rc, const char *what)
+{
+	if (rc == 0)
+		return;
+	fpd_debug("sending %s failed: %s", what, strerror(-rc));
+	lost_connection(d, rc == -ETIMEDOUT ? "send timed out" : "send failed");
+}
+
+/* ---- the sample set --------------------------------------------------- */
+
+static bool
+in_set(const struct fp_pid *set, size_t n, struct fp_pid pid)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (set[i].num == pid.num && set[i].serial == pid.serial)
+			return true;
+	}
+	return false;
+}
+
+static void
+add_to_set(struct daemon *d, struct fp_pid pid)
+{
+	if (d->nset < set_capacity(d->o) && !in_set(d->set, d->nset, pid))
+		d->set[d->nset++] = pid;
+}
+
+static void
+rebuild_set(struct daemon *d)
+{
+	uint64_t now = fpd_now_mono_us();
+	size_t n = 0;
+
+	d->nset = 0;
+	for (size_t i = 0; i < d->o->npids; i++)
+		add_to_set(d, d->o->pids[i]);
+	for (size_t i = 0; i < d->nnamed; i++)
+		add_to_set(d, d->named[i]);
+	for (size_t i = 0; i < d->ntop; i++)
+		add_to_set(d, d->top[i]);
+	if (d->nset)
+		d->cursor %= d->nset;
+	else
+		d->cursor = 0;
+	fp_sampler_retain(d->sampler, d->set, d->nset);
+
+	/* proc_lib knows what OTP processes were started as; ask once. */
+	if (d->req_init.active || !d->connected)
+		return;
+	for (size_t i = 0; i < d->nset; i++) {
+		if (fp_sampler_wants_initial_call(d->sampler, d->set[i]))
+			d->init_pids[n++] = d->set[i];
+	}
+	if (n) {
+		uint64_t id;
+		int rc = fp_node_initial_call_request(d->node, d->init_pids, n, &id);
+
+		d->ninit = n;
+		if (rc == 0)
+			request_sent(&d->req_init, id, now);
+		check_send(d, rc, "initial_call request");
+	}
+}
+
+/* ---- selection -------------------------------------------------------- */
+
+static void
+start_selection(struct daemon *d, uint64_t now)
+{
+	uint64_t id;
+	int rc;
+
+	if (d->req_procs.active || d->req_reds.active)
+		return;
+	rc = fp_node_processes_request(d->node, &id);
+	if (rc == 0)
+		request_sent(&d->req_procs, id, now);
+	check_send(d, rc, "processes request");
+	if (!d->connected || !d->o->nnames || d->req_whereis.active)
+		return;
+	rc = fp_node_whereis_request(d->node, d->o->names, d->o->nnames, &id);
+	if (rc == 0)
+		request_sent(&d->req_whereis, id, now);
+	check_send(d, rc, "whereis request");
+}
+
+static void
+on_processes(struct daemon *d, const struct fp_reply *reply, uint64_t now)
+{
+	uint64_t id;
+	int rc;
+
+	d->req_procs.active = false;
+	rc = fp_select_processes(d->select, reply);
+	if (rc < 0) {
+		fpd_warn("unexpected reply to erlang:processes(); selection skipped");
+		d->next_select_mono = now + d->o->every_us;
+		return;
+	}
+	rc = fp_node_reductions_request(d->node, reply, &id);
+	if (rc == 0)
+		request_sent(&d->req_reds, id, now);
+	check_send(d, rc, "reductions request");
+}
+
+static void
+on_reductions(struct daemon *d, const struct fp_reply *reply, uint64_t now)
+{
+	struct fp_select_result res;
+	struct fp_pid rex = fp_node_rex_pid(d->node);
+	int n;
+
+	d->req_reds.active = false;
+	n = fp_select_reductions(d->select, reply, &rex, 1, d->o->top,
+				 d->top, &res);
+	if (n < 0) {
+		fpd_warn("unexpected reply to the reductions scan; selection skipped");
+		d->next_select_mono = now + d->o->every_us;
+		return;
+	}
+	fpd_debug("scan: %zu processes, %zu alive, %d picked, %.1f ms",
+		  res.scanned, res.alive, n,
+		  (double)(now - d->req_procs.sent_mono) / 1000.0);
+	if (res.baseline) {
+		d->next_select_mono = now + (d->o->every_us < FIRST_SELECT_DELAY_US ?
+					     d->o->every_us : FIRST_SELECT_DELAY_US);
+		return;
+	}
+	d->ntop = (size_t)n;
+	rebuild_set(d);
+}
+
+static void
+on_whereis(struct daemon *d, const struct fp_reply *reply)
+{
+	int n;
+
+	d->req_whereis.active = false;
+	n = fp_node_decode_pids(reply, d->named, d->o->nnames);
+	if (n < 0) {
+		fpd_warn("unexpected reply to whereis; --name processes not resolved");
+		return;
+	}
+	if ((size_t)n < d->o->nnames && fp_log_enabled(FP_LOG_DEBUG))
+		fpd_debug("%zu of %zu --name processes are not registered",
+			  d->o->nnames - (size_t)n, d->o->nnames);
+	d->nnamed = (size_t)n;
+	rebuild_set(d);
+}
+
+/* ---- sampling --------------------------------------------------------- */
+
+static void
+sample_tick(struct daemon *d, uint64_t now)
+{
+	double per_us = (double)d->nset * d->o->rate / 1e6;
+	size_t k;
+	uint64_t id;
+	int rc;
+
+	if (d->last_tick_mono)
+		d->owed += per_us * (double)(now - d->last_tick_mono);
+	d->last_tick_mono = now;
+	if (d->nset == 0) {
+		d->owed = 0;
+		return;
+	}
+	/* Never owe more than one round: what is beyond was missed. */
+	if (d->owed > (double)d->nset) {
+		double missed = floor(d->owed - (double)d->nset);
+
+		d->st_skipped += (uint64_t)missed;
+		d->owed -= missed;
+	}
+	if (d->req_sample.active || d->stopping || d->owed < 1.0)
+		return;
+
+	k = (size_t)d->owed;
+	if (k > d->nset)
+		k = d->nset;
+	for (size_t i = 0; i < k; i++) {
+		struct fp_pid pid = d->set[(d->cursor + i) % d->nset];
+
+		d->inflight[i] = pid;
+		d->inflight_ic[i] = fp_sampler_wants_initial_call(d->sampler, pid);
+	}
+	d->cursor = (d->cursor + k) % d->nset;
+	d->owed -= (double)k;
+	d->ninflight = k;
+	rc = fp_node_sample_request(d->node, d->inflight, d->inflight_ic, k, &id);
+	if (rc == 0)
+		request_sent(&d->req_sample, id, now);
+	check_send(d, rc, "sample request");
+}
+
+static void
+on_sample(struct daemon *d, const struct fp_reply *reply, uint64_t now)
+{
+	uint64_t rtt = now - d->req_sample.sent_mono;
+	uint64_t stamp;
+	int n;
+
+	d->req_sample.active = false;
+	if (d->nrtt < MAX_RTT)
+		d->rtt_us[d->nrtt++] = (uint32_t)(rtt > UINT32_MAX ? UINT32_MAX : rtt);
+	/* The samples were taken somewhere between send and reply. */
+	stamp = fpd_now_epoch_us() - rtt / 2;
+	n = fp_sampler_decode(d->sampler, reply, d->inflight, d->ninflight,
+			      stamp, fp_node_wordsize(d->node));
+	if (n < 0) {
+		fpd_warn("could not decode a sample reply (%zu samples skipped)",
+			 d->ninflight);
+		d->st_skipped += d->ninflight;
+		return;
+	}
+	d->st_gone += fp_sampler_gone(d->sampler);
+	write_samples(d);
+}
+
+/* ---- connection ------------------------------------------------------- */
+
+static int
+connect_error_exit(struct daemon *d, int rc)
+{
+	const char *node = d->o->node;
+
+	switch (rc) {
+	case -EHOSTUNREACH:
+		fprintf(stderr, "flame_profd: error: cannot resolve the host of %s\n", node);
+		return FPD_EXIT_UNAVAILABLE;
+	case -ECONNREFUSED:
+		fprintf(stderr, "flame_profd: error: cannot reach %s: no epmd answers on its host (is the node running?)\n",
+			node);
+		return FPD_EXIT_UNAVAILABLE;
+	case -ENOENT:
+		fprintf(stderr, "flame_profd: error: cannot reach %s: epmd on its host does not know that node name (is it running? is the name right?)\n",
+			node);
+		return FPD_EXIT_UNAVAILABLE;
+	case -ETIMEDOUT:
+		fprintf(stderr, "flame_profd: error: cannot reach %s: timed out\n", node);
+		return FPD_EXIT_UNAVAILABLE;
+	case -EACCES:
+		fprintf(stderr, "flame_profd: error: %s refused the connection: wrong cookie? (or the node uses %s names)\n",
+			node, strchr(strchr(node, '@'), '.') ? "short" : "long");
+		return FPD_EXIT_NOPERM;
+	case -EPROTO:
+		fprintf(stderr, "flame_profd: error: %s answered the setup calls with something unexpected\n",
+			node);
+		return FPD_EXIT_SOFTWARE;
+	default:
+		fprintf(stderr, "flame_profd: error: cannot connect to %s: %s\n",
+			node, strerror(-rc));
+		return FPD_EXIT_UNAVAILABLE;
+	}
+}
+
+static const char *
+connect_error_text(int rc)
+{
+	switch (rc) {
+	case -ECONNREFUSED: return "no epmd";
+	case -ENOENT: return "node not registered with epmd";
+	case -EACCES: return "connection refused by the node (cookie?)";
+	case -ETIMEDOUT: return "timed out";
+	default: return strerror(-rc);
+	}
+}
+
+/* Returns 0 when connected, or an exit code when giving up for good. */
+static int
+try_connect(struct daemon *d, uint64_t now)
+{
+	unsigned timeout_ms = (unsigned)(d->o->timeout_us / 1000);
+	unsigned old;
+	int rc;
+
+	rc = fp_node_connect(d->node, timeout_ms);
+	if (rc < 0) {
+		if (!d->ever_connected)
+			return connect_error_exit(d, rc);
+		if (d->backoff_us >= BACKOFF_MAX_US / 2 || fp_log_enabled(FP_LOG_DEBUG))
+			fpd_info("reconnect to %s failed: %s", d->o->node,
+				 connect_error_text(rc));
+		d->backoff_us = d->backoff_us * 2 > BACKOFF_MAX_US ?
+				BACKOFF_MAX_US : d->backoff_us * 2;
+		d->reconnect_at = now + d->backoff_us;
+		return 0;
+	}
+
+	d->connected = true;
+	fpd_info("%s to %s (OTP %s) as %s",
+		 d->ever_connected ? "reconnected" : "connected",
+		 d->o->node, fp_node_otp_release(d->node),
+		 fp_node_self_name(d->node));
+
+	rc = fp_node_set_backtrace_depth(d->node, d->o->backtrace_depth, &old,
+					 timeout_ms);
+	if (rc == 0) {
+		/* After a dropped connection to a node that stayed up, the
+		 * node still has our depth: restore what it had first. */
+		if (!d->have_original_depth) {
+			d->original_depth = old;
+			d->have_original_depth = true;
+		}
+		d->restore_depth = old == d->o->backtrace_depth ?
+				   d->original_depth : old;
+		d->have_restore_depth = true;
+		fpd_debug("backtrace_depth %u -> %u", old, d->o->backtrace_depth);
+	} else {
+		fpd_warn("cannot set backtrace_depth on %s: stacks stay at the node's depth",
+			 d->o->node);
+	}
+
+	d->ever_connected = true;
+	fp_select_reset(d->select);
+	fp_sampler_reset(d->sampler);
+	d->ntop = d->nnamed = 0;
+	d->owed = 0;
+	d->last_tick_mono = 0;
+	rebuild_set(d);
+	d->next_select_mono = now;
+	note(d, "connected to %s (OTP %s)", d->o->node, fp_node_otp_release(d->node));
+	return 0;
+}
+
+static void
+restore_node(struct daemon *d)
+{
+	unsigned old;
+	int rc;
+
+	if (!d->connected || !d->have_restore_depth)
+		return;
+	rc = fp_node_set_backtrace_depth(d->node, d->restore_depth, &old,
+					 (unsigned)(d->o->timeout_us / 1000));
+	if (rc == 0) {
+		fpd_debug("backtrace_depth restored to %u", d->restore_depth);
+		d->have_restore_depth = false;
+	} else {
+		fpd_warn("could not restore backtrace_depth %u on %s",
+			 d->restore_depth, d->o->node);
+	}
+}
+
+static void
+handle_input(struct daemon *d)
+{
+	struct fp_reply reply;
+	uint64_t now;
+	int rc;
+
+	rc = fp_node_receive(d->node, (unsigned)(d->o->timeout_us / 1000), &reply);
+	now = fpd_now_mono_us();
+	if (rc == -ECONNRESET || rc == -ETIMEDOUT) {
+		lost_connection(d, rc == -ETIMEDOUT ? "a message stalled halfway"
+						    : "connection closed");
+		return;
+	}
+	if (rc <= 0) {
+		if (rc < 0)
+			fpd_debug("dropped a message: %s", strerror(-rc));
+		return;
+	}
+
+	if (d->req_sample.active && reply.id == d->req_sample.id)
+		on_sample(d, &reply, now);
+	else if (d->req_procs.active && reply.id == d->req_procs.id)
+		on_processes(d, &reply, now);
+	else if (d->req_reds.active && reply.id == d->req_reds.id)
+		on_reductions(d, &reply, now);
+	else if (d->req_whereis.active && reply.id == d->req_whereis.id)
+		on_whereis(d, &reply);
+	else if (d->req_init.active && reply.id == d->req_init.id) {
+		d->req_init.active = false;
+		if (fp_sampler_initial_calls(d->sampler, &reply, d->init_pids,
+					     d->ninit) < 0)
+			fpd_debug("unexpected proc_lib:initial_call reply");
+	} else {
+		fpd_debug("late reply %llu dropped", (unsigned long long)reply.id);
+	}
+}
+
+/* ---- periodic work ---------------------------------------------------- */
+
+static int
+cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static void
+interval_report(struct daemon *d, uint64_t now)
+{
+	double secs = (double)(now - d->interval_mono) / 1e6;
+	double achieved = secs > 0 ? (double)d->st_samples / secs : 0;
+	double requested = (double)d->nset * d->o->rate;
+	double p50 = 0, pmax = 0;
+
+	if (d->nrtt) {
+		qsort(d->rtt_us, d->nrtt, sizeof(d->rtt_us[0]), cmp_u32);
+		p50 = d->rtt_us[d->nrtt / 2] / 1000.0;
+		pmax = d->rtt_us[d->nrtt - 1] / 1000.0;
+	}
+	if (d->connected && secs >= 0.05) {
+		char text[400];
+
+		snprintf(text, sizeof(text),
+			 "interval: selected=%zu pinned=%zu samples=%llu skipped=%llu gone=%llu achieved=%.1f/s requested=%.1f/s rtt_ms=%.1f/%.1f",
+			 d->nset, d->o->npids + d->nnamed,
+			 (unsigned long long)d->st_samples,
+			 (unsigned long long)d->st_skipped,
+			 (unsigned long long)d->st_gone, achieved, requested,
+			 p50, pmax);
+		fpd_info("%s", text);
+		note(d, "%s", text);
+	}
+	if (d->st_write_errors)
+		fpd_err("%llu samples could not be written",
+			(unsigned long long)d->st_write_errors);
+	d->interval_mono = now;
+	d->st_samples = d->st_skipped = d->st_gone = d->st_write_errors = 0;
+	d->nrtt = 0;
+}
+
+static void
+expire(struct daemon *d, struct request *r, uint64_t now, const char *what)
+{
+	if (!r->active || now - r->sent_mono < d->o->timeout_us)
+		return;
+	r->active = false;
+	fpd_warn("%s timed out after %.1f s", what, (double)(now - r->sent_mono) / 1e6);
+	if (r == &d->req_sample) {
+		d->st_skipped += d->ninflight;
+		note(d, "sample request timed out: %zu samples skipped", d->ninflight);
+	}
+}
+
+static void
+tick(struct daemon *d)
+{
+	uint64_t now = fpd_now_mono_us();
+
+	if (d->o->duration_us && now - d->start_mono >= d->o->duration_us &&
+	    !d->stopping) {
+		fpd_info("duration reached; stopping");
+		d->stopping = true;
+	}
+	if (!d->connected) {
+		if (!d->stopping && now >= d->reconnect_at) {
+			int rc = try_connect(d, now);
+
+			if (rc) {
+				d->exit_code = rc;
+				d->stopping = true;
+			}
+		}
+		return;
+	}
+
+	expire(d, &d->req_sample, now, "sample request");
+	expire(d, &d->req_procs, now, "processes scan");
+	expire(d, &d->req_reds, now, "reductions scan");
+	expire(d, &d->req_whereis, now, "whereis request");
+	expire(d, &d->req_init, now, "initial_call request");
+
+	if (!d->stopping && now >= d->next_select_mono) {
+		d->next_select_mono = now + d->o->every_us;
+		start_selection(d, now);
+		if (!d->connected)
+			return;
+	}
+	sample_tick(d, now);
+
+	if (now - d->interval_mono >= d->o->every_us)
+		interval_report(d, now);
+	if (fpd_output_is_open(d->out) &&
+	    now - fpd_output_opened_mono_us(d->out) >= d->o->rotate_us)
+		fpd_output_finish(d->out);
+}
+
+static void
+handle_signal(struct daemon *d)
+{
+	struct signalfd_siginfo si;
+
+	while (read(d->sfd, &si, sizeof(si)) == sizeof(si)) {
+		switch (si.ssi_signo) {
+		case SIGINT:
+		case SIGTERM:
+			if (d->stopping && si.ssi_signo == SIGINT && ++d->signals > 1) {
+				fpd_warn("second SIGINT: exiting at once");
+				fpd_output_finish(d->out);
+				_exit(FPD_EXIT_OK);
+			}
+			d->signals = 1;
+			fpd_info("%s: stopping", strsignal((int)si.ssi_signo));
+			d->stopping = true;
+			break;
+		case SIGHUP:
+			if (fpd_log_reopen() < 0)
+				fpd_err("cannot reopen the log file: %s", strerror(errno));
+			break;
+		case SIGUSR1:
+			fpd_info("SIGUSR1: rotating");
+			fpd_output_finish(d->out);
+			break;
+		}
+	}
+}
+
+/* ---- setup and main loop ---------------------------------------------- */
+
+static char *
+make_header(const struct fpd_options *o)
+{
+	char every[32], rotate[32], stamp[40], *h = NULL;
+
+	fpd_format_duration(o->every_us, every, sizeof(every));
+	fpd_format_duration(o->rotate_us, rotate, sizeof(rotate));
+	fpd_format_utc(fpd_now_epoch_us(), stamp, sizeof(stamp), false);
+	if (asprintf(&h,
+		     "# flame_profd %s perf-script (docs/FORMAT.md)\n"
+		     "# node: %s\n"
+		     "# daemon_started: %s\n"
+		     "# options: top=%u every=%s rate=%g pids=%zu names=%zu rotate=%s backtrace_depth=%u lines=%s\n",
+		     FP_VERSION, o->node, stamp, o->top, every, o->rate,
+		     o->npids, o->nnames, rotate, o->backtrace_depth,
+		     o->lines ? "yes" : "no") < 0)
+		return NULL;
+	return h;
+}
+
+static int
+setup_fds(struct daemon *d)
+{
+	struct itimerspec its = {
+		.it_interval = { 0, TICK_US * 1000 },
+		.it_value = { 0, TICK_US * 1000 },
+	};
+	sigset_t mask;
+
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGHUP);
+	sigaddset(&mask, SIGUSR1);
+	if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
+		return -errno;
+	d->sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+	if (d->sfd < 0)
+		return -errno;
+	d->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (d->tfd < 0)
+		return -errno;
+	if (timerfd_settime(d->tfd, 0, &its, NULL) < 0)
+		return -errno;
+	return 0;
+}
+
+int
+fpd_run(const struct fpd_options *o, const char *cookie)
+{
+	struct fp_perf_options popts = { .lines = o->lines };
+	struct daemon d = { .o = o, .tfd = -1, .sfd = -1 };
+	size_t cap = set_capacity(o);
+	char *header;
+	int err = 0, rc;
+
+	header = make_header(o);
+	d.out = fpd_output_new(o->out_dir, o->node, header ? header : "", &err);
+	free(header);
+	if (!d.out) {
+		fprintf(stderr, "flame_profd: error: cannot write to output directory %s: %s\n",
+			o->out_dir, strerror(err));
+		return FPD_EXIT_CANTCREAT;
+	}
+	if (setup_fds(&d) < 0) {
+		fprintf(stderr, "flame_profd: error: cannot set up timers and signals: %s\n",
+			strerror(errno));
+		fpd_output_destroy(d.out);
+		return FPD_EXIT_SOFTWARE;
+	}
+
+	d.node = fp_node_new(o->node, cookie);
+	d.select = fp_select_new();
+	d.sampler = fp_sampler_new();
+	d.writer = fp_perf_writer_new(&popts);
+	d.set = calloc(cap, sizeof(*d.set));
+	d.top = calloc(o->top ? o->top : 1, sizeof(*d.top));
+	d.named = calloc(o->nnames ? o->nnames : 1, sizeof(*d.named));
+	d.init_pids = calloc(cap, sizeof(*d.init_pids));
+	d.inflight = calloc(cap, sizeof(*d.inflight));
+	d.inflight_ic = calloc(cap, sizeof(*d.inflight_ic));
+	d.start_mono = d.interval_mono = fpd_now_mono_us();
+	d.backoff_us = BACKOFF_MIN_US;
+
+	rc = try_connect(&d, d.start_mono);
+	if (rc) {
+		d.exit_code = rc;
+		goto out;
+	}
+
+	for (;;) {
+		struct pollfd pfd[3] = {
+			{ .fd = d.tfd, .events = POLLIN },
+			{ .fd = d.sfd, .events = POLLIN },
+			{ .fd = fp_node_fd(d.node), .events = POLLIN },
+		};
+		uint64_t expirations;
+
+		/* Stopping: finish the sample in flight, then leave. */
+		if (d.stopping && !d.req_sample.active)
+			break;
+		if (poll(pfd, d.connected ? 3 : 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			fpd_err("poll: %s", strerror(errno));
+			d.exit_code = FPD_EXIT_SOFTWARE;
+			break;
+		}
+		if (pfd[1].revents & POLLIN)
+			handle_signal(&d);
+		if (d.connected && (pfd[2].revents & (POLLIN | POLLHUP | POLLERR)))
+			handle_input(&d);
+		if (pfd[0].revents & POLLIN) {
+			if (read(d.tfd, &expirations, sizeof(expirations)) < 0 &&
+			    errno != EAGAIN)
+				fpd_debug("timerfd: %s", strerror(errno));
+			tick(&d);
+		}
+	}
+
+	if (d.connected) {
+		interval_report(&d, fpd_now_mono_us());
+		restore_node(&d);
+	}
+	note(&d, "stopped after %llu samples", (unsigned long long)d.total_samples);
+	if (fpd_output_finish(d.out) < 0 && d.exit_code == 0)
+		d.exit_code = FPD_EXIT_IOERR;
+	fpd_info("stopped: %llu samples written under %s",
+		 (unsigned long long)d.total_samples, fpd_output_dir(d.out));
+out:
+	fpd_output_destroy(d.out);
+	fp_perf_writer_destroy(d.writer);
+	fp_sampler_destroy(d.sampler);
+	fp_select_destroy(d.select);
+	fp_node_destroy(d.node);
+	free(d.set);
+	free(d.top);
+	free(d.named);
+	free(d.init_pids);
+	free(d.inflight);
+	free(d.inflight_ic);
+	close(d.tfd);
+	close(d.sfd);
+	return d.exit_code;
+}

@@ -1,0 +1,387 @@
+/*
+ * flame_profd — command line, cookie, start-up checks.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <math.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "flame_profd.h"
+#include "fp/node.h"
+
+#define MAX_COOKIE 255
+
+static void
+usage(FILE *f)
+{
+	fprintf(f,
+"Usage: flame_profd --node NAME@HOST [OPTION]...\n"
+"Sample the Erlang stacks and process metrics of a running node from outside\n"
+"(a hidden C node; nothing is loaded onto the node) and write Linux perf-script\n"
+"files for Flamescope.\n"
+"\n"
+"Target:\n"
+"  -n, --node NAME@HOST      node to profile (short or long name; required)\n"
+"  -c, --cookie-file PATH    file holding the node's cookie; the default is\n"
+"                            $FLAME_PROFD_COOKIE if set, else ~/.erlang.cookie.\n"
+"                            The file must be readable by its owner only.\n"
+"      --timeout DUR         give up on a request after DUR (default 5s)\n"
+"\n"
+"Selection:\n"
+"  -t, --top N               sample the N processes with the most reductions\n"
+"                            since the previous selection (default 100; 0: none).\n"
+"                            With --pid/--name and no --top, only those.\n"
+"  -e, --every DUR           select again every DUR (default 5s)\n"
+"  -p, --pid PID             always sample PID, '<0.123.0>' or 0.123.0 (repeatable)\n"
+"  -N, --name NAME           always sample the process registered as NAME\n"
+"                            (repeatable)\n"
+"\n"
+"Sampling:\n"
+"  -r, --rate HZ             samples per second per process (default 10), spread\n"
+"                            evenly over the second\n"
+"      --backtrace-depth N   frames per stack (default 64; the node's\n"
+"                            backtrace_depth flag is raised for the run and put\n"
+"                            back on exit)\n"
+"      --lines               put source line numbers in frame names (NAME:LINE)\n"
+"\n"
+"Output:\n"
+"  -o, --out DIR             write under DIR/<node>/ (default .)\n"
+"  -R, --rotate DUR          start a new file every DUR (default 2m)\n"
+"  -d, --duration DUR        stop after DUR, leaving complete files (default: run\n"
+"                            until SIGINT/SIGTERM)\n"
+"      --log-file PATH       log there instead of stderr (SIGHUP reopens it)\n"
+"  -v, --verbose             more log output\n"
+"  -q, --quiet               warnings and errors only\n"
+"  -h, --help                this text\n"
+"  -V, --version             print the version\n"
+"\n"
+"DUR is a number with a unit: 500ms, 5s, 2m, 1h (a bare number is seconds).\n"
+"\n"
+"Exit status:\n"
+"   0  finished (--duration over, or stopped by SIGINT/SIGTERM)\n"
+"  64  bad command line: unknown flag, bad value, bad node name\n"
+"  66  cookie file missing, unreadable, empty or readable by others\n"
+"  69  node unreachable: host unknown, no epmd, node not registered\n"
+"  70  internal error, or the node answered with nonsense\n"
+"  73  output directory cannot be created or written\n"
+"  74  I/O error while writing output\n"
+"  77  the node refused the connection (wrong cookie, or short vs long names)\n");
+}
+
+static int
+bad_value(const char *flag, const char *value, const char *why)
+{
+	fprintf(stderr, "flame_profd: error: %s '%s': %s (see --help)\n",
+		flag, value, why);
+	return FPD_EXIT_USAGE;
+}
+
+static int
+parse_uint(const char *s, unsigned long max, unsigned long *out)
+{
+	char *end;
+	unsigned long v;
+
+	if (!s || !*s || *s == '-' || *s == '+')
+		return -EINVAL;
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || *end || v > max)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+static bool
+valid_atom_text(const char *s)
+{
+	size_t len = strlen(s);
+
+	return len > 0 && len < 256;
+}
+
+static int
+parse_options(int argc, char **argv, struct fpd_options *o)
+{
+	enum {
+		OPT_TIMEOUT = 256, OPT_BACKTRACE, OPT_LINES, OPT_LOG_FILE,
+	};
+	static const struct option longopts[] = {
+		{ "node", required_argument, NULL, 'n' },
+		{ "cookie-file", required_argument, NULL, 'c' },
+		{ "top", required_argument, NULL, 't' },
+		{ "every", required_argument, NULL, 'e' },
+		{ "rate", required_argument, NULL, 'r' },
+		{ "pid", required_argument, NULL, 'p' },
+		{ "name", required_argument, NULL, 'N' },
+		{ "out", required_argument, NULL, 'o' },
+		{ "rotate", required_argument, NULL, 'R' },
+		{ "duration", required_argument, NULL, 'd' },
+		{ "timeout", required_argument, NULL, OPT_TIMEOUT },
+		{ "backtrace-depth", required_argument, NULL, OPT_BACKTRACE },
+		{ "lines", no_argument, NULL, OPT_LINES },
+		{ "log-file", required_argument, NULL, OPT_LOG_FILE },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
+	};
+	unsigned long ul;
+	char *end;
+	int c;
+
+	*o = (struct fpd_options){
+		.top = 100,
+		.every_us = 5000000,
+		.rate = 10,
+		.out_dir = ".",
+		.rotate_us = 120000000,
+		.backtrace_depth = 64,
+		.timeout_us = 5000000,
+	};
+
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":n:c:t:e:r:p:N:o:R:d:vqhV",
+				longopts, NULL)) != -1) {
+		switch (c) {
+		case 'n':
+			o->node = optarg;
+			break;
+		case 'c':
+			o->cookie_file = optarg;
+			o->cookie_file_set = true;
+			break;
+		case 't':
+			if (parse_uint(optarg, 100000, &ul) < 0)
+				return bad_value("--top", optarg,
+						 "expected a whole number from 0 to 100000");
+			o->top = (unsigned)ul;
+			o->top_set = true;
+			break;
+		case 'e':
+			if (fpd_parse_duration(optarg, &o->every_us) < 0 ||
+			    o->every_us < 100000)
+				return bad_value("--every", optarg,
+						 "expected a duration of at least 100ms, e.g. 5s");
+			break;
+		case 'r':
+			errno = 0;
+			o->rate = strtod(optarg, &end);
+			if (errno || *end || end == optarg || !isfinite(o->rate) ||
+			    o->rate < 0.1 || o->rate > 1000)
+				return bad_value("--rate", optarg,
+						 "expected samples per second from 0.1 to 1000");
+			break;
+		case 'p': {
+			struct fp_pid pid;
+
+			if (fp_pid_parse(optarg, &pid) < 0)
+				return bad_value("--pid", optarg,
+						 "expected a local pid like '<0.123.0>' or 0.123.0");
+			o->pids = realloc(o->pids, (o->npids + 1) * sizeof(*o->pids));
+			o->pids[o->npids++] = pid;
+			break;
+		}
+		case 'N':
+			if (!valid_atom_text(optarg))
+				return bad_value("--name", optarg,
+						 "expected a registered name (1 to 255 bytes)");
+			o->names = realloc(o->names, (o->nnames + 1) * sizeof(*o->names));
+			o->names[o->nnames++] = optarg;
+			break;
+		case 'o':
+			if (!*optarg)
+				return bad_value("--out", optarg, "expected a directory");
+			o->out_dir = optarg;
+			break;
+		case 'R':
+			if (fpd_parse_duration(optarg, &o->rotate_us) < 0 ||
+			    o->rotate_us < 1000000)
+				return bad_value("--rotate", optarg,
+						 "expected a duration of at least 1s, e.g. 2m");
+			break;
+		case 'd':
+			if (fpd_parse_duration(optarg, &o->duration_us) < 0 ||
+			    o->duration_us == 0)
+				return bad_value("--duration", optarg,
+						 "expected a duration greater than 0, e.g. 30s");
+			break;
+		case OPT_TIMEOUT:
+			if (fpd_parse_duration(optarg, &o->timeout_us) < 0 ||
+			    o->timeout_us < 10000 || o->timeout_us > 600000000)
+				return bad_value("--timeout", optarg,
+						 "expected a duration from 10ms to 10m");
+			break;
+		case OPT_BACKTRACE:
+			if (parse_uint(optarg, 10000, &ul) < 0 || ul < 1)
+				return bad_value("--backtrace-depth", optarg,
+						 "expected a whole number from 1 to 10000");
+			o->backtrace_depth = (unsigned)ul;
+			break;
+		case OPT_LINES:
+			o->lines = true;
+			break;
+		case OPT_LOG_FILE:
+			o->log_file = optarg;
+			break;
+		case 'v':
+			o->verbosity++;
+			break;
+		case 'q':
+			o->verbosity--;
+			break;
+		case 'h':
+			usage(stdout);
+			exit(FPD_EXIT_OK);
+		case 'V':
+			printf("flame_profd %s\n", FP_VERSION);
+			exit(FPD_EXIT_OK);
+		case ':':
+			fprintf(stderr, "flame_profd: error: %s needs a value (see --help)\n",
+				argv[optind - 1]);
+			return FPD_EXIT_USAGE;
+		default:
+			fprintf(stderr, "flame_profd: error: unknown option '%s' (see --help)\n",
+				argv[optind - 1]);
+			return FPD_EXIT_USAGE;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "flame_profd: error: unexpected argument '%s' (see --help)\n",
+			argv[optind]);
+		return FPD_EXIT_USAGE;
+	}
+	if (!o->node) {
+		fprintf(stderr, "flame_profd: error: --node NAME@HOST is required (see --help)\n");
+		return FPD_EXIT_USAGE;
+	}
+	{
+		const char *why;
+
+		if (fp_node_name_check(o->node, &why) < 0)
+			return bad_value("--node", o->node, why);
+	}
+	if ((o->npids || o->nnames) && !o->top_set)
+		o->top = 0;
+	if (o->top == 0 && !o->npids && !o->nnames) {
+		fprintf(stderr, "flame_profd: error: nothing to sample: --top 0 and no --pid or --name\n");
+		return FPD_EXIT_USAGE;
+	}
+	return 0;
+}
+
+/*
+ * Read the cookie like erl does: the whole file, trailing white space
+ * dropped, and refuse a file others can read.
+ */
+static int
+read_cookie(const struct fpd_options *o, char *cookie, size_t size)
+{
+	char path[4096];
+	const char *env = getenv("FLAME_PROFD_COOKIE");
+	struct stat st;
+	ssize_t n;
+	int fd;
+
+	if (!o->cookie_file_set && env && *env) {
+		if (strlen(env) >= size) {
+			fprintf(stderr, "flame_profd: error: FLAME_PROFD_COOKIE is longer than %zu bytes\n",
+				size - 1);
+			return FPD_EXIT_NOINPUT;
+		}
+		snprintf(cookie, size, "%s", env);
+		return 0;
+	}
+	if (o->cookie_file_set) {
+		snprintf(path, sizeof(path), "%s", o->cookie_file);
+	} else {
+		const char *home = getenv("HOME");
+
+		if (!home || !*home) {
+			struct passwd *pw = getpwuid(getuid());
+
+			home = pw ? pw->pw_dir : "/";
+		}
+		snprintf(path, sizeof(path), "%s/.erlang.cookie", home);
+	}
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		fprintf(stderr, "flame_profd: error: cannot read cookie file %s: %s\n",
+			path, strerror(errno));
+		return FPD_EXIT_NOINPUT;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		fprintf(stderr, "flame_profd: error: cookie file %s is not a regular file\n",
+			path);
+		close(fd);
+		return FPD_EXIT_NOINPUT;
+	}
+	if (st.st_mode & 077) {
+		fprintf(stderr, "flame_profd: error: cookie file %s must be accessible by its owner only (chmod 400)\n",
+			path);
+		close(fd);
+		return FPD_EXIT_NOINPUT;
+	}
+	n = read(fd, cookie, size - 1);
+	close(fd);
+	if (n < 0) {
+		fprintf(stderr, "flame_profd: error: cannot read cookie file %s: %s\n",
+			path, strerror(errno));
+		return FPD_EXIT_NOINPUT;
+	}
+	if ((size_t)n == size - 1) {
+		fprintf(stderr, "flame_profd: error: cookie file %s holds more than %zu bytes\n",
+			path, size - 2);
+		return FPD_EXIT_NOINPUT;
+	}
+	while (n > 0 && (cookie[n - 1] == '\n' || cookie[n - 1] == '\r' ||
+			 cookie[n - 1] == ' ' || cookie[n - 1] == '\t'))
+		n--;
+	cookie[n] = '\0';
+	if (n == 0) {
+		fprintf(stderr, "flame_profd: error: cookie file %s is empty\n", path);
+		return FPD_EXIT_NOINPUT;
+	}
+	return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+	struct fpd_options opts;
+	char cookie[MAX_COOKIE + 2];
+	int rc;
+
+	signal(SIGPIPE, SIG_IGN);
+
+	rc = parse_options(argc, argv, &opts);
+	if (rc)
+		return rc;
+	rc = read_cookie(&opts, cookie, sizeof(cookie));
+	if (rc)
+		return rc;
+	if (fpd_log_open(opts.log_file, opts.verbosity) < 0) {
+		fprintf(stderr, "flame_profd: error: cannot open log file %s: %s\n",
+			opts.log_file, strerror(errno));
+		return FPD_EXIT_CANTCREAT;
+	}
+
+	rc = fpd_run(&opts, cookie);
+
+	explicit_bzero(cookie, sizeof(cookie));
+	fpd_log_close();
+	free(opts.pids);
+	free(opts.names);
+	return rc;
+}

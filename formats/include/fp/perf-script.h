@@ -1,0 +1,56 @@
+/*
+ * flame_profd — the perf-script writer (docs/FORMAT.md is the grammar).
+ *
+ * The writer formats; it never owns the FILE it writes to (the rotation
+ * code opens, finishes and renames files).
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "fp/term.h"
+
+struct fp_perf_writer;
+
+struct fp_perf_options {
+	bool lines;		/* append :LINE to frame names */
+};
+
+/** Caller owns the result; free with fp_perf_writer_destroy(). */
+struct fp_perf_writer *
+fp_perf_writer_new(const struct fp_perf_options *options);
+
+/** NULL is a no-op. */
+void
+fp_perf_writer_destroy(struct fp_perf_writer *writer);
+
+/**
+ * Write one sample: event line, frames leaf first, blank line.
+ *
+ * @return 0, or a negative errno if the stream reports an error.
+ */
+int
+fp_perf_write_sample(struct fp_perf_writer *writer, FILE *out,
+		     const struct fp_sample *sample);
+
+/**
+ * Write one comment line ("# " + text). Newlines in the text become
+ * spaces: a comment never spills into a sample.
+ */
+int
+fp_perf_write_comment(struct fp_perf_writer *writer, FILE *out,
+		      const char *format, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/**
+ * Append the frame-name form of an atom (quoted and escaped as in
+ * docs/FORMAT.md) to @dst, NUL-terminated.
+ *
+ * @return the length written (without the NUL), or the length it would
+ *         need if @size is too small (then @dst holds a truncated prefix).
+ */
+size_t
+fp_perf_format_atom(char *dst, size_t size, const char *atom);

@@ -1,0 +1,157 @@
+/*
+ * flame_profd — a hidden C-node connection to the profiled node.
+ *
+ * Everything the daemon asks of the node is an rpc through the node's own
+ * `rex` server to a stock OTP function; nothing is loaded onto the node.
+ * Requests are asynchronous: fp_node_*_request() sends and returns an id,
+ * fp_node_receive() hands back replies as they arrive. Replies carry the
+ * reference of their request, so late replies to requests the caller has
+ * given up on are recognised and dropped.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "fp/term.h"
+
+struct fp_node;
+
+/**
+ * Check a node name of the form alive@host.
+ *
+ * @return 0, or -EINVAL with *why set to a static explanation.
+ */
+int
+fp_node_name_check(const char *name, const char **why);
+
+/**
+ * @param target  alive@host of the node to profile (copied)
+ * @param cookie  the node's cookie (copied; never logged)
+ * @return a new node handle, not yet connected. Caller owns it and frees
+ *         it with fp_node_destroy().
+ */
+struct fp_node *
+fp_node_new(const char *target, const char *cookie);
+
+/** Disconnects and frees; NULL is a no-op. */
+void
+fp_node_destroy(struct fp_node *node);
+
+/**
+ * Connect (epmd lookup, handshake, a few setup calls).
+ *
+ * @return 0, or
+ *   -EHOSTUNREACH  the host part does not resolve,
+ *   -ECONNREFUSED  no epmd answers on the host (node down),
+ *   -ENOENT        epmd does not know the node (node down),
+ *   -EACCES        the node refused the handshake (wrong cookie, or the
+ *                  node uses the other kind of names),
+ *   -ETIMEDOUT     no answer within @timeout_ms,
+ *   -EPROTO        the node answered the setup calls with nonsense,
+ *   -EIO           any other failure.
+ */
+int
+fp_node_connect(struct fp_node *node, unsigned timeout_ms);
+
+/** Close the connection (if any); the handle can connect again. */
+void
+fp_node_disconnect(struct fp_node *node);
+
+/** The socket to poll for input, or -1 when not connected. */
+int
+fp_node_fd(const struct fp_node *node);
+
+const char *
+fp_node_target(const struct fp_node *node);
+
+/** Our own node name (alive@host), valid after a connect attempt. */
+const char *
+fp_node_self_name(const struct fp_node *node);
+
+/** The node's OTP release, e.g. "25"; "" before the first connect. */
+const char *
+fp_node_otp_release(const struct fp_node *node);
+
+/** The pid of the node's rex server, which serves our requests. */
+struct fp_pid
+fp_node_rex_pid(const struct fp_node *node);
+
+/** Bytes per word on the node (4 or 8). */
+unsigned
+fp_node_wordsize(const struct fp_node *node);
+
+/**
+ * A reply to an asynchronous request. The term lives in the node's
+ * receive buffer and is valid until the next call on this node.
+ */
+struct fp_reply {
+	uint64_t id;
+	bool badrpc;		/* {badrpc, Reason}: the call failed on the node */
+	const char *buf;	/* external term format */
+	int index;		/* where the result term starts in buf */
+};
+
+/**
+ * Read what the socket has: one message. Distribution ticks are answered
+ * inside.
+ *
+ * @return 1 with *reply filled, 0 if the message was no reply for us
+ *         (a tick, a stray message), -ECONNRESET when the connection is
+ *         gone, -ETIMEDOUT when a started message did not complete within
+ *         @timeout_ms, -EBADMSG when a reply could not be decoded.
+ */
+int
+fp_node_receive(struct fp_node *node, unsigned timeout_ms,
+		struct fp_reply *reply);
+
+/**
+ * Synchronous erlang:system_flag(backtrace_depth, @depth).
+ *
+ * @param[out] old the previous depth
+ * @return 0 or a negative errno as fp_node_receive().
+ */
+int
+fp_node_set_backtrace_depth(struct fp_node *node, unsigned depth,
+			    unsigned *old, unsigned timeout_ms);
+
+/** Request erlang:processes(). */
+int
+fp_node_processes_request(struct fp_node *node, uint64_t *id);
+
+/**
+ * Request the reductions of every pid in a processes() reply, passing the
+ * list back as it came (no re-encoding).
+ */
+int
+fp_node_reductions_request(struct fp_node *node,
+			   const struct fp_reply *processes, uint64_t *id);
+
+/** Request erlang:whereis/1 for each name (NUL-terminated atoms). */
+int
+fp_node_whereis_request(struct fp_node *node, const char *const *names,
+			size_t n, uint64_t *id);
+
+/** Request proc_lib:initial_call/1 for each pid. */
+int
+fp_node_initial_call_request(struct fp_node *node, const struct fp_pid *pids,
+			     size_t n, uint64_t *id);
+
+/**
+ * Request one sample of each pid: lists:zipwith(fun erlang:process_info/2,
+ * Pids, ItemLists). With @with_initial_call[i] set, pid i is also asked
+ * for its initial_call (NULL: none are).
+ */
+int
+fp_node_sample_request(struct fp_node *node, const struct fp_pid *pids,
+		       const bool *with_initial_call, size_t n, uint64_t *id);
+
+/**
+ * Decode a list of pids and atoms (a whereis or similar reply) into the
+ * pids found, skipping atoms (undefined).
+ *
+ * @return the number of pids written (at most @max), or -EBADMSG.
+ */
+int
+fp_node_decode_pids(const struct fp_reply *reply, struct fp_pid *out,
+		    size_t max);

@@ -1,0 +1,105 @@
+/*
+ * flame_profd — what a sample is, independent of how it was decoded.
+ *
+ * Strings in these structs are UTF-8 as the node sent them (atoms are not
+ * quoted or escaped here; the writers do that) and are owned by the
+ * struct fp_batch they came from.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/**
+ * A pid local to the profiled node: <0.num.serial>. The node's creation
+ * lives in struct fp_node; a pid never outlives the connection it came
+ * from (after a node restart the same numbers name another process).
+ */
+struct fp_pid {
+	uint32_t num;
+	uint32_t serial;
+};
+
+static inline uint64_t
+fp_pid_key(struct fp_pid pid)
+{
+	return ((uint64_t)pid.num << 32) | pid.serial;
+}
+
+/**
+ * Parse "<0.123.0>" or "0.123.0". The first number must be 0: the
+ * daemon can only sample processes of the node it is attached to.
+ *
+ * @return 0, or -EINVAL if @str is not such a pid.
+ */
+int
+fp_pid_parse(const char *str, struct fp_pid *pid);
+
+/** Process status as process_info(Pid, status) returns it. */
+enum fp_status {
+	FP_STATUS_UNKNOWN = 0,
+	FP_STATUS_RUNNING,
+	FP_STATUS_RUNNABLE,
+	FP_STATUS_WAITING,
+	FP_STATUS_GARBAGE_COLLECTING,
+	FP_STATUS_SUSPENDED,
+	FP_STATUS_EXITING,
+	FP_STATUS_FREE,
+	FP_STATUS_COUNT,
+};
+
+/** Static string; "unknown" for FP_STATUS_UNKNOWN. */
+const char *
+fp_status_name(enum fp_status status);
+
+enum fp_status
+fp_status_from_name(const char *name);
+
+/**
+ * Per-sample metrics. Counters only grow while a process lives, but the
+ * VM resets some of them (minor_gcs at every full sweep); gauges go up
+ * and down and their deltas are signed.
+ */
+enum fp_metric {
+	FP_METRIC_REDUCTIONS = 0,	/* counter */
+	FP_METRIC_MEMORY,		/* gauge, bytes */
+	FP_METRIC_MESSAGE_QUEUE_LEN,	/* gauge */
+	FP_METRIC_TOTAL_HEAP_SIZE,	/* gauge, words */
+	FP_METRIC_HEAP_SIZE,		/* gauge, words */
+	FP_METRIC_STACK_SIZE,		/* gauge, words */
+	FP_METRIC_BINARY_BYTES,		/* gauge, bytes of off-heap binaries */
+	FP_METRIC_MINOR_GCS,		/* counter, reset by full sweeps */
+	FP_METRIC_COUNT,
+};
+
+/** Static string, e.g. "message_queue_len". */
+const char *
+fp_metric_name(enum fp_metric metric);
+
+bool
+fp_metric_is_counter(enum fp_metric metric);
+
+/**
+ * One stack frame, or an initial call (then file is NULL and line 0).
+ */
+struct fp_frame {
+	const char *module;
+	const char *function;
+	uint32_t arity;
+	uint32_t line;		/* 0 when unknown */
+	const char *file;	/* NULL when unknown */
+};
+
+struct fp_sample {
+	struct fp_pid pid;
+	uint64_t time_us;		/* Unix epoch, microseconds */
+	enum fp_status status;
+	int64_t value[FP_METRIC_COUNT];
+	int64_t delta[FP_METRIC_COUNT];
+	const char *registered_name;	/* NULL when not registered */
+	bool has_initial_call;
+	struct fp_frame initial_call;
+	const struct fp_frame *frames;	/* leaf first */
+	uint32_t nframes;
+};

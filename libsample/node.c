@@ -1,0 +1,920 @@
+/*
+ * flame_profd — hidden C node: epmd lookup, handshake, rpc through rex.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <ei.h>
+
+#include "fp/log.h"
+#include "node-private.h"
+#include "util-mem.h"
+
+#define EPMD_DEFAULT_PORT 4369
+#define EPMD_PORT2_REQ 122
+#define EPMD_PORT2_RESP 119
+
+/* The tag in the third word of our references: lets us tell our own
+ * replies from anything else a confused peer might send. */
+#define REF_MAGIC 0x66707264u	/* "fprd" */
+
+struct fp_node {
+	char *target;
+	char *cookie;
+	char alive[MAXATOMLEN];
+	char host[EI_MAXHOSTNAMELEN + 1];
+
+	ei_cnode ec;
+	int fd;
+	char self_name[MAXNODELEN + 1];
+
+	uint64_t next_id;
+	ei_x_buff rx;
+	ei_x_buff tx;
+
+	char otp_release[16];
+	unsigned wordsize;
+	struct fp_pid rex;
+	unsigned creation;	/* of the target, for the pids we send */
+};
+
+static int ei_initialised;
+
+int
+fp_node_name_check(const char *name, const char **why)
+{
+	const char *at = strchr(name, '@');
+	size_t alive_len;
+
+	if (!at) {
+		*why = "a node name needs a host part: name@host";
+		return -EINVAL;
+	}
+	alive_len = (size_t)(at - name);
+	if (alive_len == 0) {
+		*why = "the name part before '@' is empty";
+		return -EINVAL;
+	}
+	if (at[1] == '\0') {
+		*why = "the host part after '@' is empty";
+		return -EINVAL;
+	}
+	if (strchr(at + 1, '@')) {
+		*why = "a node name has exactly one '@'";
+		return -EINVAL;
+	}
+	if (strlen(name) >= MAXNODELEN || alive_len >= MAXATOMLEN - 1 ||
+	    strlen(at + 1) > EI_MAXHOSTNAMELEN) {
+		*why = "the node name is too long";
+		return -EINVAL;
+	}
+	for (const char *p = name; p < at; p++) {
+		unsigned char c = (unsigned char)*p;
+
+		/* What epmd and erl accept for the alive part. */
+		if (!(c == '_' || c == '-' || (c >= '0' && c <= '9') ||
+		      (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		      c >= 0x80)) {
+			*why = "the name part may only hold letters, digits, '_' and '-'";
+			return -EINVAL;
+		}
+	}
+	for (const char *p = at + 1; *p; p++) {
+		unsigned char c = (unsigned char)*p;
+
+		if (c <= ' ' || c == '/' || c == '\'' || c == '"') {
+			*why = "the host part holds a character no host name has";
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+struct fp_node *
+fp_node_new(const char *target, const char *cookie)
+{
+	struct fp_node *node = xnew(struct fp_node);
+	const char *at = strchr(target, '@');
+
+	node->target = xstrdup(target);
+	node->cookie = xstrdup(cookie);
+	node->fd = -1;
+	node->wordsize = 8;
+	if (at) {
+		snprintf(node->alive, sizeof(node->alive), "%.*s",
+			 (int)(at - target), target);
+		snprintf(node->host, sizeof(node->host), "%s", at + 1);
+	}
+	ei_x_new(&node->rx);
+	ei_x_new(&node->tx);
+	return node;
+}
+
+void
+fp_node_destroy(struct fp_node *node)
+{
+	if (!node)
+		return;
+	fp_node_disconnect(node);
+	ei_x_free(&node->rx);
+	ei_x_free(&node->tx);
+	explicit_bzero(node->cookie, strlen(node->cookie));
+	explicit_bzero(&node->ec, sizeof(node->ec));
+	free(node->cookie);
+	free(node->target);
+	free(node);
+}
+
+void
+fp_node_disconnect(struct fp_node *node)
+{
+	if (node->fd >= 0) {
+		ei_close_connection(node->fd);
+		node->fd = -1;
+	}
+}
+
+int
+fp_node_fd(const struct fp_node *node)
+{
+	return node->fd;
+}
+
+const char *
+fp_node_target(const struct fp_node *node)
+{
+	return node->target;
+}
+
+const char *
+fp_node_self_name(const struct fp_node *node)
+{
+	return node->self_name;
+}
+
+const char *
+fp_node_otp_release(const struct fp_node *node)
+{
+	return node->otp_release;
+}
+
+struct fp_pid
+fp_node_rex_pid(const struct fp_node *node)
+{
+	return node->rex;
+}
+
+unsigned
+fp_node_wordsize(const struct fp_node *node)
+{
+	return node->wordsize;
+}
+
+static int
+resolve_ipv4(const char *host, struct in_addr *addr)
+{
+	struct addrinfo hints = { .ai_family = AF_INET, .ai_socktype = SOCK_STREAM };
+	struct addrinfo *res = NULL;
+	int rc;
+
+	rc = getaddrinfo(host, NULL, &hints, &res);
+	if (rc != 0 || !res)
+		return -EHOSTUNREACH;
+	*addr = ((struct sockaddr_in *)res->ai_addr)->sin_addr;
+	freeaddrinfo(res);
+	return 0;
+}
+
+static unsigned
+epmd_port(void)
+{
+	const char *env = getenv("ERL_EPMD_PORT");
+	long port;
+	char *end;
+
+	if (!env || !*env)
+		return EPMD_DEFAULT_PORT;
+	port = strtol(env, &end, 10);
+	if (*end || port <= 0 || port > 65535)
+		return EPMD_DEFAULT_PORT;
+	return (unsigned)port;
+}
+
+static int
+wait_fd(int fd, short events, int timeout_ms)
+{
+	struct pollfd pfd = { .fd = fd, .events = events };
+	int rc;
+
+	do {
+		rc = poll(&pfd, 1, timeout_ms);
+	} while (rc < 0 && errno == EINTR);
+	if (rc < 0)
+		return -errno;
+	if (rc == 0)
+		return -ETIMEDOUT;
+	return 0;
+}
+
+static int
+connect_tmo(const struct in_addr *addr, unsigned port, unsigned timeout_ms)
+{
+	struct sockaddr_in sin = {
+		.sin_family = AF_INET,
+		.sin_port = htons((uint16_t)port),
+		.sin_addr = *addr,
+	};
+	int fd, rc, err = 0;
+	socklen_t len = sizeof(err);
+
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	rc = connect(fd, (struct sockaddr *)&sin, sizeof(sin));
+	if (rc < 0 && errno != EINPROGRESS) {
+		rc = -errno;
+		goto out_close;
+	}
+	if (rc < 0) {
+		rc = wait_fd(fd, POLLOUT, (int)timeout_ms);
+		if (rc < 0)
+			goto out_close;
+		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0 || err) {
+			rc = -(err ? err : errno);
+			goto out_close;
+		}
+	}
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+	return fd;
+
+out_close:
+	close(fd);
+	return rc;
+}
+
+static int
+read_full(int fd, unsigned char *buf, size_t len, unsigned timeout_ms)
+{
+	size_t got = 0;
+
+	while (got < len) {
+		ssize_t n;
+		int rc = wait_fd(fd, POLLIN, (int)timeout_ms);
+
+		if (rc < 0)
+			return rc;
+		n = read(fd, buf + got, len - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -ECONNRESET;
+		got += (size_t)n;
+	}
+	return 0;
+}
+
+/*
+ * Ask epmd for the node's distribution port ourselves rather than through
+ * ei_connect(): ei folds "no epmd", "no such node" and "bad cookie" into one
+ * error, and users deserve to be told which it is.
+ */
+static int
+epmd_lookup(const struct in_addr *addr, const char *alive, unsigned timeout_ms,
+	    unsigned *port)
+{
+	unsigned char req[3 + MAXATOMLEN], resp[4];
+	size_t alen = strlen(alive);
+	int fd, rc;
+
+	fd = connect_tmo(addr, epmd_port(), timeout_ms);
+	if (fd < 0)
+		return fd == -ETIMEDOUT ? -ETIMEDOUT : -ECONNREFUSED;
+
+	req[0] = (unsigned char)((alen + 1) >> 8);
+	req[1] = (unsigned char)(alen + 1);
+	req[2] = EPMD_PORT2_REQ;
+	memcpy(req + 3, alive, alen);
+	if (write(fd, req, alen + 3) != (ssize_t)(alen + 3)) {
+		rc = -ECONNREFUSED;
+		goto out;
+	}
+	rc = read_full(fd, resp, 2, timeout_ms);
+	if (rc < 0)
+		goto out;
+	if (resp[0] != EPMD_PORT2_RESP) {
+		rc = -EPROTO;
+		goto out;
+	}
+	if (resp[1] != 0) {
+		rc = -ENOENT;
+		goto out;
+	}
+	rc = read_full(fd, resp, 2, timeout_ms);
+	if (rc < 0)
+		goto out;
+	*port = ((unsigned)resp[0] << 8) | resp[1];
+out:
+	close(fd);
+	return rc;
+}
+
+/*
+ * Our own node name must use the same kind of host name as the target:
+ * a node started with -sname refuses peers with dotted names and the
+ * reverse. Long names get an address of this machine that can reach the
+ * target.
+ */
+static void
+make_self_name(struct fp_node *node, const struct in_addr *target_addr,
+	       char *host, size_t hostlen)
+{
+	bool longnames = strchr(node->host, '.') != NULL;
+	char buf[256] = "";
+
+	gethostname(buf, sizeof(buf) - 1);
+	if (!longnames) {
+		char *dot = strchr(buf, '.');
+
+		if (dot)
+			*dot = '\0';
+		snprintf(host, hostlen, "%s", buf[0] ? buf : "localhost");
+		return;
+	}
+	if (strchr(buf, '.')) {
+		snprintf(host, hostlen, "%s", buf);
+		return;
+	}
+	{
+		/* Which local address routes to the target? A connected UDP
+		 * socket tells without sending anything. */
+		struct sockaddr_in sin = { .sin_family = AF_INET,
+					   .sin_port = htons(9),
+					   .sin_addr = *target_addr };
+		struct sockaddr_in me;
+		socklen_t len = sizeof(me);
+		int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+		snprintf(host, hostlen, "127.0.0.1");
+		if (fd < 0)
+			return;
+		if (connect(fd, (struct sockaddr *)&sin, sizeof(sin)) == 0 &&
+		    getsockname(fd, (struct sockaddr *)&me, &len) == 0)
+			inet_ntop(AF_INET, &me.sin_addr, host, (socklen_t)hostlen);
+		close(fd);
+	}
+}
+
+static void
+encode_ref(struct fp_node *node, ei_x_buff *x, uint64_t id)
+{
+	erlang_ref ref;
+
+	memset(&ref, 0, sizeof(ref));
+	snprintf(ref.node, sizeof(ref.node), "%s", node->self_name);
+	ref.len = 3;
+	ref.n[0] = (unsigned)(id & 0x3ffff);
+	ref.n[1] = (unsigned)(id >> 18);
+	ref.n[2] = REF_MAGIC;
+	ref.creation = node->ec.creation;
+	ei_x_encode_ref(x, &ref);
+}
+
+int
+node_rpc_send(struct fp_node *node, const char *mod, const char *fun,
+	      const ei_x_buff *args, uint64_t *id)
+{
+	ei_x_buff *x = &node->tx;
+	int rc;
+
+	if (node->fd < 0)
+		return -ENOTCONN;
+
+	/* {'$gen_call', {Self, Ref}, {call, Mod, Fun, Args, user}} makes
+	 * rex spawn a worker and answer {Ref, Reply}: tagged replies, unlike
+	 * ei_rpc_to()'s {rex, Reply}. */
+	x->index = 0;
+	ei_x_encode_version(x);
+	ei_x_encode_tuple_header(x, 3);
+	ei_x_encode_atom(x, "$gen_call");
+	ei_x_encode_tuple_header(x, 2);
+	ei_x_encode_pid(x, ei_self(&node->ec));
+	*id = ++node->next_id;
+	encode_ref(node, x, *id);
+	ei_x_encode_tuple_header(x, 5);
+	ei_x_encode_atom(x, "call");
+	ei_x_encode_atom(x, mod);
+	ei_x_encode_atom(x, fun);
+	ei_x_append_buf(x, args->buff, args->index);
+	ei_x_encode_atom(x, "user");
+
+	rc = ei_reg_send_tmo(&node->ec, node->fd, "rex", x->buff, x->index,
+			     10000);
+	if (rc < 0)
+		return erl_errno == ETIMEDOUT ? -ETIMEDOUT : -ECONNRESET;
+	return 0;
+}
+
+int
+node_skip_term(const char *buf, int *index)
+{
+	return ei_skip_term(buf, index) < 0 ? -EBADMSG : 0;
+}
+
+int
+node_decode_atom(const char *buf, int *index, char *dst)
+{
+	if (ei_decode_atom_as(buf, index, dst, MAXATOMLEN_UTF8, ERLANG_UTF8,
+			      NULL, NULL) < 0)
+		return -EBADMSG;
+	return 0;
+}
+
+int
+node_decode_pid(const char *buf, int *index, struct fp_pid *pid)
+{
+	erlang_pid p;
+
+	if (ei_decode_pid(buf, index, &p) < 0)
+		return -EBADMSG;
+	pid->num = p.num;
+	pid->serial = p.serial;
+	return 0;
+}
+
+int
+node_decode_int(const char *buf, int *index, int64_t *value)
+{
+	long long v;
+
+	if (ei_decode_longlong(buf, index, &v) < 0)
+		return -EBADMSG;
+	*value = v;
+	return 0;
+}
+
+static int
+decode_reply(struct fp_node *node, struct fp_reply *reply)
+{
+	const char *buf = node->rx.buff;
+	int index = 0, arity, version, type, size;
+	erlang_ref ref;
+
+	if (ei_decode_version(buf, &index, &version) < 0 ||
+	    ei_decode_tuple_header(buf, &index, &arity) < 0 || arity != 2)
+		return 0;
+	if (ei_get_type(buf, &index, &type, &size) < 0 ||
+	    (type != ERL_NEW_REFERENCE_EXT && type != ERL_NEWER_REFERENCE_EXT &&
+	     type != ERL_REFERENCE_EXT))
+		return 0;
+	if (ei_decode_ref(buf, &index, &ref) < 0 || ref.len < 3 ||
+	    ref.n[2] != REF_MAGIC)
+		return 0;
+
+	reply->id = (uint64_t)ref.n[0] | ((uint64_t)ref.n[1] << 18);
+	reply->buf = buf;
+	reply->index = index;
+	reply->badrpc = false;
+
+	/* {badrpc, Reason} */
+	if (ei_get_type(buf, &index, &type, &size) == 0 &&
+	    (type == ERL_SMALL_TUPLE_EXT) && size == 2) {
+		char atom[MAXATOMLEN_UTF8];
+		int i = reply->index;
+
+		if (ei_decode_tuple_header(buf, &i, &arity) == 0 &&
+		    node_decode_atom(buf, &i, atom) == 0 &&
+		    strcmp(atom, "badrpc") == 0) {
+			reply->badrpc = true;
+			if (fp_log_enabled(FP_LOG_WARNING)) {
+				char *s = NULL;
+				int j = i;
+
+				ei_s_print_term(&s, buf, &j);
+				fp_log(FP_LOG_WARNING, "rpc failed on %s: %.300s",
+				       node->target, s ? s : "?");
+				free(s);
+			}
+		}
+	}
+	return 1;
+}
+
+int
+fp_node_receive(struct fp_node *node, unsigned timeout_ms,
+		struct fp_reply *reply)
+{
+	erlang_msg msg;
+	int rc;
+
+	if (node->fd < 0)
+		return -ECONNRESET;
+
+	node->rx.index = 0;
+	rc = ei_xreceive_msg_tmo(node->fd, &msg, &node->rx, timeout_ms);
+	if (rc == ERL_TICK)
+		return 0;
+	if (rc == ERL_ERROR) {
+		if (erl_errno == ETIMEDOUT)
+			return -ETIMEDOUT;
+		if (erl_errno == EAGAIN)
+			return 0;
+		/* EMSGSIZE and friends: the message was read and dropped. */
+		if (erl_errno == EMSGSIZE)
+			return 0;
+		return -ECONNRESET;
+	}
+	if (msg.msgtype != ERL_SEND && msg.msgtype != ERL_REG_SEND)
+		return 0;
+	return decode_reply(node, reply);
+}
+
+/* Wait for the reply to @id, dropping anything else. */
+static int
+node_wait(struct fp_node *node, uint64_t id, unsigned timeout_ms,
+	  struct fp_reply *reply)
+{
+	struct timespec start, now;
+
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	for (;;) {
+		long elapsed;
+		int rc;
+
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		elapsed = (now.tv_sec - start.tv_sec) * 1000 +
+			  (now.tv_nsec - start.tv_nsec) / 1000000;
+		if (elapsed >= (long)timeout_ms)
+			return -ETIMEDOUT;
+		rc = wait_fd(node->fd, POLLIN, (int)(timeout_ms - (unsigned)elapsed));
+		if (rc < 0)
+			return rc;
+		rc = fp_node_receive(node, timeout_ms, reply);
+		if (rc < 0)
+			return rc;
+		if (rc == 1 && reply->id == id)
+			return reply->badrpc ? -EPROTO : 0;
+	}
+}
+
+static int
+node_call(struct fp_node *node, const char *mod, const char *fun,
+	  const ei_x_buff *args, unsigned timeout_ms, struct fp_reply *reply)
+{
+	uint64_t id;
+	int rc;
+
+	rc = node_rpc_send(node, mod, fun, args, &id);
+	if (rc < 0)
+		return rc;
+	return node_wait(node, id, timeout_ms, reply);
+}
+
+static void
+args_atom(ei_x_buff *x, const char *atom)
+{
+	x->index = 0;
+	ei_x_encode_list_header(x, 1);
+	ei_x_encode_atom(x, atom);
+	ei_x_encode_empty_list(x);
+}
+
+static int
+setup_calls(struct fp_node *node, unsigned timeout_ms)
+{
+	struct fp_reply reply;
+	ei_x_buff args;
+	erlang_pid rex;
+	long wordsize;
+	int rc, i, type, size;
+
+	ei_x_new(&args);
+
+	args_atom(&args, "rex");
+	rc = node_call(node, "erlang", "whereis", &args, timeout_ms, &reply);
+	if (rc < 0)
+		goto out;
+	i = reply.index;
+	if (ei_decode_pid(reply.buf, &i, &rex) < 0) {
+		rc = -EPROTO;
+		goto out;
+	}
+	node->rex.num = rex.num;
+	node->rex.serial = rex.serial;
+	node->creation = rex.creation;
+
+	args_atom(&args, "wordsize");
+	rc = node_call(node, "erlang", "system_info", &args, timeout_ms, &reply);
+	if (rc < 0)
+		goto out;
+	i = reply.index;
+	if (ei_decode_long(reply.buf, &i, &wordsize) < 0 ||
+	    (wordsize != 4 && wordsize != 8)) {
+		rc = -EPROTO;
+		goto out;
+	}
+	node->wordsize = (unsigned)wordsize;
+
+	args_atom(&args, "otp_release");
+	rc = node_call(node, "erlang", "system_info", &args, timeout_ms, &reply);
+	if (rc < 0)
+		goto out;
+	i = reply.index;
+	if (ei_get_type(reply.buf, &i, &type, &size) < 0 ||
+	    type != ERL_STRING_EXT || size >= (int)sizeof(node->otp_release) ||
+	    ei_decode_string(reply.buf, &i, node->otp_release) < 0) {
+		rc = -EPROTO;
+		goto out;
+	}
+	rc = 0;
+out:
+	ei_x_free(&args);
+	return rc;
+}
+
+int
+fp_node_connect(struct fp_node *node, unsigned timeout_ms)
+{
+	struct in_addr addr;
+	char host[128];
+	char alive[32];
+	unsigned port = 0, creation;
+	int rc, fd;
+
+	fp_node_disconnect(node);
+
+	if (!ei_initialised) {
+		ei_init();
+		ei_initialised = 1;
+	}
+
+	rc = resolve_ipv4(node->host, &addr);
+	if (rc < 0)
+		return rc;
+	rc = epmd_lookup(&addr, node->alive, timeout_ms, &port);
+	if (rc < 0)
+		return rc;
+
+	make_self_name(node, &addr, host, sizeof(host));
+	snprintf(alive, sizeof(alive), "flame_profd_%ld", (long)getpid());
+	snprintf(node->self_name, sizeof(node->self_name), "%s@%s", alive, host);
+	/* A new creation per connection: a pid or ref of ours from an
+	 * earlier connection never matches a new one. */
+	creation = (unsigned)((time(NULL) ^ (getpid() << 8)) & 0x3fffffff) | 4;
+	if (ei_connect_xinit(&node->ec, host, alive, node->self_name, NULL,
+			     node->cookie, creation) < 0)
+		return -EIO;
+
+	fd = ei_xconnect_host_port_tmo(&node->ec, &addr, (int)port, timeout_ms);
+	if (fd < 0) {
+		int err = erl_errno;
+
+		if (err == ETIMEDOUT)
+			return -ETIMEDOUT;
+		if (err == ECONNREFUSED)
+			return -ECONNREFUSED;
+		/* epmd knew the node and the TCP connection opened: a failed
+		 * handshake is the node saying no. */
+		return -EACCES;
+	}
+	node->fd = fd;
+
+	rc = setup_calls(node, timeout_ms);
+	if (rc < 0) {
+		fp_node_disconnect(node);
+		return rc == -ETIMEDOUT || rc == -ECONNRESET ? rc : -EPROTO;
+	}
+	return 0;
+}
+
+int
+fp_node_set_backtrace_depth(struct fp_node *node, unsigned depth,
+			    unsigned *old, unsigned timeout_ms)
+{
+	struct fp_reply reply;
+	ei_x_buff args;
+	long prev;
+	int rc, i;
+
+	ei_x_new(&args);
+	ei_x_encode_list_header(&args, 2);
+	ei_x_encode_atom(&args, "backtrace_depth");
+	ei_x_encode_ulong(&args, depth);
+	ei_x_encode_empty_list(&args);
+	rc = node_call(node, "erlang", "system_flag", &args, timeout_ms, &reply);
+	if (rc < 0)
+		goto out;
+	i = reply.index;
+	if (ei_decode_long(reply.buf, &i, &prev) < 0 || prev < 0) {
+		rc = -EPROTO;
+		goto out;
+	}
+	*old = (unsigned)prev;
+out:
+	ei_x_free(&args);
+	return rc;
+}
+
+static void
+encode_local_pid(struct fp_node *node, ei_x_buff *x, struct fp_pid pid)
+{
+	erlang_pid p;
+
+	memset(&p, 0, sizeof(p));
+	snprintf(p.node, sizeof(p.node), "%s", node->target);
+	p.num = pid.num;
+	p.serial = pid.serial;
+	p.creation = node->creation;
+	ei_x_encode_pid(x, &p);
+}
+
+static void
+encode_export_fun(ei_x_buff *x, const char *mod, const char *fun, long arity)
+{
+	erlang_fun f;
+
+	memset(&f, 0, sizeof(f));
+	f.type = EI_FUN_EXPORT;
+	f.arity = arity;
+	snprintf(f.module, sizeof(f.module), "%s", mod);
+	f.u.exprt.func = (char *)fun;
+	ei_x_encode_fun(x, &f);
+}
+
+int
+fp_node_processes_request(struct fp_node *node, uint64_t *id)
+{
+	ei_x_buff args;
+	int rc;
+
+	ei_x_new(&args);
+	ei_x_encode_empty_list(&args);
+	rc = node_rpc_send(node, "erlang", "processes", &args, id);
+	ei_x_free(&args);
+	return rc;
+}
+
+int
+fp_node_reductions_request(struct fp_node *node,
+			   const struct fp_reply *processes, uint64_t *id)
+{
+	ei_x_buff args;
+	int start = processes->index, end = start, count, type;
+	int rc;
+
+	if (ei_get_type(processes->buf, &start, &type, &count) < 0 ||
+	    node_skip_term(processes->buf, &end) < 0)
+		return -EBADMSG;
+
+	ei_x_new(&args);
+	/* lists:zipwith(fun erlang:process_info/2, Pids, [reductions, ...]) */
+	ei_x_encode_list_header(&args, 3);
+	encode_export_fun(&args, "erlang", "process_info", 2);
+	ei_x_append_buf(&args, processes->buf + start, end - start);
+	if (type == ERL_LIST_EXT && count > 0) {
+		ei_x_encode_list_header(&args, count);
+		for (int i = 0; i < count; i++)
+			ei_x_encode_atom(&args, "reductions");
+	}
+	ei_x_encode_empty_list(&args);
+	ei_x_encode_empty_list(&args);
+	rc = node_rpc_send(node, "lists", "zipwith", &args, id);
+	ei_x_free(&args);
+	return rc;
+}
+
+int
+fp_node_whereis_request(struct fp_node *node, const char *const *names,
+			size_t n, uint64_t *id)
+{
+	ei_x_buff args;
+	int rc;
+
+	ei_x_new(&args);
+	ei_x_encode_list_header(&args, 2);
+	encode_export_fun(&args, "erlang", "whereis", 1);
+	if (n) {
+		ei_x_encode_list_header(&args, (long)n);
+		for (size_t i = 0; i < n; i++)
+			ei_x_encode_atom_as(&args, names[i], ERLANG_UTF8, ERLANG_UTF8);
+	}
+	ei_x_encode_empty_list(&args);
+	ei_x_encode_empty_list(&args);
+	rc = node_rpc_send(node, "lists", "map", &args, id);
+	ei_x_free(&args);
+	return rc;
+}
+
+int
+fp_node_initial_call_request(struct fp_node *node, const struct fp_pid *pids,
+			     size_t n, uint64_t *id)
+{
+	ei_x_buff args;
+	int rc;
+
+	ei_x_new(&args);
+	ei_x_encode_list_header(&args, 2);
+	encode_export_fun(&args, "proc_lib", "initial_call", 1);
+	if (n) {
+		ei_x_encode_list_header(&args, (long)n);
+		for (size_t i = 0; i < n; i++)
+			encode_local_pid(node, &args, pids[i]);
+	}
+	ei_x_encode_empty_list(&args);
+	ei_x_encode_empty_list(&args);
+	rc = node_rpc_send(node, "lists", "map", &args, id);
+	ei_x_free(&args);
+	return rc;
+}
+
+/* The order the sample decoder expects nothing of: it reads by key. */
+static const char *const sample_items[] = {
+	"status",
+	"registered_name",
+	"current_stacktrace",
+	"reductions",
+	"memory",
+	"message_queue_len",
+	"total_heap_size",
+	"heap_size",
+	"stack_size",
+	"garbage_collection",
+	"garbage_collection_info",
+};
+
+int
+fp_node_sample_request(struct fp_node *node, const struct fp_pid *pids,
+		       const bool *with_initial_call, size_t n, uint64_t *id)
+{
+	const size_t nitems = sizeof(sample_items) / sizeof(sample_items[0]);
+	ei_x_buff args;
+	int rc;
+
+	ei_x_new(&args);
+	ei_x_encode_list_header(&args, 3);
+	encode_export_fun(&args, "erlang", "process_info", 2);
+	if (n) {
+		ei_x_encode_list_header(&args, (long)n);
+		for (size_t i = 0; i < n; i++)
+			encode_local_pid(node, &args, pids[i]);
+	}
+	ei_x_encode_empty_list(&args);
+	if (n) {
+		ei_x_encode_list_header(&args, (long)n);
+		for (size_t i = 0; i < n; i++) {
+			bool ic = with_initial_call && with_initial_call[i];
+
+			ei_x_encode_list_header(&args, (long)(nitems + ic));
+			for (size_t k = 0; k < nitems; k++)
+				ei_x_encode_atom(&args, sample_items[k]);
+			if (ic)
+				ei_x_encode_atom(&args, "initial_call");
+			ei_x_encode_empty_list(&args);
+		}
+	}
+	ei_x_encode_empty_list(&args);
+	ei_x_encode_empty_list(&args);
+	rc = node_rpc_send(node, "lists", "zipwith", &args, id);
+	ei_x_free(&args);
+	return rc;
+}
+
+int
+fp_node_decode_pids(const struct fp_reply *reply, struct fp_pid *out,
+		    size_t max)
+{
+	const char *buf = reply->buf;
+	int index = reply->index, count, type, size;
+	size_t n = 0;
+
+	if (reply->badrpc || ei_decode_list_header(buf, &index, &count) < 0)
+		return -EBADMSG;
+	for (int i = 0; i < count; i++) {
+		if (ei_get_type(buf, &index, &type, &size) < 0)
+			return -EBADMSG;
+		if (type == ERL_PID_EXT || type == ERL_NEW_PID_EXT) {
+			struct fp_pid pid;
+
+			if (node_decode_pid(buf, &index, &pid) < 0)
+				return -EBADMSG;
+			if (n < max)
+				out[n++] = pid;
+		} else if (node_skip_term(buf, &index) < 0) {
+			return -EBADMSG;
+		}
+	}
+	return (int)n;
+}

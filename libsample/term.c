@@ -1,0 +1,105 @@
+/*
+ * flame_profd — names and parsing for the sample vocabulary.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fp/term.h"
+
+static const char *const status_names[FP_STATUS_COUNT] = {
+	[FP_STATUS_UNKNOWN] = "unknown",
+	[FP_STATUS_RUNNING] = "running",
+	[FP_STATUS_RUNNABLE] = "runnable",
+	[FP_STATUS_WAITING] = "waiting",
+	[FP_STATUS_GARBAGE_COLLECTING] = "garbage_collecting",
+	[FP_STATUS_SUSPENDED] = "suspended",
+	[FP_STATUS_EXITING] = "exiting",
+	[FP_STATUS_FREE] = "free",
+};
+
+static const struct {
+	const char *name;
+	bool counter;
+} metrics[FP_METRIC_COUNT] = {
+	[FP_METRIC_REDUCTIONS] = { "reductions", true },
+	[FP_METRIC_MEMORY] = { "memory", false },
+	[FP_METRIC_MESSAGE_QUEUE_LEN] = { "message_queue_len", false },
+	[FP_METRIC_TOTAL_HEAP_SIZE] = { "total_heap_size", false },
+	[FP_METRIC_HEAP_SIZE] = { "heap_size", false },
+	[FP_METRIC_STACK_SIZE] = { "stack_size", false },
+	[FP_METRIC_BINARY_BYTES] = { "binary_bytes", false },
+	[FP_METRIC_MINOR_GCS] = { "minor_gcs", true },
+};
+
+const char *
+fp_status_name(enum fp_status status)
+{
+	if ((unsigned)status >= FP_STATUS_COUNT)
+		status = FP_STATUS_UNKNOWN;
+	return status_names[status];
+}
+
+enum fp_status
+fp_status_from_name(const char *name)
+{
+	for (int i = 1; i < FP_STATUS_COUNT; i++) {
+		if (strcmp(name, status_names[i]) == 0)
+			return (enum fp_status)i;
+	}
+	return FP_STATUS_UNKNOWN;
+}
+
+const char *
+fp_metric_name(enum fp_metric metric)
+{
+	return metrics[metric].name;
+}
+
+bool
+fp_metric_is_counter(enum fp_metric metric)
+{
+	return metrics[metric].counter;
+}
+
+static int
+parse_u32(const char **p, uint32_t *out)
+{
+	char *end;
+	unsigned long v;
+
+	if (**p < '0' || **p > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoul(*p, &end, 10);
+	if (errno || v > UINT32_MAX)
+		return -EINVAL;
+	*out = (uint32_t)v;
+	*p = end;
+	return 0;
+}
+
+int
+fp_pid_parse(const char *str, struct fp_pid *pid)
+{
+	const char *p = str;
+	bool bracket = false;
+	uint32_t node, num, serial;
+
+	if (*p == '<') {
+		bracket = true;
+		p++;
+	}
+	if (parse_u32(&p, &node) < 0 || *p++ != '.' ||
+	    parse_u32(&p, &num) < 0 || *p++ != '.' ||
+	    parse_u32(&p, &serial) < 0)
+		return -EINVAL;
+	if (bracket && *p++ != '>')
+		return -EINVAL;
+	if (*p != '\0' || node != 0)
+		return -EINVAL;
+
+	pid->num = num;
+	pid->serial = serial;
+	return 0;
+}

@@ -1,0 +1,221 @@
+/*
+ * flame_profd — unit tests: the perf-script writer, byte for byte against
+ * golden files (FP_REGENERATE_GOLDEN=1 rewrites them), and atom escaping.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fp-test.h"
+#include "fp/perf-script.h"
+
+static const struct fp_frame frames_a[] = {
+	{ "lists", "foldl_1", 3, 1263, "lists.erl" },
+	{ "fp_demo", "-busy/1-fun-0-", 1, 40, "/src/fp_demo.erl" },
+	{ "erlang", "+", 2, 0, NULL },
+	{ "erlang", ">=", 2, 0, NULL },
+	{ "weird", "a->b", 0, 0, "dir (copy)/weird.erl" },
+	{ "fp_demo", "fp demo quoted", 1, 7, "fp_demo.erl" },
+	{ "m\xc3\xb6" "d", "receive", 0, 0, "" },
+	{ "Elixir.MyApp.Worker", "handle_call", 3, 12, "lib/my_app/worker.ex" },
+	{ "gen_server", "loop", 7, 437, "gen_server.erl" },
+	{ "semi", "a;b", 1, 0, "x\ty.erl" },
+};
+
+static const struct fp_frame frames_b[] = {
+	{ "gen_server", "loop", 7, 437, "gen_server.erl" },
+};
+
+static void
+fill(struct fp_sample *s, const struct fp_frame *frames, uint32_t n)
+{
+	memset(s, 0, sizeof(*s));
+	s->frames = frames;
+	s->nframes = n;
+}
+
+static char *
+render(bool lines)
+{
+	struct fp_perf_options o = { .lines = lines };
+	struct fp_perf_writer *w = fp_perf_writer_new(&o);
+	struct fp_sample s;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	fp_perf_write_comment(w, f, "flame_profd test header");
+	fp_perf_write_comment(w, f, "a comment\nwith a newline");
+
+	fill(&s, frames_a, sizeof(frames_a) / sizeof(frames_a[0]));
+	s.pid = (struct fp_pid){ 123, 0 };
+	s.time_us = 1795247790018286ULL;
+	s.status = FP_STATUS_RUNNING;
+	for (int m = 0; m < FP_METRIC_COUNT; m++) {
+		s.value[m] = 1000 * (m + 1);
+		s.delta[m] = m % 2 ? -(m + 1) : m;
+	}
+	s.registered_name = "my_server";
+	s.has_initial_call = true;
+	s.initial_call = (struct fp_frame){ "my_server", "init", 1, 0, NULL };
+	fp_assert_int_eq(fp_perf_write_sample(w, f, &s), 0);
+
+	fill(&s, frames_b, 1);
+	s.pid = (struct fp_pid){ 4, 2 };
+	s.time_us = 1795247790000001ULL;
+	s.status = FP_STATUS_WAITING;
+	s.registered_name = "Elixir.Registry";
+	fp_assert_int_eq(fp_perf_write_sample(w, f, &s), 0);
+
+	fill(&s, NULL, 0);	/* an empty stack still makes a sample */
+	s.pid = (struct fp_pid){ 5, 0 };
+	s.time_us = 1795247791000000ULL;
+	s.status = FP_STATUS_GARBAGE_COLLECTING;
+	fp_assert_int_eq(fp_perf_write_sample(w, f, &s), 0);
+
+	fclose(f);
+	fp_perf_writer_destroy(w);
+	return buf;
+}
+
+static void
+check_golden(const char *name, const char *got)
+{
+	const char *dir = getenv("FP_GOLDEN_DIR");
+	char path[4096];
+	char *want = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	fp_assert_ptr_nonnull(dir);
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	if (getenv("FP_REGENERATE_GOLDEN")) {
+		f = fopen(path, "w");
+		fp_assert_ptr_nonnull(f);
+		fputs(got, f);
+		fclose(f);
+	}
+	f = fopen(path, "r");
+	fp_assert_ptr_nonnull(f);
+	want = calloc(1, 1 << 20);
+	len = fread(want, 1, (1 << 20) - 1, f);
+	fclose(f);
+	want[len] = '\0';
+	if (strcmp(want, got) != 0)
+		fprintf(stderr, "--- %s differs; got:\n%s", path, got);
+	fp_assert_str_eq(want, got);
+	free(want);
+}
+
+START_TEST(golden_basic)
+{
+	char *got = render(false);
+
+	check_golden("basic.perf", got);
+	free(got);
+}
+END_TEST
+
+START_TEST(golden_lines)
+{
+	char *got = render(true);
+
+	check_golden("lines.perf", got);
+	free(got);
+}
+END_TEST
+
+static const struct {
+	const char *atom;
+	const char *want;
+} atom_cases[] = {
+	{ "lists", "lists" },
+	{ "foo@bar_Baz9", "foo@bar_Baz9" },
+	{ "Elixir.Foo", "'Elixir.Foo'" },
+	{ "+", "'\\x2B'" },
+	{ ">=", "'>='" },
+	{ "->", "'-\\x3E'" },
+	{ "-fun-0-", "'-fun-0-'" },
+	{ "a b", "'a\\x20b'" },
+	{ "it's", "'it\\x27s'" },
+	{ "back\\slash", "'back\\x5Cslash'" },
+	{ "semi;colon", "'semi\\x3Bcolon'" },
+	{ "tab\tnl\n", "'tab\\x09nl\\x0A'" },
+	{ "receive", "'receive'" },
+	{ "s\xc3\xb6" "k", "'s\xc3\xb6k'" },
+	{ "", "''" },
+	{ "_x", "'_x'" },
+};
+
+START_TEST(atom_escape)
+{
+	char buf[128];
+	size_t n = fp_perf_format_atom(buf, sizeof(buf), atom_cases[_i].atom);
+
+	fp_assert_str_eq(buf, atom_cases[_i].want);
+	fp_assert_int_eq(n, strlen(atom_cases[_i].want));
+	fp_assert(strchr(buf, ';') == NULL);
+	fp_assert(strchr(buf, ' ') == NULL);
+	fp_assert(strchr(buf, '+') == NULL);
+	fp_assert(strstr(buf, "->") == NULL);
+}
+END_TEST
+
+START_TEST(atom_truncate)
+{
+	char buf[4];
+	size_t n = fp_perf_format_atom(buf, sizeof(buf), "a b c");
+
+	fp_assert_int_eq(n, strlen("'a\\x20b\\x20c'"));
+	fp_assert_str_eq(buf, "'a\\");
+}
+END_TEST
+
+/* Output goes through stdio: a full device shows as an error, not silence. */
+START_TEST(write_error)
+{
+	struct fp_perf_writer *w = fp_perf_writer_new(NULL);
+	struct fp_sample s;
+	FILE *f = fopen("/dev/full", "w");
+	int rc = 0;
+
+	if (!f)
+		return;
+	setvbuf(f, NULL, _IONBF, 0);
+	fill(&s, frames_b, 1);
+	rc = fp_perf_write_sample(w, f, &s);
+	fp_assert_int_lt(rc, 0);
+	fclose(f);
+	fp_perf_writer_destroy(w);
+}
+END_TEST
+
+#define N(a) (int)(sizeof(a) / sizeof(a[0]))
+
+static Suite *
+suite(void)
+{
+	Suite *s = suite_create("perf-script");
+	TCase *tc;
+
+	tc = tcase_create("golden");
+	tcase_add_test(tc, golden_basic);
+	tcase_add_test(tc, golden_lines);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("escaping");
+	tcase_add_loop_test(tc, atom_escape, 0, N(atom_cases));
+	tcase_add_test(tc, atom_truncate);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("errors");
+	tcase_add_test(tc, write_error);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int
+main(void)
+{
+	return fp_test_run(suite());
+}

@@ -1,0 +1,540 @@
+/*
+ * flame_profd — unit tests: decoding sample, selection and pid replies
+ * as the node sends them, built here with ei's encoder.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include <ei.h>
+
+#include "fp-test.h"
+#include "fp/sample.h"
+#include "fp/select.h"
+
+#define NODE "app@host"
+
+static void
+enc_pid(ei_x_buff *x, unsigned num)
+{
+	erlang_pid p;
+
+	memset(&p, 0, sizeof(p));
+	strcpy(p.node, NODE);
+	p.num = num;
+	p.serial = 0;
+	p.creation = 1234;
+	ei_x_encode_pid(x, &p);
+}
+
+static void
+enc_kv_long(ei_x_buff *x, const char *key, long v)
+{
+	ei_x_encode_tuple_header(x, 2);
+	ei_x_encode_atom(x, key);
+	ei_x_encode_long(x, v);
+}
+
+struct proc {
+	const char *status;
+	const char *name;	/* NULL: [] */
+	long reductions, memory, mq, heap, total_heap, stack, minor_gcs;
+	long bin_vheap, bin_old_vheap;
+	bool unicode_file;	/* file as a list of code points */
+	bool with_initial_call;
+};
+
+/* One element of the zipwith result. */
+static void
+enc_proc(ei_x_buff *x, const struct proc *p)
+{
+	ei_x_encode_list_header(x, 11 + p->with_initial_call);
+
+	ei_x_encode_tuple_header(x, 2);
+	ei_x_encode_atom(x, "status");
+	ei_x_encode_atom(x, p->status);
+
+	ei_x_encode_tuple_header(x, 2);
+	ei_x_encode_atom(x, "registered_name");
+	if (p->name)
+		ei_x_encode_atom_as(x, p->name, ERLANG_UTF8, ERLANG_UTF8);
+	else
+		ei_x_encode_empty_list(x);
+
+	/* current_stacktrace: two frames, one with an args list */
+	ei_x_encode_tuple_header(x, 2);
+	ei_x_encode_atom(x, "current_stacktrace");
+	ei_x_encode_list_header(x, 2);
+	ei_x_encode_tuple_header(x, 4);
+	ei_x_encode_atom(x, "lists");
+	ei_x_encode_atom(x, "foldl_1");
+	ei_x_encode_long(x, 3);
+	ei_x_encode_list_header(x, 2);
+	ei_x_encode_tuple_header(x, 2);
+	ei_x_encode_atom(x, "file");
+	if (p->unicode_file) {
+		/* "ö.erl" as code points */
+		long cps[] = { 0xf6, '.', 'e', 'r', 'l' };
+
+		ei_x_encode_list_header(x, 5);
+		for (int i = 0; i < 5; i++)
+			ei_x_encode_long(x, cps[i]);
+		ei_x_encode_empty_list(x);
+	} else {
+		ei_x_encode_string(x, "lists.erl");
+	}
+	enc_kv_long(x, "line", 1263);
+	ei_x_encode_empty_list(x);
+	ei_x_encode_tuple_header(x, 4);
+	ei_x_encode_atom(x, "erlang");
+	ei_x_encode_atom(x, "+");
+	ei_x_encode_list_header(x, 2);
+	ei_x_encode_long(x, 1);
+	ei_x_encode_long(x, 2);
+	ei_x_encode_empty_list(x);
+	ei_x_encode_empty_list(x);
+	ei_x_encode_empty_list(x);
+
+	enc_kv_long(x, "reductions", p->reductions);
+	enc_kv_long(x, "memory", p->memory);
+	enc_kv_long(x, "message_queue_len", p->mq);
+	enc_kv_long(x, "total_heap_size", p->total_heap);
+	enc_kv_long(x, "heap_size", p->heap);
+	enc_kv_long(x, "stack_size", p->stack);
+
+	ei_x_encode_tuple_header(x, 2);
+	ei_x_encode_atom(x, "garbage_collection");
+	ei_x_encode_list_header(x, 3);
+	ei_x_encode_tuple_header(x, 2);
+	ei_x_encode_atom(x, "max_heap_size");
+	ei_x_encode_map_header(x, 0);
+	enc_kv_long(x, "min_heap_size", 233);
+	enc_kv_long(x, "minor_gcs", p->minor_gcs);
+	ei_x_encode_empty_list(x);
+
+	ei_x_encode_tuple_header(x, 2);
+	ei_x_encode_atom(x, "garbage_collection_info");
+	ei_x_encode_list_header(x, 3);
+	enc_kv_long(x, "heap_size", p->heap);
+	enc_kv_long(x, "bin_vheap_size", p->bin_vheap);
+	enc_kv_long(x, "bin_old_vheap_size", p->bin_old_vheap);
+	ei_x_encode_empty_list(x);
+
+	if (p->with_initial_call) {
+		ei_x_encode_tuple_header(x, 2);
+		ei_x_encode_atom(x, "initial_call");
+		ei_x_encode_tuple_header(x, 3);
+		ei_x_encode_atom(x, "proc_lib");
+		ei_x_encode_atom(x, "init_p");
+		ei_x_encode_long(x, 5);
+	}
+	ei_x_encode_empty_list(x);
+}
+
+static struct fp_reply
+reply_of(ei_x_buff *x)
+{
+	return (struct fp_reply){ .id = 1, .buf = x->buff, .index = 1 };
+}
+
+static const struct proc proc_a = {
+	.status = "running", .name = "my_server",
+	.reductions = 1000, .memory = 5000, .mq = 10, .heap = 300,
+	.total_heap = 600, .stack = 20, .minor_gcs = 7,
+	.bin_vheap = 100, .bin_old_vheap = 28, .with_initial_call = true,
+};
+
+START_TEST(decode_sample)
+{
+	struct fp_sampler *s = fp_sampler_new();
+	struct fp_pid pids[2] = { { 80, 0 }, { 81, 0 } };
+	const struct fp_sample *out;
+	struct fp_reply r;
+	ei_x_buff x;
+	size_t n;
+
+	ei_x_new_with_version(&x);
+	ei_x_encode_list_header(&x, 2);
+	enc_proc(&x, &proc_a);
+	ei_x_encode_atom(&x, "undefined");	/* died meanwhile */
+	ei_x_encode_empty_list(&x);
+	r = reply_of(&x);
+
+	fp_assert_int_eq(fp_sampler_decode(s, &r, pids, 2, 42, 8), 1);
+	fp_assert_int_eq(fp_sampler_gone(s), 1);
+	out = fp_sampler_samples(s, &n);
+	fp_assert_int_eq(n, 1);
+	fp_assert_int_eq(out[0].pid.num, 80);
+	fp_assert_int_eq(out[0].time_us, 42);
+	fp_assert_int_eq(out[0].status, FP_STATUS_RUNNING);
+	fp_assert_str_eq(out[0].registered_name, "my_server");
+	fp_assert_int_eq(out[0].value[FP_METRIC_REDUCTIONS], 1000);
+	fp_assert_int_eq(out[0].value[FP_METRIC_MESSAGE_QUEUE_LEN], 10);
+	fp_assert_int_eq(out[0].value[FP_METRIC_MINOR_GCS], 7);
+	fp_assert_int_eq(out[0].value[FP_METRIC_BINARY_BYTES], 128 * 8);
+	fp_assert_int_eq(out[0].value[FP_METRIC_HEAP_SIZE], 300);
+	for (int m = 0; m < FP_METRIC_COUNT; m++)
+		fp_assert_int_eq(out[0].delta[m], 0);
+	fp_assert_int_eq(out[0].nframes, 2);
+	fp_assert_str_eq(out[0].frames[0].module, "lists");
+	fp_assert_str_eq(out[0].frames[0].function, "foldl_1");
+	fp_assert_int_eq(out[0].frames[0].arity, 3);
+	fp_assert_str_eq(out[0].frames[0].file, "lists.erl");
+	fp_assert_int_eq(out[0].frames[0].line, 1263);
+	fp_assert_str_eq(out[0].frames[1].function, "+");
+	fp_assert_int_eq(out[0].frames[1].arity, 2);
+	fp_assert_ptr_null(out[0].frames[1].file);
+	fp_assert(out[0].has_initial_call);
+	fp_assert_str_eq(out[0].initial_call.module, "proc_lib");
+
+	ei_x_free(&x);
+	fp_sampler_destroy(s);
+}
+END_TEST
+
+START_TEST(decode_deltas)
+{
+	struct fp_sampler *s = fp_sampler_new();
+	struct fp_pid pid = { 80, 0 };
+	struct proc p = proc_a;
+	const struct fp_sample *out;
+	struct fp_reply r;
+	ei_x_buff x;
+	size_t n;
+
+	p.with_initial_call = false;
+	for (int round = 0; round < 3; round++) {
+		ei_x_new_with_version(&x);
+		ei_x_encode_list_header(&x, 1);
+		enc_proc(&x, &p);
+		ei_x_encode_empty_list(&x);
+		r = reply_of(&x);
+		fp_assert_int_eq(fp_sampler_decode(s, &r, &pid, 1, 1, 8), 1);
+		out = fp_sampler_samples(s, &n);
+		if (round == 1) {
+			/* counters grow, gauges go down: signed deltas */
+			fp_assert_int_eq(out[0].delta[FP_METRIC_REDUCTIONS], 500);
+			fp_assert_int_eq(out[0].delta[FP_METRIC_MEMORY], -1000);
+			fp_assert_int_eq(out[0].delta[FP_METRIC_MESSAGE_QUEUE_LEN], -10);
+			fp_assert_int_eq(out[0].delta[FP_METRIC_MINOR_GCS], 3);
+		} else if (round == 2) {
+			/* minor_gcs reset by a full sweep: count since reset */
+			fp_assert_int_eq(out[0].delta[FP_METRIC_MINOR_GCS], 2);
+			fp_assert_int_eq(out[0].delta[FP_METRIC_REDUCTIONS], 100);
+		}
+		ei_x_free(&x);
+		if (round == 0) {
+			p.reductions += 500;
+			p.memory -= 1000;
+			p.mq = 0;
+			p.minor_gcs = 10;
+		} else {
+			p.reductions += 100;
+			p.minor_gcs = 2;
+		}
+	}
+	/* Leaving the selection forgets the history. */
+	fp_sampler_retain(s, NULL, 0);
+	fp_assert(fp_sampler_wants_initial_call(s, pid));
+	fp_sampler_destroy(s);
+}
+END_TEST
+
+START_TEST(decode_unicode_file)
+{
+	struct fp_sampler *s = fp_sampler_new();
+	struct fp_pid pid = { 9, 1 };
+	struct proc p = proc_a;
+	const struct fp_sample *out;
+	struct fp_reply r;
+	ei_x_buff x;
+	size_t n;
+
+	p.unicode_file = true;
+	p.name = "s\xc3\xb6" "k";	/* UTF-8 atom */
+	ei_x_new_with_version(&x);
+	ei_x_encode_list_header(&x, 1);
+	enc_proc(&x, &p);
+	ei_x_encode_empty_list(&x);
+	r = reply_of(&x);
+	fp_assert_int_eq(fp_sampler_decode(s, &r, &pid, 1, 1, 8), 1);
+	out = fp_sampler_samples(s, &n);
+	fp_assert_str_eq(out[0].frames[0].file, "\xc3\xb6.erl");
+	fp_assert_str_eq(out[0].registered_name, "s\xc3\xb6" "k");
+	ei_x_free(&x);
+	fp_sampler_destroy(s);
+}
+END_TEST
+
+START_TEST(decode_proc_lib_initial_call)
+{
+	struct fp_sampler *s = fp_sampler_new();
+	struct fp_pid pids[2] = { { 80, 0 }, { 81, 0 } };
+	const struct fp_sample *out;
+	struct fp_reply r;
+	ei_x_buff x;
+	size_t n;
+
+	/* [{my_server, init, ['Argument__1']}, false] */
+	ei_x_new_with_version(&x);
+	ei_x_encode_list_header(&x, 2);
+	ei_x_encode_tuple_header(&x, 3);
+	ei_x_encode_atom(&x, "my_server");
+	ei_x_encode_atom(&x, "init");
+	ei_x_encode_list_header(&x, 1);
+	ei_x_encode_atom(&x, "Argument__1");
+	ei_x_encode_empty_list(&x);
+	ei_x_encode_atom(&x, "false");
+	ei_x_encode_empty_list(&x);
+	r = reply_of(&x);
+	fp_assert_int_eq(fp_sampler_initial_calls(s, &r, pids, 2), 0);
+	fp_assert(!fp_sampler_wants_initial_call(s, pids[0]));
+	fp_assert(fp_sampler_wants_initial_call(s, pids[1]));
+	ei_x_free(&x);
+
+	/* The sample's own proc_lib:init_p/5 does not override it. */
+	ei_x_new_with_version(&x);
+	ei_x_encode_list_header(&x, 1);
+	enc_proc(&x, &proc_a);
+	ei_x_encode_empty_list(&x);
+	r = reply_of(&x);
+	fp_assert_int_eq(fp_sampler_decode(s, &r, pids, 1, 1, 8), 1);
+	out = fp_sampler_samples(s, &n);
+	fp_assert_str_eq(out[0].initial_call.module, "my_server");
+	fp_assert_str_eq(out[0].initial_call.function, "init");
+	fp_assert_int_eq(out[0].initial_call.arity, 1);
+	ei_x_free(&x);
+	fp_sampler_destroy(s);
+}
+END_TEST
+
+/* Replies that must be refused whole, leaving the history alone. */
+START_TEST(decode_bad)
+{
+	struct fp_sampler *s = fp_sampler_new();
+	struct fp_pid pids[2] = { { 1, 0 }, { 2, 0 } };
+	struct fp_reply r;
+	ei_x_buff x;
+
+	ei_x_new_with_version(&x);
+	switch (_i) {
+	case 0:		/* not a list */
+		ei_x_encode_atom(&x, "ok");
+		break;
+	case 1:		/* wrong length */
+		ei_x_encode_list_header(&x, 1);
+		ei_x_encode_atom(&x, "undefined");
+		ei_x_encode_empty_list(&x);
+		break;
+	case 2:		/* element not a proplist */
+		ei_x_encode_list_header(&x, 2);
+		ei_x_encode_long(&x, 5);
+		ei_x_encode_atom(&x, "undefined");
+		ei_x_encode_empty_list(&x);
+		break;
+	case 3:		/* reductions not an integer */
+		ei_x_encode_list_header(&x, 2);
+		ei_x_encode_list_header(&x, 1);
+		ei_x_encode_tuple_header(&x, 2);
+		ei_x_encode_atom(&x, "reductions");
+		ei_x_encode_atom(&x, "lots");
+		ei_x_encode_empty_list(&x);
+		ei_x_encode_atom(&x, "undefined");
+		ei_x_encode_empty_list(&x);
+		break;
+	case 4:		/* frame tuple of the wrong size */
+		ei_x_encode_list_header(&x, 2);
+		ei_x_encode_list_header(&x, 1);
+		ei_x_encode_tuple_header(&x, 2);
+		ei_x_encode_atom(&x, "current_stacktrace");
+		ei_x_encode_list_header(&x, 1);
+		ei_x_encode_tuple_header(&x, 2);
+		ei_x_encode_atom(&x, "m");
+		ei_x_encode_atom(&x, "f");
+		ei_x_encode_empty_list(&x);
+		ei_x_encode_empty_list(&x);
+		ei_x_encode_atom(&x, "undefined");
+		ei_x_encode_empty_list(&x);
+		break;
+	case 5:		/* truncated buffer */
+		ei_x_encode_list_header(&x, 2);
+		enc_proc(&x, &proc_a);
+		x.index -= 20;
+		break;
+	}
+	r = reply_of(&x);
+	if (_i == 5)
+		x.buff[x.index] = 0;	/* garbage where the tail was */
+	fp_assert_int_eq(fp_sampler_decode(s, &r, pids, 2, 1, 8), -EBADMSG);
+	fp_assert(fp_sampler_wants_initial_call(s, pids[0]));
+	ei_x_free(&x);
+
+	/* {badrpc, _} is refused too */
+	r.badrpc = true;
+	fp_assert_int_eq(fp_sampler_decode(s, &r, pids, 2, 1, 8), -EBADMSG);
+	fp_sampler_destroy(s);
+}
+END_TEST
+
+/* ---- selection ---- */
+
+static void
+scan(struct fp_select *sel, const long *reds, size_t n, size_t top,
+     const struct fp_pid *exclude, size_t nexclude, struct fp_pid *out,
+     int *picked, struct fp_select_result *res)
+{
+	struct fp_reply r;
+	ei_x_buff x;
+
+	ei_x_new_with_version(&x);
+	ei_x_encode_list_header(&x, (long)n);
+	for (size_t i = 0; i < n; i++)
+		enc_pid(&x, (unsigned)(100 + i));
+	ei_x_encode_empty_list(&x);
+	r = reply_of(&x);
+	fp_assert_int_eq(fp_select_processes(sel, &r), (int)n);
+	ei_x_free(&x);
+
+	ei_x_new_with_version(&x);
+	ei_x_encode_list_header(&x, (long)n);
+	for (size_t i = 0; i < n; i++) {
+		if (reds[i] < 0) {
+			ei_x_encode_atom(&x, "undefined");
+		} else {
+			enc_kv_long(&x, "reductions", reds[i]);
+		}
+	}
+	ei_x_encode_empty_list(&x);
+	r = reply_of(&x);
+	*picked = fp_select_reductions(sel, &r, exclude, nexclude, top, out, res);
+	ei_x_free(&x);
+}
+
+START_TEST(select_by_delta)
+{
+	struct fp_select *sel = fp_select_new();
+	/* lifetime totals favour 100 and 101; recent work favours 103, 104 */
+	long base[6] = { 9000000, 8000000, 10, 10, 10, 10 };
+	long next[6] = { 9000001, 8000000, 10, 5010, 9010, -1 };
+	struct fp_pid exclude = { 104, 0 }, out[6];
+	struct fp_select_result res;
+	int n;
+
+	scan(sel, base, 6, 3, NULL, 0, out, &n, &res);
+	fp_assert(res.baseline);
+	fp_assert_int_eq(n, 0);
+
+	scan(sel, next, 6, 3, NULL, 0, out, &n, &res);
+	fp_assert(!res.baseline);
+	fp_assert_int_eq(res.scanned, 6);
+	fp_assert_int_eq(res.alive, 5);
+	fp_assert_int_eq(n, 3);
+	fp_assert_int_eq(out[0].num, 104);	/* delta 9000 */
+	fp_assert_int_eq(out[1].num, 103);	/* delta 5000 */
+	fp_assert_int_eq(out[2].num, 100);	/* delta 1 */
+
+	/* zero deltas are never picked; exclusions never */
+	scan(sel, next, 6, 3, &exclude, 1, out, &n, &res);
+	fp_assert_int_eq(n, 0);
+	{
+		long more[6] = { 9000001, 8000000, 10, 5011, 9020, -1 };
+
+		scan(sel, more, 6, 3, &exclude, 1, out, &n, &res);
+		fp_assert_int_eq(n, 1);
+		fp_assert_int_eq(out[0].num, 103);
+	}
+	fp_select_destroy(sel);
+}
+END_TEST
+
+START_TEST(select_many)
+{
+	struct fp_select *sel = fp_select_new();
+	enum { N = 20000, TOP = 100 };
+	static long a[N], b[N];
+	static struct fp_pid out[TOP];
+	struct fp_select_result res;
+	int n;
+
+	for (int i = 0; i < N; i++) {
+		a[i] = 1000;
+		b[i] = 1000 + (i * 7919) % N;	/* a permutation of deltas */
+	}
+	scan(sel, a, N, TOP, NULL, 0, out, &n, &res);
+	scan(sel, b, N, TOP, NULL, 0, out, &n, &res);
+	fp_assert_int_eq(n, TOP);
+	for (int i = 0; i < TOP; i++) {
+		long delta = b[out[i].num - 100] - 1000;
+
+		fp_assert_int_eq(delta, N - 1 - i);
+	}
+	fp_select_destroy(sel);
+}
+END_TEST
+
+START_TEST(select_bad)
+{
+	struct fp_select *sel = fp_select_new();
+	struct fp_select_result res;
+	struct fp_pid out[1];
+	struct fp_reply r;
+	ei_x_buff x;
+
+	ei_x_new_with_version(&x);
+	ei_x_encode_atom(&x, "nope");
+	r = reply_of(&x);
+	fp_assert_int_eq(fp_select_processes(sel, &r), -EBADMSG);
+	/* no pid list kept */
+	fp_assert_int_eq(fp_select_reductions(sel, &r, NULL, 0, 1, out, &res), -EINVAL);
+	ei_x_free(&x);
+	fp_select_destroy(sel);
+}
+END_TEST
+
+START_TEST(decode_pids)
+{
+	struct fp_pid out[3];
+	struct fp_reply r;
+	ei_x_buff x;
+
+	ei_x_new_with_version(&x);
+	ei_x_encode_list_header(&x, 3);
+	enc_pid(&x, 7);
+	ei_x_encode_atom(&x, "undefined");
+	enc_pid(&x, 9);
+	ei_x_encode_empty_list(&x);
+	r = reply_of(&x);
+	fp_assert_int_eq(fp_node_decode_pids(&r, out, 3), 2);
+	fp_assert_int_eq(out[0].num, 7);
+	fp_assert_int_eq(out[1].num, 9);
+	ei_x_free(&x);
+}
+END_TEST
+
+static Suite *
+suite(void)
+{
+	Suite *s = suite_create("sample");
+	TCase *tc;
+
+	tc = tcase_create("decode");
+	tcase_add_test(tc, decode_sample);
+	tcase_add_test(tc, decode_deltas);
+	tcase_add_test(tc, decode_unicode_file);
+	tcase_add_test(tc, decode_proc_lib_initial_call);
+	tcase_add_loop_test(tc, decode_bad, 0, 6);
+	tcase_add_test(tc, decode_pids);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("select");
+	tcase_add_test(tc, select_by_delta);
+	tcase_add_test(tc, select_many);
+	tcase_add_test(tc, select_bad);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int
+main(void)
+{
+	return fp_test_run(suite());
+}

@@ -29,6 +29,7 @@ struct fpd_options {
 	bool cookie_file_set;
 	unsigned top;
 	bool top_set;
+	unsigned scan_max;
 	uint64_t every_us;
 	double rate;
 	struct fp_pid *pids;

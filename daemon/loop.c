@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <math.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,10 @@
 #define BACKOFF_MIN_US 500000u
 #define BACKOFF_MAX_US 30000000u
 #define MAX_RTT 4096
+/* A node that answers nothing for this many request timeouts in a row is
+ * treated as gone (a stopped VM keeps its socket open). */
+#define MAX_TIMEOUTS 3
+#define PENDING_MAX 32		/* notes kept while no file is open */
 
 struct request {
 	bool active;
@@ -52,6 +57,7 @@ struct daemon {
 	/* selection */
 	struct request req_procs, req_reds, req_whereis, req_init;
 	uint64_t next_select_mono;
+	uint64_t select_started_mono;
 	struct fp_pid *named;		/* --name, resolved */
 	size_t nnamed;
 	struct fp_pid *top;
@@ -77,6 +83,9 @@ struct daemon {
 	uint32_t rtt_us[MAX_RTT];
 	size_t nrtt;
 
+	unsigned timeouts;		/* in a row, reset by any reply */
+	char *pending[PENDING_MAX];
+	size_t npending;
 	uint64_t start_mono;
 	bool stopping;
 	int signals;
@@ -91,31 +100,53 @@ set_capacity(const struct fpd_options *o)
 
 /* ---- output ---------------------------------------------------------- */
 
+/*
+ * Notes written while no file is open wait here for the next file: a file
+ * is only opened for a sample, so no file ever holds comments alone
+ * (Flamescope takes such a file for another format).
+ */
 static FILE *
 stream(struct daemon *d)
 {
-	return fpd_output_stream(d->out, fpd_now_epoch_us());
+	bool fresh = !fpd_output_is_open(d->out);
+	FILE *f = fpd_output_stream(d->out, fpd_now_epoch_us());
+
+	if (f && fresh) {
+		for (size_t i = 0; i < d->npending; i++)
+			fp_perf_write_comment(d->writer, f, "%s", d->pending[i]);
+	}
+	if (f || d->npending == PENDING_MAX) {
+		for (size_t i = 0; i < d->npending; i++)
+			free(d->pending[i]);
+		d->npending = 0;
+	}
+	return f;
 }
 
 static void
 note(struct daemon *d, const char *format, ...)
 	__attribute__((format(printf, 2, 3)));
 
-/* A "# flame_profd: ..." comment in the current file, between samples. */
+/* A "# flame_profd: ..." comment between samples. */
 static void
 note(struct daemon *d, const char *format, ...)
 {
 	char text[512], stamp[40];
 	va_list args;
-	FILE *f = stream(d);
 
-	if (!f)
-		return;
 	va_start(args, format);
 	vsnprintf(text, sizeof(text), format, args);
 	va_end(args);
 	fpd_format_utc(fpd_now_epoch_us(), stamp, sizeof(stamp), false);
-	fp_perf_write_comment(d->writer, f, "flame_profd: %s %s", stamp, text);
+
+	if (fpd_output_is_open(d->out)) {
+		fp_perf_write_comment(d->writer, stream(d), "flame_profd: %s %s",
+				      stamp, text);
+		return;
+	}
+	if (d->npending < PENDING_MAX &&
+	    asprintf(&d->pending[d->npending], "flame_profd: %s %s", stamp, text) >= 0)
+		d->npending++;
 }
 
 static void
@@ -171,6 +202,7 @@ lost_connection(struct daemon *d, const char *why)
 	d->req_whereis.active = d->req_init.active = false;
 	d->req_sample.active = false;
 	d->have_restore_depth = false;
+	d->timeouts = 0;
 	d->nset = d->ntop = d->nnamed = 0;
 	d->backoff_us = BACKOFF_MIN_US;
 	d->reconnect_at = now + d->backoff_us;
@@ -244,6 +276,22 @@ rebuild_set(struct daemon *d)
 /* ---- selection -------------------------------------------------------- */
 
 static void
+send_reductions(struct daemon *d, uint64_t now)
+{
+	const struct fp_pid *pids;
+	size_t n = fp_select_plan(d->select, d->set, d->nset, &pids);
+	uint64_t id;
+	int rc;
+
+	if (n == 0)
+		return;
+	rc = fp_node_reductions_request(d->node, pids, n, &id);
+	if (rc == 0)
+		request_sent(&d->req_reds, id, now);
+	check_send(d, rc, "reductions request");
+}
+
+static void
 start_selection(struct daemon *d, uint64_t now)
 {
 	uint64_t id;
@@ -251,10 +299,15 @@ start_selection(struct daemon *d, uint64_t now)
 
 	if (d->req_procs.active || d->req_reds.active)
 		return;
-	rc = fp_node_processes_request(d->node, &id);
-	if (rc == 0)
-		request_sent(&d->req_procs, id, now);
-	check_send(d, rc, "processes request");
+	d->select_started_mono = now;
+	if (fp_select_needs_processes(d->select)) {
+		rc = fp_node_processes_request(d->node, &id);
+		if (rc == 0)
+			request_sent(&d->req_procs, id, now);
+		check_send(d, rc, "processes request");
+	} else {
+		send_reductions(d, now);
+	}
 	if (!d->connected || !d->o->nnames || d->req_whereis.active)
 		return;
 	rc = fp_node_whereis_request(d->node, d->o->names, d->o->nnames, &id);
@@ -266,20 +319,12 @@ start_selection(struct daemon *d, uint64_t now)
 static void
 on_processes(struct daemon *d, const struct fp_reply *reply, uint64_t now)
 {
-	uint64_t id;
-	int rc;
-
 	d->req_procs.active = false;
-	rc = fp_select_processes(d->select, reply);
-	if (rc < 0) {
+	if (fp_select_processes(d->select, reply) < 0) {
 		fpd_warn("unexpected reply to erlang:processes(); selection skipped");
-		d->next_select_mono = now + d->o->every_us;
 		return;
 	}
-	rc = fp_node_reductions_request(d->node, reply, &id);
-	if (rc == 0)
-		request_sent(&d->req_reds, id, now);
-	check_send(d, rc, "reductions request");
+	send_reductions(d, now);
 }
 
 static void
@@ -290,19 +335,19 @@ on_reductions(struct daemon *d, const struct fp_reply *reply, uint64_t now)
 	int n;
 
 	d->req_reds.active = false;
-	n = fp_select_reductions(d->select, reply, &rex, 1, d->o->top,
+	n = fp_select_reductions(d->select, reply, now, &rex, 1, d->o->top,
 				 d->top, &res);
 	if (n < 0) {
 		fpd_warn("unexpected reply to the reductions scan; selection skipped");
-		d->next_select_mono = now + d->o->every_us;
 		return;
 	}
-	fpd_debug("scan: %zu processes, %zu alive, %d picked, %.1f ms",
-		  res.scanned, res.alive, n,
-		  (double)(now - d->req_procs.sent_mono) / 1000.0);
+	fpd_debug("selection: %zu processes, %zu read, %zu alive, %d picked, %.1f ms",
+		  res.processes, res.scanned, res.alive, n,
+		  (double)(now - d->select_started_mono) / 1000.0);
 	if (res.baseline) {
-		d->next_select_mono = now + (d->o->every_us < FIRST_SELECT_DELAY_US ?
-					     d->o->every_us : FIRST_SELECT_DELAY_US);
+		d->next_select_mono = d->select_started_mono +
+			(d->o->every_us < FIRST_SELECT_DELAY_US ?
+			 d->o->every_us : FIRST_SELECT_DELAY_US);
 		return;
 	}
 	d->ntop = (size_t)n;
@@ -541,6 +586,7 @@ handle_input(struct daemon *d)
 		return;
 	}
 
+	d->timeouts = 0;
 	if (d->req_sample.active && reply.id == d->req_sample.id)
 		on_sample(d, &reply, now);
 	else if (d->req_procs.active && reply.id == d->req_procs.id)
@@ -614,6 +660,8 @@ expire(struct daemon *d, struct request *r, uint64_t now, const char *what)
 		d->st_skipped += d->ninflight;
 		note(d, "sample request timed out: %zu samples skipped", d->ninflight);
 	}
+	if (++d->timeouts >= MAX_TIMEOUTS)
+		lost_connection(d, "the node stopped answering");
 }
 
 static void
@@ -643,6 +691,8 @@ tick(struct daemon *d)
 	expire(d, &d->req_reds, now, "reductions scan");
 	expire(d, &d->req_whereis, now, "whereis request");
 	expire(d, &d->req_init, now, "initial_call request");
+	if (!d->connected)
+		return;
 
 	if (!d->stopping && now >= d->next_select_mono) {
 		d->next_select_mono = now + d->o->every_us;
@@ -763,7 +813,7 @@ fpd_run(const struct fpd_options *o, const char *cookie)
 	}
 
 	d.node = fp_node_new(o->node, cookie);
-	d.select = fp_select_new();
+	d.select = fp_select_new(o->scan_max);
 	d.sampler = fp_sampler_new();
 	d.writer = fp_perf_writer_new(&popts);
 	d.set = calloc(cap, sizeof(*d.set));
@@ -832,6 +882,8 @@ out:
 	free(d.init_pids);
 	free(d.inflight);
 	free(d.inflight_ic);
+	for (size_t i = 0; i < d.npending; i++)
+		free(d.pending[i]);
 	close(d.tfd);
 	close(d.sfd);
 	return d.exit_code;

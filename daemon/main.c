@@ -44,6 +44,10 @@ usage(FILE *f)
 "  -p, --pid PID             always sample PID, '<0.123.0>' or 0.123.0 (repeatable)\n"
 "  -N, --name NAME           always sample the process registered as NAME\n"
 "                            (repeatable)\n"
+"      --scan-max N          read the reductions of at most N processes per\n"
+"                            selection (default 50000); bigger nodes are covered\n"
+"                            by a moving window, the current selection always\n"
+"                            re-read\n"
 "\n"
 "Sampling:\n"
 "  -r, --rate HZ             samples per second per process (default 10), spread\n"
@@ -114,6 +118,7 @@ parse_options(int argc, char **argv, struct fpd_options *o)
 {
 	enum {
 		OPT_TIMEOUT = 256, OPT_BACKTRACE, OPT_LINES, OPT_LOG_FILE,
+		OPT_SCAN_MAX,
 	};
 	static const struct option longopts[] = {
 		{ "node", required_argument, NULL, 'n' },
@@ -129,6 +134,7 @@ parse_options(int argc, char **argv, struct fpd_options *o)
 		{ "timeout", required_argument, NULL, OPT_TIMEOUT },
 		{ "backtrace-depth", required_argument, NULL, OPT_BACKTRACE },
 		{ "lines", no_argument, NULL, OPT_LINES },
+		{ "scan-max", required_argument, NULL, OPT_SCAN_MAX },
 		{ "log-file", required_argument, NULL, OPT_LOG_FILE },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "quiet", no_argument, NULL, 'q' },
@@ -142,6 +148,7 @@ parse_options(int argc, char **argv, struct fpd_options *o)
 
 	*o = (struct fpd_options){
 		.top = 100,
+		.scan_max = 50000,
 		.every_us = 5000000,
 		.rate = 10,
 		.out_dir = ".",
@@ -227,6 +234,12 @@ parse_options(int argc, char **argv, struct fpd_options *o)
 				return bad_value("--backtrace-depth", optarg,
 						 "expected a whole number from 1 to 10000");
 			o->backtrace_depth = (unsigned)ul;
+			break;
+		case OPT_SCAN_MAX:
+			if (parse_uint(optarg, 10000000, &ul) < 0 || ul < 100)
+				return bad_value("--scan-max", optarg,
+						 "expected a whole number from 100 to 10000000");
+			o->scan_max = (unsigned)ul;
 			break;
 		case OPT_LINES:
 			o->lines = true;

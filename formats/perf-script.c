@@ -193,7 +193,8 @@ put_mfa(struct fp_perf_writer *w, const struct fp_frame *f)
 	put_u64(w, f->arity);
 }
 
-/* FILE part: whatever the node says, minus what would end the field. */
+/* FILE part: whatever the node says, minus what would end the field or
+ * be taken for something else. */
 static void
 put_file(struct fp_perf_writer *w, const char *file)
 {
@@ -204,7 +205,9 @@ put_file(struct fp_perf_writer *w, const char *file)
 	for (const unsigned char *p = (const unsigned char *)file; *p; p++) {
 		unsigned char c = *p;
 
-		if (c < 0x20 || c == 0x7f || c == '(' || c == ')' || c == '\\')
+		/* A space could make a frame line look like an event line
+		 * (" 1.5: x:") to Flamescope, which tries every line. */
+		if (c <= 0x20 || c == 0x7f || c == '(' || c == ')' || c == '\\')
 			put_hex_escape(w, c);
 		else
 			putc_(w, (char)c);

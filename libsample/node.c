@@ -742,6 +742,18 @@ encode_local_pid(struct fp_node *node, ei_x_buff *x, struct fp_pid pid)
 }
 
 static void
+encode_pid_list(struct fp_node *node, ei_x_buff *x, const struct fp_pid *pids,
+		size_t n)
+{
+	if (n) {
+		ei_x_encode_list_header(x, (long)n);
+		for (size_t i = 0; i < n; i++)
+			encode_local_pid(node, x, pids[i]);
+	}
+	ei_x_encode_empty_list(x);
+}
+
+static void
 encode_export_fun(ei_x_buff *x, const char *mod, const char *fun, long arity)
 {
 	erlang_fun f;
@@ -768,25 +780,20 @@ fp_node_processes_request(struct fp_node *node, uint64_t *id)
 }
 
 int
-fp_node_reductions_request(struct fp_node *node,
-			   const struct fp_reply *processes, uint64_t *id)
+fp_node_reductions_request(struct fp_node *node, const struct fp_pid *pids,
+			   size_t n, uint64_t *id)
 {
 	ei_x_buff args;
-	int start = processes->index, end = start, count, type;
 	int rc;
-
-	if (ei_get_type(processes->buf, &start, &type, &count) < 0 ||
-	    node_skip_term(processes->buf, &end) < 0)
-		return -EBADMSG;
 
 	ei_x_new(&args);
 	/* lists:zipwith(fun erlang:process_info/2, Pids, [reductions, ...]) */
 	ei_x_encode_list_header(&args, 3);
 	encode_export_fun(&args, "erlang", "process_info", 2);
-	ei_x_append_buf(&args, processes->buf + start, end - start);
-	if (type == ERL_LIST_EXT && count > 0) {
-		ei_x_encode_list_header(&args, count);
-		for (int i = 0; i < count; i++)
+	encode_pid_list(node, &args, pids, n);
+	if (n) {
+		ei_x_encode_list_header(&args, (long)n);
+		for (size_t i = 0; i < n; i++)
 			ei_x_encode_atom(&args, "reductions");
 	}
 	ei_x_encode_empty_list(&args);
@@ -828,12 +835,7 @@ fp_node_initial_call_request(struct fp_node *node, const struct fp_pid *pids,
 	ei_x_new(&args);
 	ei_x_encode_list_header(&args, 2);
 	encode_export_fun(&args, "proc_lib", "initial_call", 1);
-	if (n) {
-		ei_x_encode_list_header(&args, (long)n);
-		for (size_t i = 0; i < n; i++)
-			encode_local_pid(node, &args, pids[i]);
-	}
-	ei_x_encode_empty_list(&args);
+	encode_pid_list(node, &args, pids, n);
 	ei_x_encode_empty_list(&args);
 	rc = node_rpc_send(node, "lists", "map", &args, id);
 	ei_x_free(&args);
@@ -866,12 +868,7 @@ fp_node_sample_request(struct fp_node *node, const struct fp_pid *pids,
 	ei_x_new(&args);
 	ei_x_encode_list_header(&args, 3);
 	encode_export_fun(&args, "erlang", "process_info", 2);
-	if (n) {
-		ei_x_encode_list_header(&args, (long)n);
-		for (size_t i = 0; i < n; i++)
-			encode_local_pid(node, &args, pids[i]);
-	}
-	ei_x_encode_empty_list(&args);
+	encode_pid_list(node, &args, pids, n);
 	if (n) {
 		ei_x_encode_list_header(&args, (long)n);
 		for (size_t i = 0; i < n; i++) {

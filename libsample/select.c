@@ -1,5 +1,5 @@
 /*
- * flame_profd — top-N selection by reductions delta.
+ * flame_profd — top-N selection by reductions rate, with a bounded scan.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -12,19 +12,28 @@
 
 struct history {
 	int64_t reductions;
+	uint64_t seen_us;
 };
 
 struct ranked {
 	struct fp_pid pid;
-	int64_t delta;
+	double rate;
 };
 
 struct fp_select {
-	struct pidmap prev, cur;
+	size_t scan_max;
+	struct pidmap history;
 	bool have_history;
+	uint64_t last_scan_us;
 
-	struct fp_pid *pids;	/* the pending processes() list */
-	size_t npids, pids_cap;
+	struct fp_pid *all;	/* the node's pid list */
+	size_t nall, all_cap;
+	size_t window;		/* where the next window starts in all[] */
+	bool wrapped;
+	unsigned since_refresh;
+
+	struct fp_pid *plan;	/* what the pending reductions reply is for */
+	size_t nplan, plan_cap;
 	bool pending;
 
 	struct ranked *heap;
@@ -32,12 +41,12 @@ struct fp_select {
 };
 
 struct fp_select *
-fp_select_new(void)
+fp_select_new(size_t scan_max)
 {
 	struct fp_select *sel = xnew(struct fp_select);
 
-	pidmap_init(&sel->prev, sizeof(struct history));
-	pidmap_init(&sel->cur, sizeof(struct history));
+	sel->scan_max = scan_max ? scan_max : 1;
+	pidmap_init(&sel->history, sizeof(struct history));
 	return sel;
 }
 
@@ -46,9 +55,9 @@ fp_select_destroy(struct fp_select *sel)
 {
 	if (!sel)
 		return;
-	pidmap_release(&sel->prev);
-	pidmap_release(&sel->cur);
-	free(sel->pids);
+	pidmap_release(&sel->history);
+	free(sel->all);
+	free(sel->plan);
 	free(sel->heap);
 	free(sel);
 }
@@ -56,37 +65,120 @@ fp_select_destroy(struct fp_select *sel)
 void
 fp_select_reset(struct fp_select *sel)
 {
-	pidmap_clear(&sel->prev);
-	pidmap_clear(&sel->cur);
+	pidmap_clear(&sel->history);
 	sel->have_history = false;
 	sel->pending = false;
-	sel->npids = 0;
+	sel->nall = sel->nplan = sel->window = 0;
+	sel->wrapped = false;
+	sel->since_refresh = 0;
+}
+
+bool
+fp_select_needs_processes(const struct fp_select *sel)
+{
+	return sel->nall == 0 || sel->nall <= sel->scan_max || sel->wrapped ||
+	       sel->since_refresh >= FP_SELECT_REFRESH;
 }
 
 int
 fp_select_processes(struct fp_select *sel, const struct fp_reply *reply)
 {
 	const char *buf = reply->buf;
-	int index = reply->index, count, type, size;
+	int index = reply->index, count;
+	struct pidmap alive;
 
-	if (reply->badrpc || ei_get_type(buf, &index, &type, &size) < 0)
+	if (reply->badrpc || ei_decode_list_header(buf, &index, &count) < 0 ||
+	    count < 0)
 		return -EBADMSG;
-	if (ei_decode_list_header(buf, &index, &count) < 0 || count < 0)
-		return -EBADMSG;
-	if ((size_t)count > sel->pids_cap) {
-		sel->pids_cap = (size_t)count;
-		sel->pids = xrealloc(sel->pids, sel->pids_cap * sizeof(*sel->pids));
+	if ((size_t)count > sel->all_cap) {
+		sel->all_cap = (size_t)count;
+		sel->all = xrealloc(sel->all, sel->all_cap * sizeof(*sel->all));
 	}
 	for (int i = 0; i < count; i++) {
-		if (node_decode_pid(buf, &index, &sel->pids[i]) < 0)
+		if (node_decode_pid(buf, &index, &sel->all[i]) < 0) {
+			sel->nall = 0;
 			return -EBADMSG;
+		}
 	}
-	sel->npids = (size_t)count;
-	sel->pending = true;
+	sel->nall = (size_t)count;
+	if (sel->window >= sel->nall)
+		sel->window = 0;
+	sel->wrapped = false;
+	sel->since_refresh = 0;
+
+	/* Forget the processes that are gone. */
+	pidmap_init(&alive, sizeof(struct history));
+	for (size_t i = 0; i < sel->nall; i++) {
+		uint64_t key = fp_pid_key(sel->all[i]);
+		struct history *h = pidmap_find(&sel->history, key);
+		bool created;
+
+		if (h)
+			*(struct history *)pidmap_insert(&alive, key, &created) = *h;
+	}
+	pidmap_release(&sel->history);
+	sel->history = alive;
 	return count;
 }
 
-/* Min-heap on delta: the root is the weakest of the current top. */
+static bool
+in_list(const struct fp_pid *list, size_t n, struct fp_pid pid)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (list[i].num == pid.num && list[i].serial == pid.serial)
+			return true;
+	}
+	return false;
+}
+
+size_t
+fp_select_plan(struct fp_select *sel, const struct fp_pid *keep, size_t nkeep,
+	       const struct fp_pid **pids)
+{
+	size_t cap = sel->nall < sel->scan_max ? sel->nall : sel->scan_max;
+	size_t n = 0;
+
+	if (cap + nkeep > sel->plan_cap) {
+		sel->plan_cap = cap + nkeep;
+		sel->plan = xrealloc(sel->plan, sel->plan_cap * sizeof(*sel->plan));
+	}
+	if (sel->nall <= sel->scan_max) {
+		memcpy(sel->plan, sel->all, sel->nall * sizeof(*sel->all));
+		n = sel->nall;
+	} else {
+		/* The window moves on by half its size, so every pid in it was
+		 * also read last time and has a delta to rank by. */
+		size_t budget, half, pos = sel->window, next = sel->window;
+		size_t taken = 0;
+
+		for (size_t i = 0; i < nkeep && n < cap; i++)
+			sel->plan[n++] = keep[i];
+		budget = cap - n;
+		half = (budget + 1) / 2;
+		for (size_t k = 0; k < sel->nall && taken < budget; k++) {
+			struct fp_pid pid = sel->all[pos];
+
+			pos = (pos + 1) % sel->nall;
+			if (!in_list(keep, nkeep, pid)) {
+				sel->plan[n++] = pid;
+				if (++taken == half)
+					next = pos;
+			}
+		}
+		if (taken < half)
+			next = pos;
+		if (next <= sel->window)
+			sel->wrapped = true;
+		sel->window = next;
+		sel->since_refresh++;
+	}
+	sel->nplan = n;
+	sel->pending = n > 0;
+	*pids = sel->plan;
+	return n;
+}
+
+/* Min-heap on rate: the root is the weakest of the current top. */
 static void
 sift_down(struct ranked *h, size_t n, size_t i)
 {
@@ -94,9 +186,9 @@ sift_down(struct ranked *h, size_t n, size_t i)
 		size_t l = 2 * i + 1, r = l + 1, m = i;
 		struct ranked t;
 
-		if (l < n && h[l].delta < h[m].delta)
+		if (l < n && h[l].rate < h[m].rate)
 			m = l;
-		if (r < n && h[r].delta < h[m].delta)
+		if (r < n && h[r].rate < h[m].rate)
 			m = r;
 		if (m == i)
 			return;
@@ -114,7 +206,7 @@ sift_up(struct ranked *h, size_t i)
 		size_t p = (i - 1) / 2;
 		struct ranked t;
 
-		if (h[p].delta <= h[i].delta)
+		if (h[p].rate <= h[i].rate)
 			return;
 		t = h[i];
 		h[i] = h[p];
@@ -128,22 +220,12 @@ cmp_ranked_desc(const void *a, const void *b)
 {
 	const struct ranked *x = a, *y = b;
 
-	if (x->delta != y->delta)
-		return x->delta < y->delta ? 1 : -1;
+	if (x->rate != y->rate)
+		return x->rate < y->rate ? 1 : -1;
 	return x->pid.num < y->pid.num ? -1 : x->pid.num > y->pid.num;
 }
 
-static bool
-is_excluded(struct fp_pid pid, const struct fp_pid *exclude, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		if (exclude[i].num == pid.num && exclude[i].serial == pid.serial)
-			return true;
-	}
-	return false;
-}
-
-/* Decode one element of the reductions list: {reductions, N} or undefined. */
+/* One element of the reductions list: {reductions, N} or undefined. */
 static int
 decode_reductions(const char *buf, int *index, int64_t *reds)
 {
@@ -165,76 +247,93 @@ decode_reductions(const char *buf, int *index, int64_t *reds)
 	return 1;
 }
 
+static void
+rank(struct fp_select *sel, size_t top, size_t *nheap, struct fp_pid pid,
+     double rate)
+{
+	if (*nheap < top) {
+		sel->heap[*nheap] = (struct ranked){ pid, rate };
+		sift_up(sel->heap, (*nheap)++);
+	} else if (rate > sel->heap[0].rate) {
+		sel->heap[0] = (struct ranked){ pid, rate };
+		sift_down(sel->heap, *nheap, 0);
+	}
+}
+
 int
 fp_select_reductions(struct fp_select *sel, const struct fp_reply *reply,
-		     const struct fp_pid *exclude, size_t nexclude,
-		     size_t top, struct fp_pid *out,
+		     uint64_t now_us, const struct fp_pid *exclude,
+		     size_t nexclude, size_t top, struct fp_pid *out,
 		     struct fp_select_result *result)
 {
 	const char *buf = reply->buf;
-	int index = reply->index, count, type, size;
+	int index = reply->index, count, rc;
 	size_t nheap = 0, alive = 0;
-	struct pidmap tmp;
-	int rc;
+	bool full = sel->nall <= sel->scan_max;
+	int64_t *reds;
 
 	memset(result, 0, sizeof(*result));
 	if (!sel->pending)
 		return -EINVAL;
 	sel->pending = false;
-	if (reply->badrpc || ei_get_type(buf, &index, &type, &size) < 0)
+	if (reply->badrpc || ei_decode_list_header(buf, &index, &count) < 0 ||
+	    (size_t)count != sel->nplan)
 		return -EBADMSG;
-	if (ei_decode_list_header(buf, &index, &count) < 0 ||
-	    (size_t)count != sel->npids)
-		return -EBADMSG;
+
+	/* Decode everything first: a bad reply must not touch history. */
+	reds = xzalloc((sel->nplan ? sel->nplan : 1) * sizeof(*reds));
+	for (size_t i = 0; i < sel->nplan; i++) {
+		rc = decode_reductions(buf, &index, &reds[i]);
+		if (rc < 0) {
+			free(reds);
+			return rc;
+		}
+		if (rc == 0)
+			reds[i] = -1;
+	}
 
 	if (top > sel->heap_cap) {
 		sel->heap_cap = top;
 		sel->heap = xrealloc(sel->heap, top * sizeof(*sel->heap));
 	}
-	pidmap_clear(&sel->cur);
-
-	for (size_t i = 0; i < sel->npids; i++) {
-		struct fp_pid pid = sel->pids[i];
-		uint64_t key = fp_pid_key(pid);
-		struct history *prev, *cur;
-		int64_t reds = 0, delta;
+	for (size_t i = 0; i < sel->nplan; i++) {
+		struct fp_pid pid = sel->plan[i];
+		struct history *h;
+		int64_t delta;
+		uint64_t since;
 		bool created;
 
-		rc = decode_reductions(buf, &index, &reds);
-		if (rc < 0) {
-			pidmap_clear(&sel->cur);
-			return rc;
-		}
-		if (rc == 0)
+		if (reds[i] < 0)
 			continue;
 		alive++;
-		cur = pidmap_insert(&sel->cur, key, &created);
-		cur->reductions = reds;
-
-		if (!sel->have_history || top == 0 ||
-		    is_excluded(pid, exclude, nexclude))
-			continue;
-		prev = pidmap_find(&sel->prev, key);
-		delta = prev ? reds - prev->reductions : reds;
-		if (delta <= 0)
-			continue;
-		if (nheap < top) {
-			sel->heap[nheap] = (struct ranked){ pid, delta };
-			sift_up(sel->heap, nheap++);
-		} else if (delta > sel->heap[0].delta) {
-			sel->heap[0] = (struct ranked){ pid, delta };
-			sift_down(sel->heap, nheap, 0);
+		h = pidmap_insert(&sel->history, fp_pid_key(pid), &created);
+		if (!created) {
+			delta = reds[i] - h->reductions;
+			since = now_us - h->seen_us;
+		} else if (full && sel->have_history) {
+			/* Born since the last full scan: all its work is new. */
+			delta = reds[i];
+			since = now_us - sel->last_scan_us;
+		} else {
+			delta = 0;
+			since = 0;
 		}
+		h->reductions = reds[i];
+		h->seen_us = now_us;
+		if (!sel->have_history || top == 0 || delta <= 0 ||
+		    in_list(exclude, nexclude, pid))
+			continue;
+		rank(sel, top, &nheap, pid,
+		     (double)delta * 1e6 / (double)(since ? since : 1));
 	}
+	free(reds);
 
-	tmp = sel->prev;
-	sel->prev = sel->cur;
-	sel->cur = tmp;
-
-	result->scanned = sel->npids;
+	result->processes = sel->nall;
+	result->scanned = sel->nplan;
 	result->alive = alive;
 	result->baseline = !sel->have_history;
 	sel->have_history = true;
+	sel->last_scan_us = now_us;
 
 	qsort(sel->heap, nheap, sizeof(*sel->heap), cmp_ranked_desc);
 	for (size_t i = 0; i < nheap; i++)

@@ -378,9 +378,7 @@ END_TEST
 /* ---- selection ---- */
 
 static void
-scan(struct fp_select *sel, const long *reds, size_t n, size_t top,
-     const struct fp_pid *exclude, size_t nexclude, struct fp_pid *out,
-     int *picked, struct fp_select_result *res)
+send_processes(struct fp_select *sel, size_t n)
 {
 	struct fp_reply r;
 	ei_x_buff x;
@@ -393,38 +391,58 @@ scan(struct fp_select *sel, const long *reds, size_t n, size_t top,
 	r = reply_of(&x);
 	fp_assert_int_eq(fp_select_processes(sel, &r), (int)n);
 	ei_x_free(&x);
+}
+
+/* One selection: plan, answer with reds[pid.num - 100] (-1: dead). */
+static size_t
+scan(struct fp_select *sel, const long *reds, uint64_t now,
+     const struct fp_pid *keep, size_t nkeep, size_t top,
+     const struct fp_pid *exclude, size_t nexclude, struct fp_pid *out,
+     int *picked, struct fp_select_result *res)
+{
+	const struct fp_pid *pids;
+	size_t n = fp_select_plan(sel, keep, nkeep, &pids);
+	struct fp_reply r;
+	ei_x_buff x;
 
 	ei_x_new_with_version(&x);
 	ei_x_encode_list_header(&x, (long)n);
 	for (size_t i = 0; i < n; i++) {
-		if (reds[i] < 0) {
+		long v = reds[pids[i].num - 100];
+
+		if (v < 0)
 			ei_x_encode_atom(&x, "undefined");
-		} else {
-			enc_kv_long(&x, "reductions", reds[i]);
-		}
+		else
+			enc_kv_long(&x, "reductions", v);
 	}
 	ei_x_encode_empty_list(&x);
 	r = reply_of(&x);
-	*picked = fp_select_reductions(sel, &r, exclude, nexclude, top, out, res);
+	*picked = fp_select_reductions(sel, &r, now, exclude, nexclude, top,
+				       out, res);
 	ei_x_free(&x);
+	return n;
 }
 
 START_TEST(select_by_delta)
 {
-	struct fp_select *sel = fp_select_new();
+	struct fp_select *sel = fp_select_new(10000);
 	/* lifetime totals favour 100 and 101; recent work favours 103, 104 */
 	long base[6] = { 9000000, 8000000, 10, 10, 10, 10 };
 	long next[6] = { 9000001, 8000000, 10, 5010, 9010, -1 };
+	long more[6] = { 9000001, 8000000, 10, 5011, 9020, -1 };
 	struct fp_pid exclude = { 104, 0 }, out[6];
 	struct fp_select_result res;
 	int n;
 
-	scan(sel, base, 6, 3, NULL, 0, out, &n, &res);
+	fp_assert(fp_select_needs_processes(sel));
+	send_processes(sel, 6);
+	scan(sel, base, 1000000, NULL, 0, 3, NULL, 0, out, &n, &res);
 	fp_assert(res.baseline);
 	fp_assert_int_eq(n, 0);
 
-	scan(sel, next, 6, 3, NULL, 0, out, &n, &res);
+	scan(sel, next, 2000000, NULL, 0, 3, NULL, 0, out, &n, &res);
 	fp_assert(!res.baseline);
+	fp_assert_int_eq(res.processes, 6);
 	fp_assert_int_eq(res.scanned, 6);
 	fp_assert_int_eq(res.alive, 5);
 	fp_assert_int_eq(n, 3);
@@ -433,22 +451,39 @@ START_TEST(select_by_delta)
 	fp_assert_int_eq(out[2].num, 100);	/* delta 1 */
 
 	/* zero deltas are never picked; exclusions never */
-	scan(sel, next, 6, 3, &exclude, 1, out, &n, &res);
+	scan(sel, next, 3000000, NULL, 0, 3, &exclude, 1, out, &n, &res);
 	fp_assert_int_eq(n, 0);
-	{
-		long more[6] = { 9000001, 8000000, 10, 5011, 9020, -1 };
+	scan(sel, more, 4000000, NULL, 0, 3, &exclude, 1, out, &n, &res);
+	fp_assert_int_eq(n, 1);
+	fp_assert_int_eq(out[0].num, 103);
+	fp_select_destroy(sel);
+}
+END_TEST
 
-		scan(sel, more, 6, 3, &exclude, 1, out, &n, &res);
-		fp_assert_int_eq(n, 1);
-		fp_assert_int_eq(out[0].num, 103);
-	}
+/* A process born since the last full scan counts all its reductions. */
+START_TEST(select_newborn)
+{
+	struct fp_select *sel = fp_select_new(10000);
+	long a[3] = { 10, 10, -1 };
+	long b[3] = { 20, 10, 500 };
+	struct fp_pid out[3];
+	struct fp_select_result res;
+	int n;
+
+	send_processes(sel, 2);
+	scan(sel, a, 1000000, NULL, 0, 3, NULL, 0, out, &n, &res);
+	send_processes(sel, 3);
+	scan(sel, b, 2000000, NULL, 0, 3, NULL, 0, out, &n, &res);
+	fp_assert_int_eq(n, 2);
+	fp_assert_int_eq(out[0].num, 102);
+	fp_assert_int_eq(out[1].num, 100);
 	fp_select_destroy(sel);
 }
 END_TEST
 
 START_TEST(select_many)
 {
-	struct fp_select *sel = fp_select_new();
+	struct fp_select *sel = fp_select_new(100000);
 	enum { N = 20000, TOP = 100 };
 	static long a[N], b[N];
 	static struct fp_pid out[TOP];
@@ -459,8 +494,9 @@ START_TEST(select_many)
 		a[i] = 1000;
 		b[i] = 1000 + (i * 7919) % N;	/* a permutation of deltas */
 	}
-	scan(sel, a, N, TOP, NULL, 0, out, &n, &res);
-	scan(sel, b, N, TOP, NULL, 0, out, &n, &res);
+	send_processes(sel, N);
+	scan(sel, a, 1000000, NULL, 0, TOP, NULL, 0, out, &n, &res);
+	scan(sel, b, 2000000, NULL, 0, TOP, NULL, 0, out, &n, &res);
 	fp_assert_int_eq(n, TOP);
 	for (int i = 0; i < TOP; i++) {
 		long delta = b[out[i].num - 100] - 1000;
@@ -471,9 +507,47 @@ START_TEST(select_many)
 }
 END_TEST
 
+/* Bounded scan: a window of scan_max moving by half; the hot process is
+ * found within 2 * N / scan_max selections and kept once found. */
+START_TEST(select_window)
+{
+	enum { N = 1000, MAX = 100, HOT = 777 };
+	struct fp_select *sel = fp_select_new(MAX);
+	static long reds[N];
+	struct fp_pid out[5], keep[5];
+	struct fp_select_result res;
+	size_t nkeep = 0, found_at = 0;
+	int n;
+
+	send_processes(sel, N);
+	for (size_t round = 1; round <= 2 * N / MAX + 2; round++) {
+		size_t planned;
+
+		for (int i = 0; i < N; i++)
+			reds[i] += i == HOT ? 1000 : 1;
+		if (fp_select_needs_processes(sel))
+			send_processes(sel, N);
+		planned = scan(sel, reds, round * 1000000, keep, nkeep, 5,
+			       NULL, 0, out, &n, &res);
+		fp_assert_int_eq(planned, MAX);
+		fp_assert_int_eq(res.processes, N);
+		if (n > 0 && out[0].num == 100 + HOT && !found_at)
+			found_at = round;
+		if (found_at) {
+			fp_assert_int_eq(out[0].num, 100 + HOT);
+		}
+		memcpy(keep, out, (size_t)n * sizeof(*out));
+		nkeep = (size_t)n;
+	}
+	fp_assert(found_at > 0);
+	fp_assert(found_at <= 2 * N / MAX + 1);
+	fp_select_destroy(sel);
+}
+END_TEST
+
 START_TEST(select_bad)
 {
-	struct fp_select *sel = fp_select_new();
+	struct fp_select *sel = fp_select_new(10);
 	struct fp_select_result res;
 	struct fp_pid out[1];
 	struct fp_reply r;
@@ -483,8 +557,23 @@ START_TEST(select_bad)
 	ei_x_encode_atom(&x, "nope");
 	r = reply_of(&x);
 	fp_assert_int_eq(fp_select_processes(sel, &r), -EBADMSG);
-	/* no pid list kept */
-	fp_assert_int_eq(fp_select_reductions(sel, &r, NULL, 0, 1, out, &res), -EINVAL);
+	/* no plan */
+	fp_assert_int_eq(fp_select_reductions(sel, &r, 1, NULL, 0, 1, out, &res), -EINVAL);
+	ei_x_free(&x);
+
+	/* a reply of the wrong length is refused */
+	send_processes(sel, 3);
+	{
+		const struct fp_pid *pids;
+
+		fp_assert_int_eq(fp_select_plan(sel, NULL, 0, &pids), 3);
+	}
+	ei_x_new_with_version(&x);
+	ei_x_encode_list_header(&x, 1);
+	enc_kv_long(&x, "reductions", 5);
+	ei_x_encode_empty_list(&x);
+	r = reply_of(&x);
+	fp_assert_int_eq(fp_select_reductions(sel, &r, 1, NULL, 0, 1, out, &res), -EBADMSG);
 	ei_x_free(&x);
 	fp_select_destroy(sel);
 }
@@ -527,7 +616,9 @@ suite(void)
 
 	tc = tcase_create("select");
 	tcase_add_test(tc, select_by_delta);
+	tcase_add_test(tc, select_newborn);
 	tcase_add_test(tc, select_many);
+	tcase_add_test(tc, select_window);
 	tcase_add_test(tc, select_bad);
 	suite_add_tcase(s, tc);
 	return s;

@@ -119,13 +119,10 @@ fp_node_set_backtrace_depth(struct fp_node *node, unsigned depth,
 int
 fp_node_processes_request(struct fp_node *node, uint64_t *id);
 
-/**
- * Request the reductions of every pid in a processes() reply, passing the
- * list back as it came (no re-encoding).
- */
+/** Request process_info(Pid, reductions) for each pid. */
 int
-fp_node_reductions_request(struct fp_node *node,
-			   const struct fp_reply *processes, uint64_t *id);
+fp_node_reductions_request(struct fp_node *node, const struct fp_pid *pids,
+			   size_t n, uint64_t *id);
 
 /** Request erlang:whereis/1 for each name (NUL-terminated atoms). */
 int

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #include "fp/log.h"
 #include "fp/term.h"
@@ -20,6 +21,7 @@ enum fpd_exit {
 	FPD_EXIT_SOFTWARE = 70,		/* internal error, node answered nonsense */
 	FPD_EXIT_CANTCREAT = 73,	/* output directory not writable */
 	FPD_EXIT_IOERR = 74,		/* write error on output */
+	FPD_EXIT_TEMPFAIL = 75,		/* output directory locked by another daemon */
 	FPD_EXIT_NOPERM = 77,		/* node refused us: wrong cookie */
 };
 
@@ -38,6 +40,12 @@ struct fpd_options {
 	size_t nnames;
 	const char *out_dir;
 	uint64_t rotate_us;
+	uint64_t rotate_bytes;	/* 0: no size limit */
+	int compress;		/* enum fpd_compress */
+	int compress_level;
+	unsigned keep_files;
+	uint64_t keep_bytes;
+	uint64_t keep_age_us;
 	uint64_t duration_us;	/* 0: until stopped */
 	bool lines;
 	unsigned backtrace_depth;
@@ -69,6 +77,10 @@ fpd_log(enum fp_log_priority priority, const char *format, ...)
 int
 fpd_parse_duration(const char *str, uint64_t *us);
 
+/* 64M, 1G, 500k (binary units), a bare number is bytes. */
+int
+fpd_parse_size(const char *str, uint64_t *bytes);
+
 void
 fpd_format_duration(uint64_t us, char *buf, size_t size);
 
@@ -82,36 +94,155 @@ fpd_now_epoch_us(void);
 void
 fpd_format_utc(uint64_t epoch_us, char *buf, size_t size, bool compact);
 
+/* compress.c: one segment of a file is one zstd frame or gzip member */
+enum fpd_compress {
+	FPD_COMPRESS_NONE = 0,
+	FPD_COMPRESS_GZIP,
+	FPD_COMPRESS_ZSTD,
+};
+
+struct fpd_compressor;
+
+struct fpd_compressor *
+fpd_compressor_new(enum fpd_compress kind, int level);
+
+void
+fpd_compressor_destroy(struct fpd_compressor *c);
+
+/**
+ * Compress @len bytes into one self-contained frame (zstd) or member
+ * (gzip); with FPD_COMPRESS_NONE the data is passed through.
+ * @return 0 with *out and *outlen valid until the next call, or -ENOMEM/-EIO.
+ */
+int
+fpd_compress_segment(struct fpd_compressor *c, const void *data, size_t len,
+		     const void **out, size_t *outlen);
+
+const char *
+fpd_compress_suffix(enum fpd_compress kind);
+
+/**
+ * How many leading bytes of @data (a file of @kind) are complete frames
+ * or members. Sets *plain to the decompressed text of those (caller frees).
+ * @return that length, or -EBADMSG if the start is not of @kind at all.
+ */
+ssize_t
+fpd_compress_valid_prefix(enum fpd_compress kind, const void *data,
+			  size_t len, char **plain, size_t *plainlen);
+
 /* output.c */
+struct fpd_output_config {
+	const char *dir;		/* --out */
+	const char *node;
+	const char *header;		/* comment lines at the top of every file */
+	const char *options_json;	/* a JSON object for the manifest */
+	enum fpd_compress compress;
+	int level;
+	uint64_t rotate_us;
+	uint64_t rotate_bytes;		/* 0: no size limit */
+	unsigned keep_files;		/* 0: no limit */
+	uint64_t keep_bytes;		/* 0: no limit */
+	uint64_t keep_age_us;		/* 0: no limit */
+	mode_t file_mode;
+	mode_t dir_mode;
+};
+
 struct fpd_output;
 
 /**
- * Create (mkdir -p) DIR/<node>/ and check it takes files.
- * @return NULL with *err set to an errno on failure.
+ * Create (mkdir -p) DIR/<node>/, lock it, finish or set aside what an
+ * earlier run left, and check it takes files.
+ * @return NULL with *err set to an errno and *what to a static text.
  */
 struct fpd_output *
-fpd_output_new(const char *dir, const char *node, const char *header,
-	       int *err);
+fpd_output_new(const struct fpd_output_config *config, int *err,
+	       const char **what);
 
+/** Finishes the open file; NULL is a no-op. */
 void
 fpd_output_destroy(struct fpd_output *out);
 
-/** The stream to write to, opening a new file when none is open. */
+/**
+ * The stream the writer writes samples (and comments) to, opening a new
+ * file when none is open. Writes go to the current segment in memory.
+ * @return NULL when no file can be created (counted, logged, retried).
+ */
 FILE *
 fpd_output_stream(struct fpd_output *out, uint64_t now_epoch_us);
 
-/** Finish the current file (flush, fsync, rename, fsync dir). */
+/** Count one sample just written to the stream. */
+void
+fpd_output_sample(struct fpd_output *out, uint64_t time_us);
+
+/** Count samples that were due but not taken (for the manifest). */
+void
+fpd_output_skipped(struct fpd_output *out, uint64_t n);
+
+/**
+ * Write the current segment out (compressed as one frame). On a write
+ * error the file is cut back to the last good segment and the segment's
+ * samples are dropped and counted.
+ */
+int
+fpd_output_flush(struct fpd_output *out);
+
+/** Called every tick: write the segment out once a second, and finish the
+ * file when it is due (--rotate, --rotate-size). */
+void
+fpd_output_tick(struct fpd_output *out, uint64_t now_mono_us);
+
+/** Finish the current file: flush, fsync, rename, fsync dir, retention,
+ * manifest. */
 int
 fpd_output_finish(struct fpd_output *out);
 
 bool
 fpd_output_is_open(const struct fpd_output *out);
 
-uint64_t
-fpd_output_opened_mono_us(const struct fpd_output *out);
-
 const char *
 fpd_output_dir(const struct fpd_output *out);
+
+void
+fpd_output_set_otp_release(struct fpd_output *out, const char *release);
+
+/** Samples dropped on write errors since the start. */
+uint64_t
+fpd_output_dropped(const struct fpd_output *out);
+
+/* retention.c */
+struct fpd_file_entry {
+	char name[320];
+	uint64_t first_us, last_us;
+	uint64_t samples, bytes, skipped, dropped;
+	bool recovered;
+};
+
+/** Is @name one of our finished files for @node_s? */
+bool
+fpd_is_finished_name(const char *node_s, const char *name);
+
+/**
+ * Delete the oldest finished files of @node_s in @dirfd beyond the limits
+ * (never the newest one). Nothing else is ever deleted.
+ * @return the number of files deleted.
+ */
+int
+fpd_retention_apply(int dirfd, const char *node_s, unsigned keep_files,
+		    uint64_t keep_bytes, uint64_t keep_age_us,
+		    uint64_t now_epoch_us);
+
+/** Read the index of finished files (a missing index is empty). */
+int
+fpd_index_load(int dirfd, struct fpd_file_entry **entries, size_t *n);
+
+/**
+ * Rewrite the index and manifest.json atomically from @entries, keeping
+ * only the files that still exist.
+ */
+int
+fpd_index_store(int dirfd, struct fpd_file_entry *entries, size_t *n,
+		const char *node, const char *otp_release,
+		const char *options_json);
 
 /* loop.c */
 int

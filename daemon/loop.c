@@ -78,7 +78,8 @@ struct daemon {
 
 	/* per interval */
 	uint64_t interval_mono;
-	uint64_t st_samples, st_skipped, st_gone, st_write_errors;
+	uint64_t st_samples, st_skipped, st_gone;
+	uint64_t dropped_before;
 	uint64_t total_samples;
 	uint32_t rtt_us[MAX_RTT];
 	size_t nrtt;
@@ -159,16 +160,11 @@ write_samples(struct daemon *d)
 	s = fp_sampler_samples(d->sampler, &n);
 	if (!f) {
 		d->st_skipped += n;
-		d->st_write_errors += n;
 		return;
 	}
 	for (size_t i = 0; i < n; i++) {
-		if (fp_perf_write_sample(d->writer, f, &s[i]) < 0) {
-			d->st_write_errors++;
-			d->st_skipped++;
-			clearerr(f);
-			continue;
-		}
+		fp_perf_write_sample(d->writer, f, &s[i]);
+		fpd_output_sample(d->out, s[i].time_us);
 		d->st_samples++;
 		d->total_samples++;
 	}
@@ -543,6 +539,7 @@ try_connect(struct daemon *d, uint64_t now)
 	d->last_tick_mono = 0;
 	rebuild_set(d);
 	d->next_select_mono = now;
+	fpd_output_set_otp_release(d->out, fp_node_otp_release(d->node));
 	note(d, "connected to %s (OTP %s)", d->o->node, fp_node_otp_release(d->node));
 	return 0;
 }
@@ -621,6 +618,7 @@ interval_report(struct daemon *d, uint64_t now)
 	double secs = (double)(now - d->interval_mono) / 1e6;
 	double achieved = secs > 0 ? (double)d->st_samples / secs : 0;
 	double requested = (double)d->nset * d->o->rate;
+	uint64_t dropped = fpd_output_dropped(d->out) - d->dropped_before;
 	double p50 = 0, pmax = 0;
 
 	if (d->nrtt) {
@@ -632,20 +630,20 @@ interval_report(struct daemon *d, uint64_t now)
 		char text[400];
 
 		snprintf(text, sizeof(text),
-			 "interval: selected=%zu pinned=%zu samples=%llu skipped=%llu gone=%llu achieved=%.1f/s requested=%.1f/s rtt_ms=%.1f/%.1f",
+			 "interval: selected=%zu pinned=%zu samples=%llu skipped=%llu gone=%llu dropped=%llu achieved=%.1f/s requested=%.1f/s rtt_ms=%.1f/%.1f",
 			 d->nset, d->o->npids + d->nnamed,
 			 (unsigned long long)d->st_samples,
 			 (unsigned long long)d->st_skipped,
-			 (unsigned long long)d->st_gone, achieved, requested,
+			 (unsigned long long)d->st_gone,
+			 (unsigned long long)dropped, achieved, requested,
 			 p50, pmax);
 		fpd_info("%s", text);
 		note(d, "%s", text);
 	}
-	if (d->st_write_errors)
-		fpd_err("%llu samples could not be written",
-			(unsigned long long)d->st_write_errors);
+	fpd_output_skipped(d->out, d->st_skipped);
 	d->interval_mono = now;
-	d->st_samples = d->st_skipped = d->st_gone = d->st_write_errors = 0;
+	d->st_samples = d->st_skipped = d->st_gone = 0;
+	d->dropped_before += dropped;
 	d->nrtt = 0;
 }
 
@@ -704,9 +702,7 @@ tick(struct daemon *d)
 
 	if (now - d->interval_mono >= d->o->every_us)
 		interval_report(d, now);
-	if (fpd_output_is_open(d->out) &&
-	    now - fpd_output_opened_mono_us(d->out) >= d->o->rotate_us)
-		fpd_output_finish(d->out);
+	fpd_output_tick(d->out, now);
 }
 
 static void
@@ -761,6 +757,30 @@ make_header(const struct fpd_options *o)
 	return h;
 }
 
+static char *
+make_options_json(const struct fpd_options *o)
+{
+	static const char *const compress[] = { "none", "gzip", "zstd" };
+	char *j = NULL;
+
+	if (asprintf(&j,
+		     "{\"top\": %u, \"every_us\": %llu, \"rate\": %g, \"pids\": %zu, "
+		     "\"names\": %zu, \"scan_max\": %u, \"rotate_us\": %llu, "
+		     "\"rotate_bytes\": %llu, \"compress\": \"%s\", \"compress_level\": %d, "
+		     "\"keep_files\": %u, \"keep_bytes\": %llu, \"keep_age_us\": %llu, "
+		     "\"backtrace_depth\": %u, \"lines\": %s, \"duration_us\": %llu}",
+		     o->top, (unsigned long long)o->every_us, o->rate, o->npids,
+		     o->nnames, o->scan_max, (unsigned long long)o->rotate_us,
+		     (unsigned long long)o->rotate_bytes, compress[o->compress],
+		     o->compress_level, o->keep_files,
+		     (unsigned long long)o->keep_bytes,
+		     (unsigned long long)o->keep_age_us, o->backtrace_depth,
+		     o->lines ? "true" : "false",
+		     (unsigned long long)o->duration_us) < 0)
+		return NULL;
+	return j;
+}
+
 static int
 setup_fds(struct daemon *d)
 {
@@ -794,16 +814,37 @@ fpd_run(const struct fpd_options *o, const char *cookie)
 	struct fp_perf_options popts = { .lines = o->lines };
 	struct daemon d = { .o = o, .tfd = -1, .sfd = -1 };
 	size_t cap = set_capacity(o);
-	char *header;
+	char *header, *options;
 	int err = 0, rc;
 
 	header = make_header(o);
-	d.out = fpd_output_new(o->out_dir, o->node, header ? header : "", &err);
-	free(header);
-	if (!d.out) {
-		fprintf(stderr, "flame_profd: error: cannot write to output directory %s: %s\n",
-			o->out_dir, strerror(err));
-		return FPD_EXIT_CANTCREAT;
+	options = make_options_json(o);
+	{
+		struct fpd_output_config oc = {
+			.dir = o->out_dir,
+			.node = o->node,
+			.header = header ? header : "",
+			.options_json = options ? options : "{}",
+			.compress = o->compress,
+			.level = o->compress_level,
+			.rotate_us = o->rotate_us,
+			.rotate_bytes = o->rotate_bytes,
+			.keep_files = o->keep_files,
+			.keep_bytes = o->keep_bytes,
+			.keep_age_us = o->keep_age_us,
+			.file_mode = 0640,
+			.dir_mode = 0750,
+		};
+		const char *what = "";
+
+		d.out = fpd_output_new(&oc, &err, &what);
+		free(header);
+		free(options);
+		if (!d.out) {
+			fprintf(stderr, "flame_profd: error: %s: %s/%s: %s\n", what,
+				o->out_dir, o->node, strerror(err));
+			return err == EWOULDBLOCK ? FPD_EXIT_TEMPFAIL : FPD_EXIT_CANTCREAT;
+		}
 	}
 	if (setup_fds(&d) < 0) {
 		fprintf(stderr, "flame_profd: error: cannot set up timers and signals: %s\n",

@@ -60,6 +60,13 @@ usage(FILE *f)
 "Output:\n"
 "  -o, --out DIR             write under DIR/<node>/ (default .)\n"
 "  -R, --rotate DUR          start a new file every DUR (default 2m)\n"
+"      --rotate-size SIZE    ... or when the file reaches SIZE on disk (64M, 1G)\n"
+"      --compress KIND       zstd (default), gzip or none, while writing\n"
+"      --compress-level N    zstd 1-19 (default 3), gzip 1-9 (default 6)\n"
+"      --keep-files N        after each rotation keep the newest N files,\n"
+"      --keep-bytes SIZE     ... at most SIZE of files,\n"
+"      --keep-age DUR        ... no file older than DUR (any combination;\n"
+"                            only flame_profd's own finished files are deleted)\n"
 "  -d, --duration DUR        stop after DUR, leaving complete files (default: run\n"
 "                            until SIGINT/SIGTERM)\n"
 "      --log-file PATH       log there instead of stderr (SIGHUP reopens it)\n"
@@ -68,7 +75,12 @@ usage(FILE *f)
 "  -h, --help                this text\n"
 "  -V, --version             print the version\n"
 "\n"
-"DUR is a number with a unit: 500ms, 5s, 2m, 1h (a bare number is seconds).\n"
+"DUR is a number with a unit: 500ms, 5s, 2m, 1h, 7d (a bare number is seconds).\n"
+"SIZE is a number with K, M, G or T (powers of 1024; a bare number is bytes).\n"
+"\n"
+"Signals: SIGINT/SIGTERM finish the sample in flight and the current file, put\n"
+"the node's backtrace_depth back and exit 0 (a second SIGINT exits at once);\n"
+"SIGUSR1 starts a new file; SIGHUP reopens the log file.\n"
 "\n"
 "Exit status:\n"
 "   0  finished (--duration over, or stopped by SIGINT/SIGTERM)\n"
@@ -78,6 +90,7 @@ usage(FILE *f)
 "  70  internal error, or the node answered with nonsense\n"
 "  73  output directory cannot be created or written\n"
 "  74  I/O error while writing output\n"
+"  75  another flame_profd is writing to the same output directory\n"
 "  77  the node refused the connection (wrong cookie, or short vs long names)\n");
 }
 
@@ -118,7 +131,8 @@ parse_options(int argc, char **argv, struct fpd_options *o)
 {
 	enum {
 		OPT_TIMEOUT = 256, OPT_BACKTRACE, OPT_LINES, OPT_LOG_FILE,
-		OPT_SCAN_MAX,
+		OPT_SCAN_MAX, OPT_ROTATE_SIZE, OPT_COMPRESS, OPT_LEVEL,
+		OPT_KEEP_FILES, OPT_KEEP_BYTES, OPT_KEEP_AGE,
 	};
 	static const struct option longopts[] = {
 		{ "node", required_argument, NULL, 'n' },
@@ -135,6 +149,12 @@ parse_options(int argc, char **argv, struct fpd_options *o)
 		{ "backtrace-depth", required_argument, NULL, OPT_BACKTRACE },
 		{ "lines", no_argument, NULL, OPT_LINES },
 		{ "scan-max", required_argument, NULL, OPT_SCAN_MAX },
+		{ "rotate-size", required_argument, NULL, OPT_ROTATE_SIZE },
+		{ "compress", required_argument, NULL, OPT_COMPRESS },
+		{ "compress-level", required_argument, NULL, OPT_LEVEL },
+		{ "keep-files", required_argument, NULL, OPT_KEEP_FILES },
+		{ "keep-bytes", required_argument, NULL, OPT_KEEP_BYTES },
+		{ "keep-age", required_argument, NULL, OPT_KEEP_AGE },
 		{ "log-file", required_argument, NULL, OPT_LOG_FILE },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "quiet", no_argument, NULL, 'q' },
@@ -143,6 +163,7 @@ parse_options(int argc, char **argv, struct fpd_options *o)
 		{ NULL, 0, NULL, 0 },
 	};
 	unsigned long ul;
+	long level;
 	char *end;
 	int c;
 
@@ -153,6 +174,8 @@ parse_options(int argc, char **argv, struct fpd_options *o)
 		.rate = 10,
 		.out_dir = ".",
 		.rotate_us = 120000000,
+		.compress = FPD_COMPRESS_ZSTD,
+		.compress_level = -1,
 		.backtrace_depth = 64,
 		.timeout_us = 5000000,
 	};
@@ -241,6 +264,49 @@ parse_options(int argc, char **argv, struct fpd_options *o)
 						 "expected a whole number from 100 to 10000000");
 			o->scan_max = (unsigned)ul;
 			break;
+		case OPT_ROTATE_SIZE:
+			if (fpd_parse_size(optarg, &o->rotate_bytes) < 0 ||
+			    o->rotate_bytes < 4096)
+				return bad_value("--rotate-size", optarg,
+						 "expected a size of at least 4K, e.g. 64M");
+			break;
+		case OPT_COMPRESS:
+			if (strcmp(optarg, "zstd") == 0)
+				o->compress = FPD_COMPRESS_ZSTD;
+			else if (strcmp(optarg, "gzip") == 0)
+				o->compress = FPD_COMPRESS_GZIP;
+			else if (strcmp(optarg, "none") == 0)
+				o->compress = FPD_COMPRESS_NONE;
+			else
+				return bad_value("--compress", optarg,
+						 "expected zstd, gzip or none");
+			break;
+		case OPT_LEVEL:
+			errno = 0;
+			level = strtol(optarg, &end, 10);
+			if (errno || *end || end == optarg || level < 1 || level > 19)
+				return bad_value("--compress-level", optarg,
+						 "expected 1 to 19 (zstd) or 1 to 9 (gzip)");
+			o->compress_level = (int)level;
+			break;
+		case OPT_KEEP_FILES:
+			if (parse_uint(optarg, 10000000, &ul) < 0 || ul < 1)
+				return bad_value("--keep-files", optarg,
+						 "expected a whole number of at least 1");
+			o->keep_files = (unsigned)ul;
+			break;
+		case OPT_KEEP_BYTES:
+			if (fpd_parse_size(optarg, &o->keep_bytes) < 0 ||
+			    o->keep_bytes == 0)
+				return bad_value("--keep-bytes", optarg,
+						 "expected a size greater than 0, e.g. 1G");
+			break;
+		case OPT_KEEP_AGE:
+			if (fpd_parse_duration(optarg, &o->keep_age_us) < 0 ||
+			    o->keep_age_us == 0)
+				return bad_value("--keep-age", optarg,
+						 "expected a duration greater than 0, e.g. 7d");
+			break;
 		case OPT_LINES:
 			o->lines = true;
 			break;
@@ -284,6 +350,11 @@ parse_options(int argc, char **argv, struct fpd_options *o)
 		if (fp_node_name_check(o->node, &why) < 0)
 			return bad_value("--node", o->node, why);
 	}
+	if (o->compress_level < 0)
+		o->compress_level = o->compress == FPD_COMPRESS_GZIP ? 6 : 3;
+	if (o->compress == FPD_COMPRESS_GZIP && o->compress_level > 9)
+		return bad_value("--compress-level", "gzip",
+				 "gzip levels go from 1 to 9");
 	if ((o->npids || o->nnames) && !o->top_set)
 		o->top = 0;
 	if (o->top == 0 && !o->npids && !o->nnames) {
@@ -377,6 +448,8 @@ main(int argc, char **argv)
 	int rc;
 
 	signal(SIGPIPE, SIG_IGN);
+	/* A file-size limit shows as EFBIG on write, handled like ENOSPC. */
+	signal(SIGXFSZ, SIG_IGN);
 
 	rc = parse_options(argc, argv, &opts);
 	if (rc)

@@ -1,29 +1,68 @@
 /*
- * flame_profd — output files: one directory per node, files written
- * under a hidden partial name and renamed only once complete, so that a
- * reader (Flamescope lists no dot-files) or a cron job globbing *.perf
- * never sees half a file.
+ * flame_profd — output files.
+ *
+ * One directory per node. A file is written under a hidden partial name
+ * and renamed only once complete and fsynced (then the directory is
+ * fsynced), so a reader (Flamescope lists no dot-files) or a cron job
+ * globbing *.perf* never sees half a file.
+ *
+ * Samples go into an in-memory segment; about once a second the segment is
+ * compressed as one frame and written with one write(). The file on disk
+ * is thus always whole segments: after SIGKILL it is readable up to its
+ * last complete segment, and on ENOSPC or EIO it is cut back to the last
+ * good segment, the segment's samples are dropped and counted, and writing
+ * resumes when space returns.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "flame_profd.h"
 
+#define LOCK_NAME ".flame_profd.lock"
+#define SEGMENT_MAX (4u << 20)		/* flush early past this */
+#define SEGMENT_US 1000000u		/* at most this much lost on a crash */
+#define ERROR_LOG_INTERVAL_US 10000000u
+
 struct fpd_output {
+	struct fpd_output_config cfg;
 	char *dir;		/* DIR/<node> */
 	char *node_s;		/* node name, file-name safe */
-	char *header;
+	char otp_release[16];
 	int dirfd;
+	int lockfd;
+	struct fpd_compressor *comp;
 
-	FILE *file;
-	char partial[4096];
-	char final[4000];
+	/* the open file */
+	int fd;
+	char partial[340];
+	char final[320];
 	uint64_t opened_mono_us;
+	uint64_t last_open_epoch_ms;
+	off_t good;		/* bytes of whole segments on disk */
+	uint64_t flushed_mono_us;
+	struct fpd_file_entry entry;
+
+	/* the segment being filled */
+	FILE *seg;
+	char *segbuf;
+	size_t seglen, segcap;
+	uint64_t seg_samples, seg_first_us, seg_last_us;
+	uint64_t pending_skipped;
+
+	struct fpd_file_entry *index;
+	size_t nindex;
+
+	uint64_t dropped_total;
+	uint64_t last_error_log_mono;
+	uint64_t errors_since_log;
 };
 
 static int
@@ -66,23 +105,303 @@ sanitize(const char *name)
 	return s;
 }
 
+static ssize_t
+seg_write(void *cookie, const char *data, size_t len)
+{
+	struct fpd_output *out = cookie;
+
+	if (out->seglen + len > out->segcap) {
+		size_t cap = out->segcap ? out->segcap : 65536;
+		char *p;
+
+		while (cap < out->seglen + len)
+			cap *= 2;
+		p = realloc(out->segbuf, cap);
+		if (!p)
+			abort();
+		out->segbuf = p;
+		out->segcap = cap;
+	}
+	memcpy(out->segbuf + out->seglen, data, len);
+	out->seglen += len;
+	return (ssize_t)len;
+}
+
+static void
+log_write_error(struct fpd_output *out, int err, const char *what)
+{
+	uint64_t now = fpd_now_mono_us();
+
+	out->errors_since_log++;
+	if (out->last_error_log_mono &&
+	    now - out->last_error_log_mono < ERROR_LOG_INTERVAL_US)
+		return;
+	fpd_err("%s in %s: %s (%" PRIu64 " errors, %" PRIu64
+		" samples dropped so far; retrying)", what, out->dir,
+		strerror(err), out->errors_since_log, out->dropped_total);
+	out->last_error_log_mono = now;
+	out->errors_since_log = 0;
+}
+
+static int
+write_all(int fd, const void *data, size_t len)
+{
+	const char *p = data;
+
+	while (len) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -EIO;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* ---- leftovers of an earlier run --------------------------------------- */
+
+static enum fpd_compress
+kind_of(const char *name)
+{
+	size_t n = strlen(name);
+
+	if (n > 4 && strcmp(name + n - 4, ".zst") == 0)
+		return FPD_COMPRESS_ZSTD;
+	if (n > 3 && strcmp(name + n - 3, ".gz") == 0)
+		return FPD_COMPRESS_GZIP;
+	return FPD_COMPRESS_NONE;
+}
+
+/* Count samples and their time range in plain text. */
+static void
+scan_text(const char *text, size_t len, struct fpd_file_entry *e)
+{
+	const char *p = text, *end = text + len;
+
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		const char *colon;
+		size_t ll = nl ? (size_t)(nl - p) : (size_t)(end - p);
+
+		if (ll && p[0] != '#' && p[0] != '\t' &&
+		    (colon = memmem(p, ll, ": cpu-clock:", 12))) {
+			const char *q = colon;
+			unsigned long long s = 0, us = 0;
+
+			while (q > p && q[-1] != ' ')
+				q--;
+			if (sscanf(q, "%llu.%6llu", &s, &us) == 2) {
+				uint64_t t = s * 1000000ull + us;
+
+				if (!e->samples || t < e->first_us)
+					e->first_us = t;
+				if (t > e->last_us)
+					e->last_us = t;
+				e->samples++;
+			}
+		}
+		if (!nl)
+			break;
+		p = nl + 1;
+	}
+}
+
+static int
+read_file_at(int dirfd, const char *name, char **data, size_t *len)
+{
+	int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	struct stat st;
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return -EINVAL;
+	}
+	*data = malloc((size_t)st.st_size + 1);
+	if (!*data)
+		abort();
+	n = pread(fd, *data, (size_t)st.st_size, 0);
+	close(fd);
+	if (n != st.st_size) {
+		free(*data);
+		return -EIO;
+	}
+	*len = (size_t)n;
+	return 0;
+}
+
+static void add_index(struct fpd_output *out, const struct fpd_file_entry *e);
+
+static int
+truncate_at(struct fpd_output *out, const char *name, off_t len)
+{
+	int fd = openat(out->dirfd, name, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+	int rc = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (ftruncate(fd, len) < 0 || fsync(fd) < 0)
+		rc = -errno;
+	close(fd);
+	return rc;
+}
+
+/*
+ * A partial file left by a killed daemon: keep its whole segments (for
+ * plain text: up to its last complete sample) under the final name, or set
+ * it aside as NAME.unrecoverable when nothing in it is whole.
+ */
+static void
+recover_one(struct fpd_output *out, const char *partial)
+{
+	char final[320], aside[360];
+	enum fpd_compress kind;
+	struct fpd_file_entry e = { 0 };
+	char *data = NULL, *plain = NULL;
+	size_t len = 0, plainlen = 0;
+	ssize_t keep;
+
+	/* ".NAME.partial" -> "NAME" */
+	snprintf(final, sizeof(final), "%.*s", (int)(strlen(partial) - 9),
+		 partial + 1);
+	kind = kind_of(final);
+	snprintf(aside, sizeof(aside), "%s.unrecoverable", partial);
+
+	if (read_file_at(out->dirfd, partial, &data, &len) < 0)
+		goto set_aside;
+	keep = fpd_compress_valid_prefix(kind, data, len, &plain, &plainlen);
+	if (keep < 0)
+		goto set_aside;
+	if (kind == FPD_COMPRESS_NONE) {
+		/* cut after the last complete sample */
+		char *cut = NULL;
+
+		for (char *p = plain; (p = memmem(p, plainlen - (size_t)(p - plain),
+						 "\n\n", 2)); p += 2)
+			cut = p + 2;
+		keep = cut ? cut - plain : 0;
+		plainlen = (size_t)keep;
+	}
+	scan_text(plain, plainlen, &e);
+	if (e.samples == 0)
+		goto set_aside;
+	if (truncate_at(out, partial, keep) < 0 ||
+	    renameat(out->dirfd, partial, out->dirfd, final) < 0)
+		goto set_aside;
+	fsync(out->dirfd);
+	snprintf(e.name, sizeof(e.name), "%s", final);
+	e.bytes = (uint64_t)keep;
+	e.recovered = true;
+	add_index(out, &e);
+	fpd_warn("recovered %s/%s left by an earlier run (%" PRIu64
+		 " samples, %zu bytes cut)", out->dir, final, e.samples,
+		 len - (size_t)keep);
+	goto out;
+
+set_aside:
+	if (renameat(out->dirfd, partial, out->dirfd, aside) == 0)
+		fpd_warn("set aside %s/%s: nothing in it could be recovered",
+			 out->dir, aside);
+out:
+	free(data);
+	free(plain);
+}
+
+static void
+recover_leftovers(struct fpd_output *out)
+{
+	int fd = dup(out->dirfd);
+	DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
+	char **names = NULL;
+	size_t n = 0;
+	struct dirent *de;
+
+	if (!dir) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	while ((de = readdir(dir))) {
+		size_t len = strlen(de->d_name);
+
+		/* ".NODE.<stamp>.perf[.gz|.zst].partial", ours only */
+		if (de->d_name[0] != '.' || len < 10 ||
+		    strcmp(de->d_name + len - 8, ".partial") != 0)
+			continue;
+		{
+			char inner[340];
+
+			snprintf(inner, sizeof(inner), "%.*s", (int)(len - 9),
+				 de->d_name + 1);
+			if (!fpd_is_finished_name(out->node_s, inner))
+				continue;
+		}
+		names = realloc(names, (n + 1) * sizeof(*names));
+		names[n++] = strdup(de->d_name);
+	}
+	closedir(dir);
+	for (size_t i = 0; i < n; i++) {
+		recover_one(out, names[i]);
+		free(names[i]);
+	}
+	free(names);
+}
+
+/* ---- index ---------------------------------------------------------------- */
+
+static void
+add_index(struct fpd_output *out, const struct fpd_file_entry *e)
+{
+	out->index = realloc(out->index, (out->nindex + 1) * sizeof(*out->index));
+	if (!out->index)
+		abort();
+	out->index[out->nindex++] = *e;
+}
+
+static void
+store_index(struct fpd_output *out)
+{
+	int rc = fpd_index_store(out->dirfd, out->index, &out->nindex,
+				 out->cfg.node, out->otp_release,
+				 out->cfg.options_json);
+
+	if (rc < 0)
+		fpd_warn("cannot write the manifest in %s: %s", out->dir,
+			 strerror(-rc));
+}
+
+/* ---- life cycle ----------------------------------------------------------- */
+
 struct fpd_output *
-fpd_output_new(const char *dir, const char *node, const char *header,
-	       int *err)
+fpd_output_new(const struct fpd_output_config *config, int *err,
+	       const char **what)
 {
 	struct fpd_output *out = calloc(1, sizeof(*out));
+	cookie_io_functions_t io = { .write = seg_write };
+	char probe[64];
 	struct stat st;
-	char probe[4096];
 	int fd, rc;
 
-	out->node_s = sanitize(node);
-	out->header = strdup(header);
-	out->dirfd = -1;
-	if (asprintf(&out->dir, "%s/%s", dir, out->node_s) < 0) {
-		rc = -ENOMEM;
-		goto fail;
-	}
-	rc = mkdir_p(out->dir, 0750);
+	if (!out)
+		abort();
+	out->cfg = *config;
+	out->cfg.header = strdup(config->header);
+	out->cfg.options_json = strdup(config->options_json);
+	out->cfg.node = strdup(config->node);
+	out->node_s = sanitize(config->node);
+	out->dirfd = out->lockfd = out->fd = -1;
+	if (asprintf(&out->dir, "%s/%s", config->dir, out->node_s) < 0)
+		abort();
+
+	*what = "cannot create the output directory";
+	rc = mkdir_p(out->dir, config->dir_mode);
 	if (rc < 0)
 		goto fail;
 	if (stat(out->dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
@@ -94,7 +413,23 @@ fpd_output_new(const char *dir, const char *node, const char *header,
 		rc = -errno;
 		goto fail;
 	}
+
+	*what = "cannot lock the output directory";
+	out->lockfd = openat(out->dirfd, LOCK_NAME,
+			     O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0640);
+	if (out->lockfd < 0) {
+		rc = -errno;
+		goto fail;
+	}
+	if (flock(out->lockfd, LOCK_EX | LOCK_NB) < 0) {
+		rc = -errno;
+		if (rc == -EWOULDBLOCK)
+			*what = "another flame_profd is writing to the output directory";
+		goto fail;
+	}
+
 	/* Fail now, not at the first rotation, if files cannot be made. */
+	*what = "cannot write to the output directory";
 	snprintf(probe, sizeof(probe), ".flame_profd-probe.%ld", (long)getpid());
 	fd = openat(out->dirfd, probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0) {
@@ -103,6 +438,16 @@ fpd_output_new(const char *dir, const char *node, const char *header,
 	}
 	close(fd);
 	unlinkat(out->dirfd, probe, 0);
+
+	if (fpd_index_load(out->dirfd, &out->index, &out->nindex) < 0)
+		fpd_warn("cannot read the index in %s; starting a new one", out->dir);
+	recover_leftovers(out);
+
+	out->comp = fpd_compressor_new(config->compress, config->level);
+	out->seg = fopencookie(out, "w", io);
+	if (!out->seg)
+		abort();
+	setvbuf(out->seg, NULL, _IONBF, 0);
 	return out;
 
 fail:
@@ -116,12 +461,22 @@ fpd_output_destroy(struct fpd_output *out)
 {
 	if (!out)
 		return;
-	fpd_output_finish(out);
+	if (out->fd >= 0)
+		fpd_output_finish(out);
+	if (out->seg)
+		fclose(out->seg);
+	fpd_compressor_destroy(out->comp);
+	if (out->lockfd >= 0)
+		close(out->lockfd);	/* drops the lock */
 	if (out->dirfd >= 0)
 		close(out->dirfd);
+	free(out->index);
+	free(out->segbuf);
 	free(out->dir);
 	free(out->node_s);
-	free(out->header);
+	free((char *)out->cfg.header);
+	free((char *)out->cfg.options_json);
+	free((char *)out->cfg.node);
 	free(out);
 }
 
@@ -134,45 +489,117 @@ fpd_output_dir(const struct fpd_output *out)
 bool
 fpd_output_is_open(const struct fpd_output *out)
 {
-	return out->file != NULL;
+	return out->fd >= 0;
 }
 
 uint64_t
-fpd_output_opened_mono_us(const struct fpd_output *out)
+fpd_output_dropped(const struct fpd_output *out)
 {
-	return out->opened_mono_us;
+	return out->dropped_total;
+}
+
+void
+fpd_output_set_otp_release(struct fpd_output *out, const char *release)
+{
+	snprintf(out->otp_release, sizeof(out->otp_release), "%s", release);
+}
+
+static int
+open_file(struct fpd_output *out, uint64_t now_epoch_us)
+{
+	uint64_t ms = now_epoch_us / 1000;
+	char stamp[40];
+
+	/* Names sort by time and never collide: one file per millisecond. */
+	if (ms <= out->last_open_epoch_ms)
+		ms = out->last_open_epoch_ms + 1;
+	out->last_open_epoch_ms = ms;
+	fpd_format_utc(ms * 1000, stamp, sizeof(stamp), true);
+	snprintf(out->final, sizeof(out->final), "%s.%s.perf%s", out->node_s,
+		 stamp, fpd_compress_suffix(out->cfg.compress));
+	snprintf(out->partial, sizeof(out->partial), ".%s.partial", out->final);
+
+	out->fd = openat(out->dirfd, out->partial,
+			 O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+			 out->cfg.file_mode);
+	if (out->fd < 0) {
+		log_write_error(out, errno, "cannot create a file");
+		return -1;
+	}
+	out->opened_mono_us = out->flushed_mono_us = fpd_now_mono_us();
+	out->good = 0;
+	memset(&out->entry, 0, sizeof(out->entry));
+	snprintf(out->entry.name, sizeof(out->entry.name), "%s", out->final);
+	out->entry.skipped = out->pending_skipped;
+	out->pending_skipped = 0;
+	out->seglen = 0;
+	out->seg_samples = 0;
+	fputs(out->cfg.header, out->seg);
+	fpd_debug("writing %s/%s", out->dir, out->partial);
+	return 0;
 }
 
 FILE *
 fpd_output_stream(struct fpd_output *out, uint64_t now_epoch_us)
 {
-	char stamp[40];
-	int fd;
-
-	if (out->file)
-		return out->file;
-
-	fpd_format_utc(now_epoch_us, stamp, sizeof(stamp), true);
-	snprintf(out->final, sizeof(out->final), "%s.%s.perf", out->node_s, stamp);
-	snprintf(out->partial, sizeof(out->partial), ".%s.partial", out->final);
-
-	fd = openat(out->dirfd, out->partial,
-		    O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
-	if (fd < 0) {
-		fpd_err("cannot create %s/%s: %s", out->dir, out->partial,
-			strerror(errno));
+	if (out->fd < 0 && open_file(out, now_epoch_us) < 0)
 		return NULL;
+	return out->seg;
+}
+
+void
+fpd_output_sample(struct fpd_output *out, uint64_t time_us)
+{
+	if (!out->seg_samples)
+		out->seg_first_us = time_us;
+	out->seg_last_us = time_us;
+	out->seg_samples++;
+	if (out->seglen >= SEGMENT_MAX)
+		fpd_output_flush(out);
+}
+
+void
+fpd_output_skipped(struct fpd_output *out, uint64_t n)
+{
+	if (out->fd >= 0)
+		out->entry.skipped += n;
+	else
+		out->pending_skipped += n;
+}
+
+int
+fpd_output_flush(struct fpd_output *out)
+{
+	const void *data;
+	size_t len;
+	int rc;
+
+	out->flushed_mono_us = fpd_now_mono_us();
+	if (out->fd < 0 || out->seglen == 0)
+		return 0;
+	rc = fpd_compress_segment(out->comp, out->segbuf, out->seglen, &data, &len);
+	if (rc == 0)
+		rc = write_all(out->fd, data, len);
+	if (rc < 0) {
+		/* Cut back to the last whole segment; this one is lost. */
+		if (ftruncate(out->fd, out->good) < 0 ||
+		    lseek(out->fd, out->good, SEEK_SET) < 0)
+			fpd_debug("cannot cut %s back: %s", out->partial, strerror(errno));
+		out->entry.dropped += out->seg_samples;
+		out->dropped_total += out->seg_samples;
+		log_write_error(out, -rc, "write error");
+	} else {
+		out->good += (off_t)len;
+		if (out->seg_samples) {
+			if (!out->entry.samples)
+				out->entry.first_us = out->seg_first_us;
+			out->entry.last_us = out->seg_last_us;
+			out->entry.samples += out->seg_samples;
+		}
 	}
-	out->file = fdopen(fd, "w");
-	if (!out->file) {
-		close(fd);
-		return NULL;
-	}
-	setvbuf(out->file, NULL, _IOFBF, 256 * 1024);
-	out->opened_mono_us = fpd_now_mono_us();
-	fputs(out->header, out->file);
-	fpd_debug("writing %s/%s", out->dir, out->partial);
-	return out->file;
+	out->seglen = 0;
+	out->seg_samples = 0;
+	return rc;
 }
 
 int
@@ -180,16 +607,25 @@ fpd_output_finish(struct fpd_output *out)
 {
 	int rc = 0;
 
-	if (!out->file)
+	if (out->fd < 0)
 		return 0;
-	if (fflush(out->file) != 0 || fsync(fileno(out->file)) < 0)
+	fpd_output_flush(out);
+	if (out->entry.samples == 0) {
+		/* Nothing whole in it (all dropped): no empty files. */
+		close(out->fd);
+		out->fd = -1;
+		unlinkat(out->dirfd, out->partial, 0);
+		out->pending_skipped += out->entry.skipped;
+		return 0;
+	}
+	if (fsync(out->fd) < 0)
 		rc = -errno;
-	if (fclose(out->file) != 0 && rc == 0)
+	if (close(out->fd) < 0 && rc == 0)
 		rc = -errno;
-	out->file = NULL;
+	out->fd = -1;
 	if (rc < 0) {
-		/* Keep what is there under the partial name; never present a
-		 * file we could not finish as complete. */
+		/* Keep what is there under the partial name (the next start
+		 * recovers it); never present an unsynced file as complete. */
 		fpd_err("cannot finish %s/%s: %s", out->dir, out->partial,
 			strerror(-rc));
 		return rc;
@@ -201,6 +637,26 @@ fpd_output_finish(struct fpd_output *out)
 		return rc;
 	}
 	fsync(out->dirfd);
-	fpd_info("finished %s/%s", out->dir, out->final);
+	out->entry.bytes = (uint64_t)out->good;
+	add_index(out, &out->entry);
+	fpd_info("finished %s/%s (%" PRIu64 " samples, %" PRIu64 " bytes)",
+		 out->dir, out->final, out->entry.samples, out->entry.bytes);
+
+	fpd_retention_apply(out->dirfd, out->node_s, out->cfg.keep_files,
+			    out->cfg.keep_bytes, out->cfg.keep_age_us,
+			    fpd_now_epoch_us());
+	store_index(out);
 	return 0;
+}
+
+void
+fpd_output_tick(struct fpd_output *out, uint64_t now_mono_us)
+{
+	if (out->fd < 0)
+		return;
+	if (now_mono_us - out->flushed_mono_us >= SEGMENT_US)
+		fpd_output_flush(out);
+	if (now_mono_us - out->opened_mono_us >= out->cfg.rotate_us ||
+	    (out->cfg.rotate_bytes && (uint64_t)out->good >= out->cfg.rotate_bytes))
+		fpd_output_finish(out);
 }

@@ -109,3 +109,35 @@ fpd_format_utc(uint64_t epoch_us, char *buf, size_t size, bool compact)
 			 (unsigned long long)(epoch_us % 1000000));
 	}
 }
+
+int
+fpd_parse_size(const char *str, uint64_t *bytes)
+{
+	char *end;
+	double v, scale = 1;
+
+	if (!str || !*str || *str == '-' || *str == '+')
+		return -EINVAL;
+	errno = 0;
+	v = strtod(str, &end);
+	if (errno || end == str || !isfinite(v) || v < 0)
+		return -EINVAL;
+	switch (*end) {
+	case '\0': break;
+	case 'k': case 'K': scale = 1024.0; end++; break;
+	case 'm': case 'M': scale = 1024.0 * 1024; end++; break;
+	case 'g': case 'G': scale = 1024.0 * 1024 * 1024; end++; break;
+	case 't': case 'T': scale = 1024.0 * 1024 * 1024 * 1024; end++; break;
+	default: return -EINVAL;
+	}
+	if (*end == 'i' && end[1] == 'B')
+		end += 2;
+	else if (*end == 'B')
+		end++;
+	if (*end)
+		return -EINVAL;
+	if (v * scale > 1e18)
+		return -ERANGE;
+	*bytes = (uint64_t)llround(v * scale);
+	return 0;
+}

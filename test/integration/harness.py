@@ -721,8 +721,10 @@ def error_lines(stderr):
 # output files
 
 NAME_OK = re.compile(r"[^A-Za-z0-9._@-]")
-FINAL_RE = re.compile(r"^(?P<node>[A-Za-z0-9._@-]+)\.(?P<stamp>\d{8}T\d{6}\.\d{3})Z\.perf$")
-PARTIAL_RE = re.compile(r"^\.(?P<node>[A-Za-z0-9._@-]+)\.(?P<stamp>\d{8}T\d{6}\.\d{3})Z\.perf\.partial$")
+FINAL_RE = re.compile(r"^(?P<node>[A-Za-z0-9._@-]+)\.(?P<stamp>\d{8}T\d{6}\.\d{3})Z\.perf(?P<comp>\.gz|\.zst)?$")
+PARTIAL_RE = re.compile(r"^\.(?P<node>[A-Za-z0-9._@-]+)\.(?P<stamp>\d{8}T\d{6}\.\d{3})Z\.perf(\.gz|\.zst)?\.partial$")
+# bookkeeping the daemon keeps beside the files
+META_FILES = {"manifest.json", ".flame_profd.index", ".flame_profd.lock"}
 
 
 def sanitize_node(node):
@@ -743,7 +745,7 @@ def output_files(out_dir, node):
             final.append(p)
         elif PARTIAL_RE.match(n):
             partial.append(p)
-        else:
+        elif n not in META_FILES:
             other.append(p)
     return final, partial, other
 
@@ -814,11 +816,23 @@ class PerfFile:
         self.path, self.comments, self.samples = path, comments, samples
 
 
+def read_bytes(path):
+    """A file's text, decompressed by its suffix (.gz, .zst)."""
+    if path.endswith(".gz"):
+        import gzip
+        with gzip.open(path, "rb") as f:
+            return f.read()
+    if path.endswith(".zst"):
+        return subprocess.run(["zstd", "-dc", "--", path], check=True,
+                              stdout=subprocess.PIPE).stdout
+    with open(path, "rb") as f:
+        return f.read()
+
+
 def parse_perf(path):
     """Strictly parse one output file.  Returns PerfFile(path, comments,
     samples); raises ParseError(path:line: reason) on anything off-grammar."""
-    with open(path, "rb") as f:
-        raw = f.read()
+    raw = read_bytes(path)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -195,7 +195,7 @@ def main(t):
         return
     node = h.start_node(idle=500)
     out = h.mkdtemp("out_")
-    args = h.daemon_args(node, out, top=10, rate=20, every="1s", duration="4s", rotate="2s",
+    args = h.daemon_args(node, out, top=10, rate=20, every="1s", duration="4s", rotate="2s", compress="gzip",
                          backtrace_depth=64, name=["fp_demo_quoted", "fp_demo_anon"])
     h.log("running: flame_profd " + " ".join(args))
     t0 = time.time()

@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""A full disk costs samples, never files.
+
+The output directory is a small tmpfs, filled up by a filler file while
+flame_profd runs: writes fail with ENOSPC. The daemon must not crash, must
+log the error once (rate-limited) rather than per sample, count the
+dropped samples (interval log and manifest), never leave a corrupt
+finished file, and resume writing when the filler is removed.
+Needs root to mount a tmpfs; skipped (77) where mounting is not allowed.
+Also: a file-size limit (RLIMIT_FSIZE, EFBIG) is handled the same way.
+"""
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+sys.dont_write_bytecode = True     # keep __pycache__ out of the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness as h  # noqa: E402
+
+
+def fill(path, chunk=4096):
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+    try:
+        while True:
+            os.write(fd, b"\0" * chunk)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def main(t):
+    mnt = h.mkdtemp("tmpfs_")
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", mnt],
+                       stderr=subprocess.PIPE)
+    if r.returncode != 0:
+        h.log("SKIP: cannot mount a tmpfs here: %s" % r.stderr.decode().strip())
+        sys.exit(77)
+    h.on_cleanup("umount " + mnt, lambda: subprocess.run(["umount", "-l", mnt]))
+
+    node = h.start_node(idle=100)
+    args = h.daemon_args(node, mnt, top=10, rate=50, every="1s", rotate="2s",
+                         compress="none", backtrace_depth=64)
+    filler = os.path.join(mnt, "filler")
+    open(filler, "wb").close()
+    dm = h.start_daemon(args)
+    dm.wait_samples(timeout=15)
+    fill(filler)
+    h.log("disk full")
+    dm.wait_log(r"error: .*(No space left|write error|cannot create)", timeout=15)
+    time.sleep(3)
+    t.check(dm.poll() is None, "still running with the disk full")
+    os.unlink(filler)
+    h.log("space back")
+    t_back = time.time()
+    time.sleep(4)
+    rc = dm.stop()
+    t.eq(rc, 0, "exit 0")
+    se = dm.read_stderr()
+    errs = [l for l in se.splitlines() if " error: " in l]
+    t.check(1 <= len(errs) <= 3, "errors logged rate-limited (%d lines)" % len(errs))
+    ivs = h.intervals(se)
+    dropped = sum(int(kv.get("dropped", 0)) + int(kv.get("skipped", 0)) for kv in ivs)
+    t.check(dropped > 0, "dropped samples counted in the interval log (%d)" % dropped)
+    files = h.check_output(t, mnt, node, min_samples=10)
+    late = [s for f in files for s in f.samples if s["ts"] > t_back + 0.5]
+    t.check(len(late) > 10, "writing resumed after space came back (%d samples)" % len(late))
+    with open(os.path.join(mnt, h.sanitize_node(node.name), "manifest.json")) as f:
+        m = json.load(f)
+    t.check(sum(e["dropped"] + e["skipped"] for e in m["files"]) > 0,
+            "manifest accounts for the lost samples")
+
+    # RLIMIT_FSIZE: EFBIG on write, same handling
+    out = h.mkdtemp("out_")
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (128 * 1024, 128 * 1024))
+
+    cmd = [h.daemon_path()] + h.daemon_args(node, out, top=5, rate=4, every="1s",
+                                            rotate="5s", duration="9s",
+                                            compress="none", backtrace_depth=64)
+    p = subprocess.run(cmd, env=h.child_env(), preexec_fn=limit,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=40)
+    t.eq(p.returncode, 0, "file-size limit: exit 0")
+    files = h.check_output(t, out, node, min_samples=10)
+    t.check("File too large" in p.stderr.decode(), "file-size limit: EFBIG logged")
+    t.check(all(os.path.getsize(f.path) <= 128 * 1024 for f in files),
+            "file-size limit: every file whole and within the limit")
+
+
+if __name__ == "__main__":
+    h.run(main)

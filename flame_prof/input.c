@@ -1,0 +1,375 @@
+/*
+ * flame_prof — which files to read, and time bounds.
+ *
+ * flame_profd names its files after the UTC time they were opened, and a
+ * file's samples all come before the next file of the same node was
+ * opened: a time range over a week of rotated files only opens the files
+ * that can hold it.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "flame_prof.h"
+#include "util-mem.h"
+
+/* A file's first sample may predate its name by one request round trip
+ * (its time is the middle of the request); allow far more than any
+ * --timeout. */
+#define START_SLACK_US (600ULL * 1000000)
+
+static bool
+all_digits(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return false;
+	}
+	return true;
+}
+
+static int
+parse_fraction(const char **p, uint64_t *us)
+{
+	uint64_t v = 0, scale = 100000;
+	const char *s = *p;
+
+	if (!(*s >= '0' && *s <= '9'))
+		return -EINVAL;
+	for (; *s >= '0' && *s <= '9'; s++) {
+		v += (uint64_t)(*s - '0') * scale;
+		scale /= 10;
+	}
+	*us = v;
+	*p = s;
+	return 0;
+}
+
+int
+fpp_duration_parse(const char *text, uint64_t *us)
+{
+	static const struct {
+		const char *suffix;
+		double scale;
+	} units[] = {
+		{ "", 1e6 }, { "s", 1e6 }, { "ms", 1e3 }, { "us", 1 },
+		{ "m", 60e6 }, { "h", 3600e6 },
+	};
+	char *end;
+	double v;
+
+	if (!*text || *text == '-' || *text == '+' || *text == ' ')
+		return -EINVAL;
+	errno = 0;
+	v = strtod(text, &end);
+	if (errno || end == text || v < 0)
+		return -EINVAL;
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		if (strcmp(end, units[i].suffix) == 0) {
+			double r = v * units[i].scale;
+
+			if (r > 1.8e19)
+				return -EINVAL;
+			*us = (uint64_t)(r + 0.5);
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+static int
+parse_iso(const char *s, uint64_t *us)
+{
+	struct tm tm = { 0 };
+	uint64_t frac = 0;
+	int y, mo, d, h, mi, sec = 0, n = 0;
+	char sep;
+	time_t t;
+
+	if (sscanf(s, "%4d-%2d-%2d%c%2d:%2d%n", &y, &mo, &d, &sep, &h, &mi, &n) != 6 ||
+	    (sep != 'T' && sep != ' '))
+		return -EINVAL;
+	s += n;
+	if (*s == ':') {
+		if (!all_digits(s + 1, 2))
+			return -EINVAL;
+		sec = (s[1] - '0') * 10 + (s[2] - '0');
+		s += 3;
+		if (*s == '.') {
+			s++;
+			if (parse_fraction(&s, &frac) < 0)
+				return -EINVAL;
+		}
+	}
+	if (*s == 'Z')
+		s++;
+	if (*s || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 ||
+	    sec > 60)
+		return -EINVAL;
+	tm.tm_year = y - 1900;
+	tm.tm_mon = mo - 1;
+	tm.tm_mday = d;
+	tm.tm_hour = h;
+	tm.tm_min = mi;
+	tm.tm_sec = sec;
+	t = timegm(&tm);
+	if (t < 0)
+		return -EINVAL;
+	*us = (uint64_t)t * 1000000 + frac;
+	return 0;
+}
+
+int
+fpp_time_parse(const char *text, struct fpp_time *t)
+{
+	const char *s = text;
+	uint64_t sec = 0, frac = 0;
+
+	memset(t, 0, sizeof(*t));
+	if (*s == '+') {
+		if (fpp_duration_parse(s + 1, &t->us) < 0)
+			return -EINVAL;
+		t->set = t->relative = true;
+		return 0;
+	}
+	if (strchr(s, '-')) {
+		if (parse_iso(s, &t->us) < 0)
+			return -EINVAL;
+		t->set = true;
+		return 0;
+	}
+	if (!(*s >= '0' && *s <= '9'))
+		return -EINVAL;
+	for (; *s >= '0' && *s <= '9'; s++) {
+		if (sec > 10000000000ULL)
+			return -EINVAL;
+		sec = sec * 10 + (uint64_t)(*s - '0');
+	}
+	if (*s == '.') {
+		s++;
+		if (parse_fraction(&s, &frac) < 0)
+			return -EINVAL;
+	}
+	if (*s)
+		return -EINVAL;
+	t->us = sec * 1000000 + frac;
+	t->set = true;
+	return 0;
+}
+
+/* NODE.YYYYMMDDTHHMMSS.mmmZ.perf[.gz|.zst] -> the time in the name */
+static bool
+name_time(const char *path, uint64_t *us)
+{
+	const char *base = strrchr(path, '/');
+	const char *ext;
+	char iso[40];
+	const char *ts;
+
+	base = base ? base + 1 : path;
+	ext = strstr(base, ".perf");
+	if (!ext || ext - base < 21)
+		return false;
+	ts = ext - 20;
+	if (ts[-1] != '.' || !all_digits(ts, 8) || ts[8] != 'T' ||
+	    !all_digits(ts + 9, 6) || ts[15] != '.' || !all_digits(ts + 16, 3) ||
+	    ts[19] != 'Z')
+		return false;
+	snprintf(iso, sizeof(iso), "%.4s-%.2s-%.2sT%.2s:%.2s:%.2s.%.3sZ", ts,
+		 ts + 4, ts + 6, ts + 9, ts + 11, ts + 13, ts + 16);
+	return parse_iso(iso, us) == 0;
+}
+
+static bool
+perf_name(const char *name)
+{
+	size_t n = strlen(name);
+	static const char *const ext[] = { ".perf", ".perf.gz", ".perf.zst" };
+
+	if (name[0] == '.')
+		return false;
+	for (size_t i = 0; i < 3; i++) {
+		size_t e = strlen(ext[i]);
+
+		if (n > e && strcmp(name + n - e, ext[i]) == 0)
+			return true;
+	}
+	return false;
+}
+
+static void
+add_file(struct fpp_inputs *in, size_t *cap, const char *path)
+{
+	struct fpp_input *f;
+
+	if (in->count == *cap) {
+		*cap = *cap ? *cap * 2 : 16;
+		in->files = xrealloc(in->files, *cap * sizeof(*in->files));
+	}
+	f = &in->files[in->count++];
+	memset(f, 0, sizeof(*f));
+	f->path = xstrdup(path);
+	f->has_start = name_time(path, &f->start_us);
+}
+
+static int
+by_name(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int
+walk(const char *dir, struct fpp_inputs *in, size_t *cap, int depth)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	char **names = NULL;
+	size_t n = 0, ncap = 0;
+	int rc = 0;
+
+	if (!d)
+		return -errno;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		if (n == ncap) {
+			ncap = ncap ? ncap * 2 : 64;
+			names = xrealloc(names, ncap * sizeof(*names));
+		}
+		names[n++] = xstrdup(e->d_name);
+	}
+	closedir(d);
+	if (n > 1)
+		qsort(names, n, sizeof(*names), by_name);
+	for (size_t i = 0; i < n; i++) {
+		char *path = xzalloc(strlen(dir) + strlen(names[i]) + 2);
+		struct stat st;
+
+		sprintf(path, "%s%s%s", dir,
+			dir[strlen(dir) - 1] == '/' ? "" : "/", names[i]);
+		if (stat(path, &st) == 0) {
+			if (S_ISDIR(st.st_mode) && depth < 8)
+				rc = walk(path, in, cap, depth + 1);
+			else if (S_ISREG(st.st_mode) && perf_name(names[i]))
+				add_file(in, cap, path);
+		}
+		free(path);
+		if (rc < 0)
+			break;
+	}
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+	return rc;
+}
+
+struct order {
+	struct fpp_input file;
+	size_t index;
+};
+
+static int
+by_time(const void *a, const void *b)
+{
+	const struct order *x = a, *y = b;
+	uint64_t tx = x->file.has_start ? x->file.start_us : 0;
+	uint64_t ty = y->file.has_start ? y->file.start_us : 0;
+
+	if (tx != ty)
+		return tx < ty ? -1 : 1;
+	return x->index < y->index ? -1 : x->index > y->index;
+}
+
+static size_t
+dir_len(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+
+	return slash ? (size_t)(slash - path) : 0;
+}
+
+/* Next file of the same directory (the same node) with a time. */
+static const struct fpp_input *
+next_of_node(const struct fpp_inputs *in, size_t i)
+{
+	size_t dl = dir_len(in->files[i].path);
+
+	for (size_t j = i + 1; j < in->count; j++) {
+		const struct fpp_input *f = &in->files[j];
+
+		if (f->has_start && dir_len(f->path) == dl &&
+		    strncmp(f->path, in->files[i].path, dl) == 0)
+			return f;
+	}
+	return NULL;
+}
+
+int
+fpp_inputs_expand(char *const *args, size_t nargs, const struct fpp_time *from,
+		  const struct fpp_time *to, struct fpp_inputs *in,
+		  const char **bad)
+{
+	struct order *order;
+	size_t cap = 0;
+	int rc = 0;
+
+	memset(in, 0, sizeof(*in));
+	for (size_t i = 0; i < nargs; i++) {
+		struct stat st;
+		size_t before = in->count;
+
+		*bad = args[i];
+		if (strcmp(args[i], "-") == 0) {
+			add_file(in, &cap, "-");
+			continue;
+		}
+		if (stat(args[i], &st) < 0)
+			return -errno;
+		if (!S_ISDIR(st.st_mode)) {
+			add_file(in, &cap, args[i]);
+			continue;
+		}
+		rc = walk(args[i], in, &cap, 0);
+		if (rc < 0)
+			return rc;
+		if (in->count == before)
+			return -ENODATA;
+	}
+	*bad = NULL;
+
+	order = xzalloc((in->count + 1) * sizeof(*order));
+	for (size_t i = 0; i < in->count; i++)
+		order[i] = (struct order){ in->files[i], i };
+	qsort(order, in->count, sizeof(*order), by_time);
+	for (size_t i = 0; i < in->count; i++)
+		in->files[i] = order[i].file;
+	free(order);
+
+	for (size_t i = 0; i < in->count; i++) {
+		struct fpp_input *f = &in->files[i];
+		const struct fpp_input *next;
+
+		if (!f->has_start)
+			continue;
+		if (to->set && !to->relative &&
+		    f->start_us > to->us + START_SLACK_US)
+			f->skip = true;
+		next = next_of_node(in, i);
+		if (from->set && !from->relative && next &&
+		    next->start_us < from->us)
+			f->skip = true;
+	}
+	return 0;
+}
+
+void
+fpp_inputs_free(struct fpp_inputs *in)
+{
+	for (size_t i = 0; i < in->count; i++)
+		free(in->files[i].path);
+	free(in->files);
+	memset(in, 0, sizeof(*in));
+}

@@ -1,0 +1,266 @@
+/*
+ * flame_profd — sub-second heat map writer.
+ *
+ * Flamescope's view: a column per second, its rows the offsets within
+ * the second, so periodic work (a timer every 200 ms, a GC burst every
+ * few seconds) shows as a pattern. Samples are kept as (time, value)
+ * pairs until the end because files of several nodes may come in any
+ * order and the first second is known only then.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fp/heatmap-svg.h"
+#include "svg-util.h"
+#include "util-mem.h"
+
+#define LEFT 76
+#define TOP 60
+#define BOTTOM 56
+#define RIGHT 20
+#define MAX_CELLS (20 * 1000 * 1000)
+
+struct point {
+	uint64_t time_us;
+	int64_t value;
+};
+
+struct fp_heatmap {
+	unsigned rows;
+	struct point *points;
+	size_t count, cap;
+};
+
+static const char script[] =
+"\"use strict\";\n"
+"var details, T0, ROWS, first = null;\n"
+"function cellTime(r, end) {\n"
+"\tvar c = +r.getAttribute(\"data-c\"), k = +r.getAttribute(\"data-r\") + (end ? 1 : 0);\n"
+"\treturn T0 + c + k / ROWS;\n"
+"}\n"
+"function init(evt) {\n"
+"\tvar svg = document.documentElement;\n"
+"\tT0 = +svg.getAttribute(\"data-t0\");\n"
+"\tROWS = +svg.getAttribute(\"data-rows\");\n"
+"\tdetails = document.getElementById(\"details\").firstChild;\n"
+"\tvar cmd = svg.getAttribute(\"data-command\");\n"
+"\tsvg.addEventListener(\"mouseover\", function (e) {\n"
+"\t\tif (e.target.classList.contains(\"c\") && first === null)\n"
+"\t\t\tdetails.nodeValue = e.target.querySelector(\"title\").textContent;\n"
+"\t});\n"
+"\tsvg.addEventListener(\"click\", function (e) {\n"
+"\t\tvar r = e.target;\n"
+"\t\tif (!r.classList.contains(\"c\")) return;\n"
+"\t\tvar sel = document.querySelectorAll(\"rect.sel\");\n"
+"\t\tfor (var i = 0; i < sel.length; i++) sel[i].classList.remove(\"sel\");\n"
+"\t\tif (first === null) {\n"
+"\t\t\tfirst = r;\n"
+"\t\t\tr.classList.add(\"sel\");\n"
+"\t\t\tdetails.nodeValue = \"from \" + cellTime(r, false).toFixed(3) + \": click the last cell of the range\";\n"
+"\t\t\treturn;\n"
+"\t\t}\n"
+"\t\tvar a = cellTime(first, false), b = cellTime(r, true);\n"
+"\t\tif (b < a) { a = cellTime(r, false); b = cellTime(first, true); }\n"
+"\t\tfirst.classList.add(\"sel\");\n"
+"\t\tr.classList.add(\"sel\");\n"
+"\t\tfirst = null;\n"
+"\t\tdetails.nodeValue = cmd + \" --from \" + a.toFixed(3) + \" --to \" + b.toFixed(3);\n"
+"\t});\n"
+"}\n";
+
+static const char style[] =
+"text { font-family: Verdana, sans-serif; font-size: 11px; fill: rgb(0,0,0); }\n"
+"#title { text-anchor: middle; font-size: 17px; }\n"
+"#subtitle { text-anchor: middle; fill: rgb(100,100,100); }\n"
+".rl { text-anchor: end; }\n"
+".cl { text-anchor: middle; }\n"
+"rect.c { cursor: pointer; }\n"
+"rect.c:hover, rect.sel { stroke: rgb(0,0,0); stroke-width: 1; }\n";
+
+struct fp_heatmap *
+fp_heatmap_new(unsigned rows)
+{
+	struct fp_heatmap *m = xnew(struct fp_heatmap);
+
+	m->rows = rows < 1 ? 1 : rows > 1000 ? 1000 : rows;
+	return m;
+}
+
+void
+fp_heatmap_destroy(struct fp_heatmap *m)
+{
+	if (!m)
+		return;
+	free(m->points);
+	free(m);
+}
+
+void
+fp_heatmap_add(struct fp_heatmap *m, uint64_t time_us, int64_t value)
+{
+	if (m->count == m->cap) {
+		m->cap = m->cap ? m->cap * 2 : 4096;
+		m->points = xrealloc(m->points, m->cap * sizeof(*m->points));
+	}
+	m->points[m->count++] = (struct point){ time_us, value };
+}
+
+static void
+cell_color(int64_t v, uint64_t max, char *dst, size_t size)
+{
+	double t = max ? (double)(v < 0 ? -(double)v : (double)v) / (double)max : 0;
+
+	if (v == 0)
+		snprintf(dst, size, "rgb(235,235,235)");
+	else if (v > 0)
+		snprintf(dst, size, "rgb(%d,%d,%d)", 255 - (int)lround(80 * t),
+			 (int)lround(235 * (1 - t)), (int)lround(215 * (1 - t)));
+	else
+		snprintf(dst, size, "rgb(%d,%d,%d)", (int)lround(215 * (1 - t)),
+			 (int)lround(225 * (1 - t)), 255 - (int)lround(80 * t));
+}
+
+/* A label step of a "round" number of seconds at least @min apart. */
+static uint64_t
+label_step(double cw, double min)
+{
+	static const uint64_t steps[] = { 1, 2, 5, 10, 15, 30, 60, 120, 300,
+					  600, 900, 1800, 3600, 7200, 21600,
+					  43200, 86400 };
+
+	for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+		if ((double)steps[i] * cw >= min)
+			return steps[i];
+	}
+	return 86400;
+}
+
+int
+fp_heatmap_write(const struct fp_heatmap *m,
+		 const struct fp_heatmap_options *o, FILE *out)
+{
+	uint64_t tmin = UINT64_MAX, tmax = 0, s0, ncols, maxabs = 0, step;
+	int64_t *sum = NULL;
+	uint64_t *cnt = NULL;
+	double cw, ch;
+	unsigned width, height;
+	char t0[64], fill[48];
+	int rc = 0;
+
+	for (size_t i = 0; i < m->count; i++) {
+		if (m->points[i].time_us < tmin)
+			tmin = m->points[i].time_us;
+		if (m->points[i].time_us > tmax)
+			tmax = m->points[i].time_us;
+	}
+	if (m->count == 0)
+		tmin = tmax = 0;
+	s0 = tmin / 1000000;
+	ncols = tmax / 1000000 - s0 + 1;
+	if (ncols * m->rows > MAX_CELLS)
+		return -E2BIG;
+
+	sum = xzalloc(ncols * m->rows * sizeof(*sum));
+	cnt = xzalloc(ncols * m->rows * sizeof(*cnt));
+	for (size_t i = 0; i < m->count; i++) {
+		uint64_t t = m->points[i].time_us;
+		uint64_t c = t / 1000000 - s0;
+		uint64_t r = (t % 1000000) * m->rows / 1000000;
+
+		sum[c * m->rows + r] += m->points[i].value;
+		cnt[c * m->rows + r]++;
+	}
+	for (uint64_t i = 0; i < ncols * m->rows; i++) {
+		uint64_t a = sum[i] < 0 ? (uint64_t)0 - (uint64_t)sum[i] :
+					  (uint64_t)sum[i];
+
+		if (a > maxabs)
+			maxabs = a;
+	}
+
+	cw = floor(1100.0 / (double)ncols);
+	cw = cw < 2 ? 2 : cw > 16 ? 16 : cw;
+	ch = floor(400.0 / m->rows);
+	ch = ch < 2 ? 2 : ch;
+	width = (unsigned)(LEFT + RIGHT + cw * (double)ncols);
+	if (width < 600)
+		width = 600;
+	height = (unsigned)(TOP + BOTTOM + ch * m->rows);
+	fp_svg_format_time(t0, sizeof(t0), (unsigned long long)s0 * 1000000);
+
+	fputs("<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"no\"?>\n", out);
+	fprintf(out, "<svg version=\"1.1\" xmlns=\"http://www.w3.org/2000/svg\" "
+		     "width=\"%u\" height=\"%u\" viewBox=\"0 0 %u %u\" "
+		     "onload=\"init(evt)\" data-t0=\"%" PRIu64 "\" data-rows=\"%u\" "
+		     "data-command=\"",
+		width, height, width, height, s0, m->rows);
+	fp_svg_write_escaped(out, o->command ? o->command : "flame_prof svg");
+	fputs("\">\n", out);
+	fprintf(out, "<style type=\"text/css\"><![CDATA[\n%s]]></style>\n", style);
+	fprintf(out, "<script type=\"text/ecmascript\"><![CDATA[\n%s]]></script>\n",
+		script);
+	fprintf(out, "<rect x=\"0\" y=\"0\" width=\"%u\" height=\"%u\" fill=\"rgb(255,255,255)\"/>\n",
+		width, height);
+	fprintf(out, "<text id=\"title\" x=\"%.1f\" y=\"24\">", width / 2.0);
+	fp_svg_write_escaped(out, o->title ? o->title : "Heat Map");
+	fputs("</text>\n", out);
+	fprintf(out, "<text id=\"subtitle\" x=\"%.1f\" y=\"42\">", width / 2.0);
+	if (o->subtitle) {
+		fp_svg_write_escaped(out, o->subtitle);
+		fputs(", ", out);
+	}
+	fprintf(out, "%" PRIu64 " s from %s, %u rows of %.3g ms, colour: ",
+		ncols, t0, m->rows, 1000.0 / m->rows);
+	fp_svg_write_escaped(out, o->unit ? o->unit : "samples");
+	fputs("</text>\n", out);
+
+	/* axes: offsets within the second down, seconds across */
+	fprintf(out, "<rect x=\"%d\" y=\"%d\" width=\"%.0f\" height=\"%.0f\" "
+		     "fill=\"none\" stroke=\"rgb(200,200,200)\"/>\n",
+		LEFT, TOP, cw * (double)ncols, ch * m->rows);
+	fprintf(out, "<text class=\"rl\" x=\"%d\" y=\"%d\">0 ms</text>\n",
+		LEFT - 6, TOP + 9);
+	fprintf(out, "<text class=\"rl\" x=\"%d\" y=\"%.0f\">500 ms</text>\n",
+		LEFT - 6, TOP + ch * m->rows / 2 + 4);
+	fprintf(out, "<text class=\"rl\" x=\"%d\" y=\"%.0f\">1000 ms</text>\n",
+		LEFT - 6, TOP + ch * m->rows);
+	step = label_step(cw, 48);
+	for (uint64_t c = 0; c < ncols; c += step)
+		fprintf(out, "<text class=\"cl\" x=\"%.1f\" y=\"%.0f\">+%" PRIu64 "s</text>\n",
+			LEFT + cw * ((double)c + 0.5), TOP + ch * m->rows + 16, c);
+
+	fputs("<g id=\"cells\">\n", out);
+	for (uint64_t c = 0; c < ncols; c++) {
+		for (unsigned r = 0; r < m->rows; r++) {
+			uint64_t i = c * m->rows + r;
+			unsigned ms0 = r * 1000 / m->rows;
+			unsigned ms1 = (r + 1) * 1000 / m->rows;
+
+			if (!cnt[i])
+				continue;
+			cell_color(sum[i], maxabs, fill, sizeof(fill));
+			fprintf(out, "<rect class=\"c\" x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" "
+				     "height=\"%.0f\" fill=\"%s\" data-c=\"%" PRIu64
+				     "\" data-r=\"%u\" data-v=\"%" PRId64 "\"><title>+%"
+				     PRIu64 "s %u-%u ms: %" PRId64 " ",
+				LEFT + cw * (double)c, TOP + ch * r, cw, ch, fill, c, r,
+				sum[i], c, ms0, ms1, sum[i]);
+			fp_svg_write_escaped(out, o->unit ? o->unit : "samples");
+			if (o->unit && strcmp(o->unit, "samples") != 0)
+				fprintf(out, " in %" PRIu64 " samples", cnt[i]);
+			fputs("</title></rect>\n", out);
+		}
+	}
+	fputs("</g>\n", out);
+	fprintf(out, "<text id=\"details\" x=\"%d\" y=\"%u\">\xc2\xa0</text>\n",
+		LEFT, height - 12);
+	fputs("</svg>\n", out);
+	free(sum);
+	free(cnt);
+	if (fflush(out) != 0 || ferror(out))
+		rc = errno ? -errno : -EIO;
+	return rc;
+}

@@ -1,0 +1,49 @@
+/*
+ * flame_profd — sub-second offset heat map in SVG, like Flamescope's:
+ * one column per second, one row per fraction of a second, the colour
+ * of a cell the samples (or the summed metric) in that slice of time.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+struct fp_heatmap;
+
+struct fp_heatmap_options {
+	const char *title;		/* NULL: "Heat Map" */
+	const char *subtitle;		/* NULL: none */
+	const char *unit;		/* "samples", "memory_delta", ... */
+	/* what a click on two cells suggests, e.g. "flame_prof svg FILE";
+	 * NULL: "flame_prof svg" */
+	const char *command;
+};
+
+/**
+ * @rows: rows per second (1..1000; 50 makes 20 ms cells).
+ * Caller owns the result; free with fp_heatmap_destroy().
+ */
+struct fp_heatmap *
+fp_heatmap_new(unsigned rows);
+
+/** NULL is a no-op. */
+void
+fp_heatmap_destroy(struct fp_heatmap *map);
+
+/** Add @value (1 for a sample; signed for a metric) at @time_us. */
+void
+fp_heatmap_add(struct fp_heatmap *map, uint64_t time_us, int64_t value);
+
+/**
+ * Write the SVG. Columns run from the first to the last second holding
+ * a sample; empty cells are left blank. Positive sums are shaded white
+ * to red, negative ones white to blue, both against the largest
+ * magnitude. Cells are <rect class="c"> with data-c (column), data-r
+ * (row) and data-v (sum).
+ *
+ * @return 0, or a negative errno on a write error.
+ */
+int
+fp_heatmap_write(const struct fp_heatmap *map,
+		 const struct fp_heatmap_options *options, FILE *out);

@@ -1,0 +1,103 @@
+/*
+ * flame_profd — streaming reader of flame_profd perf-script files
+ * (docs/FORMAT.md is the grammar).
+ *
+ * The reader checks every line against the grammar and hands each sample
+ * to a callback. Names stay in their written form (quoted and \xHH-escaped
+ * atoms, escaped file names): that form is already one unambiguous frame
+ * for every renderer, and it is what the user sees in Flamescope.
+ *
+ * Plain text, gzip (zlib) and zstd input are read as streams; the
+ * compression is recognised by its magic bytes, not by the file name.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fp/term.h"
+
+struct fp_perf_reader;
+
+/**
+ * One sample as written. Every pointer is owned by the reader and valid
+ * only during the callback that receives the record.
+ */
+struct fp_perf_record {
+	enum fp_status status;
+	struct fp_pid pid;
+	uint64_t time_us;			/* Unix epoch, microseconds */
+	int64_t value[FP_METRIC_COUNT];
+	int64_t delta[FP_METRIC_COUNT];
+	const char *registered_name;		/* written atom, or NULL */
+	const char *initial_call;		/* written MFA, or NULL */
+	const char *const *frames;		/* MFA[:LINE], leaf first */
+	const char *const *files;		/* FILE field of each frame */
+	uint32_t nframes;
+	uint64_t line;				/* line of the event line */
+};
+
+/**
+ * Called once per sample, in file order.
+ *
+ * @return 0 to go on, a positive value to stop reading (fp_perf_read()
+ *         then returns that value), or a negative errno to fail.
+ */
+typedef int (*fp_perf_record_fn)(void *data, const struct fp_perf_record *rec);
+
+/**
+ * Open @path ("-" is standard input) for reading.
+ *
+ * @param[out] reader  on success, a reader the caller owns; free it with
+ *                     fp_perf_reader_destroy()
+ * @return 0, or the negative errno of open(2)/read(2) (-ENOENT, -EACCES,
+ *         -EISDIR, ...). fp_perf_reader_error() is not available then:
+ *         the caller names the file.
+ */
+int
+fp_perf_reader_open(const char *path, struct fp_perf_reader **reader);
+
+/** Closes the file. NULL is a no-op. */
+void
+fp_perf_reader_destroy(struct fp_perf_reader *reader);
+
+/**
+ * Read every sample to the end of the file, calling @fn for each.
+ *
+ * @return 0 at the end of the file;
+ *         a positive value returned by @fn;
+ *         -EBADMSG if the file does not follow the grammar, is truncated
+ *         or its compressed stream is corrupt;
+ *         -EIO (or read(2)'s errno) on a read error;
+ *         a negative errno returned by @fn.
+ *         On -EBADMSG and read errors fp_perf_reader_error() says where.
+ */
+int
+fp_perf_read(struct fp_perf_reader *reader, fp_perf_record_fn fn, void *data);
+
+/**
+ * "PATH:LINE: what is wrong" for the last error, or "" if there was
+ * none. Owned by the reader.
+ */
+const char *
+fp_perf_reader_error(const struct fp_perf_reader *reader);
+
+/** The path the reader was opened with. Owned by the reader. */
+const char *
+fp_perf_reader_path(const struct fp_perf_reader *reader);
+
+/**
+ * Bytes of the (possibly compressed) file consumed so far and its size
+ * (0 when unknown, e.g. a pipe). For progress reports.
+ */
+void
+fp_perf_reader_progress(const struct fp_perf_reader *reader, uint64_t *done,
+			uint64_t *total);
+
+/**
+ * Whether @text is one atom in the written form: bare, or quoted with
+ * the escapes of docs/FORMAT.md.
+ */
+bool
+fp_perf_is_written_atom(const char *text);

@@ -1,0 +1,359 @@
+/*
+ * flame_profd — speedscope JSON writer.
+ *
+ * speedscope reads the whole file into the browser, so frames are shared
+ * (one entry per distinct name) and a stack is a list of frame indices,
+ * root first. Samples are kept in memory until the end because the
+ * shared frame list must be complete before the first profile.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fp/speedscope.h"
+#include "util-mem.h"
+
+struct frame {
+	char *name;
+	char *file;		/* decoded, or NULL */
+	uint32_t line;		/* 0: none */
+	uint64_t hash;
+};
+
+struct profile {
+	char *name;
+	uint64_t total;
+	/* samples: stack of sample i is idx[off[i] .. off[i + 1]) */
+	uint32_t *idx;
+	size_t nidx, idx_cap;
+	size_t *off;
+	uint64_t *weights;
+	size_t count, cap;
+};
+
+struct fp_speedscope {
+	struct fp_speedscope_options options;
+	struct frame *frames;
+	size_t nframes, frames_cap;
+	uint32_t *slots;	/* frame index + 1 */
+	size_t nslots;
+	struct profile *profiles;
+	size_t nprofiles;
+	uint32_t *scratch;
+	size_t scratch_cap;
+};
+
+static uint64_t
+hash_name(const char *s)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		h ^= *p;
+		h *= 0x100000001b3ULL;
+	}
+	return h;
+}
+
+struct fp_speedscope *
+fp_speedscope_new(const struct fp_speedscope_options *o)
+{
+	struct fp_speedscope *ss = xnew(struct fp_speedscope);
+
+	ss->options = *o;
+	ss->nslots = 1024;
+	ss->slots = xzalloc(ss->nslots * sizeof(*ss->slots));
+	return ss;
+}
+
+void
+fp_speedscope_destroy(struct fp_speedscope *ss)
+{
+	if (!ss)
+		return;
+	for (size_t i = 0; i < ss->nframes; i++) {
+		free(ss->frames[i].name);
+		free(ss->frames[i].file);
+	}
+	for (size_t i = 0; i < ss->nprofiles; i++) {
+		free(ss->profiles[i].name);
+		free(ss->profiles[i].idx);
+		free(ss->profiles[i].off);
+		free(ss->profiles[i].weights);
+	}
+	free(ss->profiles);
+	free(ss->frames);
+	free(ss->slots);
+	free(ss->scratch);
+	free(ss);
+}
+
+static int
+hex_value(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	return -1;
+}
+
+static char *
+decode_file(const char *s)
+{
+	char *d = xzalloc(strlen(s) + 1), *q = d;
+
+	while (*s) {
+		if (s[0] == '\\' && s[1] == 'x' && hex_value(s[2]) >= 0 &&
+		    hex_value(s[3]) >= 0) {
+			*q++ = (char)(hex_value(s[2]) * 16 + hex_value(s[3]));
+			s += 4;
+		} else {
+			*q++ = *s++;
+		}
+	}
+	return d;
+}
+
+/* "m:f/2:123" -> 123; 0 without a line. */
+static uint32_t
+line_of(const char *name)
+{
+	const char *colon = strrchr(name, ':');
+	const char *slash = strrchr(name, '/');
+	uint32_t line = 0;
+
+	if (!colon || !slash || colon < slash || !colon[1])
+		return 0;
+	for (const char *p = colon + 1; *p; p++) {
+		if (*p < '0' || *p > '9' || line > 400000000)
+			return 0;
+		line = line * 10 + (uint32_t)(*p - '0');
+	}
+	return line;
+}
+
+static void
+rehash(struct fp_speedscope *ss)
+{
+	free(ss->slots);
+	ss->nslots *= 2;
+	ss->slots = xzalloc(ss->nslots * sizeof(*ss->slots));
+	for (size_t i = 0; i < ss->nframes; i++) {
+		size_t j = ss->frames[i].hash & (ss->nslots - 1);
+
+		while (ss->slots[j])
+			j = (j + 1) & (ss->nslots - 1);
+		ss->slots[j] = (uint32_t)(i + 1);
+	}
+}
+
+static uint32_t
+frame_index(struct fp_speedscope *ss, const char *name, const char *file)
+{
+	uint64_t h = hash_name(name);
+	size_t j = h & (ss->nslots - 1);
+	struct frame *f;
+
+	while (ss->slots[j]) {
+		f = &ss->frames[ss->slots[j] - 1];
+		if (f->hash == h && strcmp(f->name, name) == 0)
+			return ss->slots[j] - 1;
+		j = (j + 1) & (ss->nslots - 1);
+	}
+	if (ss->nframes == ss->frames_cap) {
+		ss->frames_cap = ss->frames_cap ? ss->frames_cap * 2 : 256;
+		ss->frames = xrealloc(ss->frames,
+				      ss->frames_cap * sizeof(*ss->frames));
+	}
+	f = &ss->frames[ss->nframes++];
+	f->name = xstrdup(name);
+	/* "unknown" is the writer's word for no file */
+	f->file = file && strcmp(file, "unknown") != 0 ? decode_file(file) : NULL;
+	f->line = file ? line_of(name) : 0;
+	f->hash = h;
+	ss->slots[j] = (uint32_t)ss->nframes;
+	if (ss->nframes * 2 > ss->nslots)
+		rehash(ss);
+	return (uint32_t)(ss->nframes - 1);
+}
+
+static struct profile *
+profile_named(struct fp_speedscope *ss, const char *name)
+{
+	struct profile *p;
+
+	for (size_t i = 0; i < ss->nprofiles; i++) {
+		if (strcmp(ss->profiles[i].name, name) == 0)
+			return &ss->profiles[i];
+	}
+	ss->profiles = xrealloc(ss->profiles,
+				(ss->nprofiles + 1) * sizeof(*ss->profiles));
+	p = &ss->profiles[ss->nprofiles++];
+	memset(p, 0, sizeof(*p));
+	p->name = xstrdup(name);
+	p->off = xzalloc(sizeof(*p->off));
+	return p;
+}
+
+void
+fp_speedscope_add(struct fp_speedscope *ss, const char *profile,
+		  const char *const *names, const char *const *files, size_t n,
+		  uint64_t weight)
+{
+	struct profile *p = profile_named(ss, profile);
+
+	if (p->nidx + n > p->idx_cap) {
+		while (p->nidx + n > p->idx_cap)
+			p->idx_cap = p->idx_cap ? p->idx_cap * 2 : 4096;
+		p->idx = xrealloc(p->idx, p->idx_cap * sizeof(*p->idx));
+	}
+	for (size_t i = 0; i < n; i++)
+		p->idx[p->nidx++] = frame_index(ss, names[i],
+						files ? files[i] : NULL);
+	if (p->count + 1 >= p->cap) {
+		p->cap = p->cap ? p->cap * 2 : 1024;
+		p->off = xrealloc(p->off, (p->cap + 1) * sizeof(*p->off));
+		p->weights = xrealloc(p->weights, p->cap * sizeof(*p->weights));
+	}
+	p->weights[p->count++] = weight;
+	p->off[p->count] = p->nidx;
+	p->total += weight;
+}
+
+void
+fp_json_write_string(FILE *out, const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+
+	putc('"', out);
+	while (*p) {
+		unsigned char c = *p;
+		size_t n = 0;
+
+		if (c == '"' || c == '\\') {
+			putc('\\', out);
+			putc(c, out);
+			p++;
+			continue;
+		}
+		if (c < 0x20 || c == 0x7f) {
+			fprintf(out, "\\u%04x", c);
+			p++;
+			continue;
+		}
+		if (c < 0x80) {
+			putc(c, out);
+			p++;
+			continue;
+		}
+		/* multi-byte: copy a valid sequence, else U+FFFD */
+		if ((c & 0xe0) == 0xc0 && c >= 0xc2)
+			n = 2;
+		else if ((c & 0xf0) == 0xe0)
+			n = 3;
+		else if ((c & 0xf8) == 0xf0 && c <= 0xf4)
+			n = 4;
+		for (size_t i = 1; i < n; i++) {
+			if ((p[i] & 0xc0) != 0x80)
+				n = 0;
+		}
+		if (n == 3 && ((c == 0xe0 && p[1] < 0xa0) ||
+			       (c == 0xed && p[1] >= 0xa0)))
+			n = 0;
+		if (n == 4 && ((c == 0xf0 && p[1] < 0x90) ||
+			       (c == 0xf4 && p[1] >= 0x90)))
+			n = 0;
+		if (n) {
+			fwrite(p, 1, n, out);
+			p += n;
+		} else {
+			fputs("\\ufffd", out);
+			p++;
+		}
+	}
+	putc('"', out);
+}
+
+static int
+by_profile_name(const void *a, const void *b)
+{
+	const struct profile *const *x = a, *const *y = b;
+
+	return strcmp((*x)->name, (*y)->name);
+}
+
+int
+fp_speedscope_write(const struct fp_speedscope *ss, FILE *out)
+{
+	const struct profile **order;
+	size_t active = 0;
+	int rc = 0;
+
+	order = xzalloc((ss->nprofiles + 1) * sizeof(*order));
+	for (size_t i = 0; i < ss->nprofiles; i++)
+		order[i] = &ss->profiles[i];
+	qsort(order, ss->nprofiles, sizeof(*order), by_profile_name);
+	for (size_t i = 1; i < ss->nprofiles; i++) {
+		if (order[i]->total > order[active]->total)
+			active = i;
+	}
+
+	fputs("{\n\"$schema\": \"https://www.speedscope.app/file-format-schema.json\",\n", out);
+	fputs("\"exporter\": ", out);
+	fp_json_write_string(out, ss->options.exporter ? ss->options.exporter :
+							  "flame_prof");
+	fputs(",\n", out);
+	if (ss->options.name) {
+		fputs("\"name\": ", out);
+		fp_json_write_string(out, ss->options.name);
+		fputs(",\n", out);
+	}
+	fprintf(out, "\"activeProfileIndex\": %zu,\n", active);
+	fputs("\"shared\": {\"frames\": [", out);
+	for (size_t i = 0; i < ss->nframes; i++) {
+		const struct frame *f = &ss->frames[i];
+
+		fputs(i ? ",\n{\"name\": " : "\n{\"name\": ", out);
+		fp_json_write_string(out, f->name);
+		if (f->file) {
+			fputs(", \"file\": ", out);
+			fp_json_write_string(out, f->file);
+		}
+		if (f->line)
+			fprintf(out, ", \"line\": %" PRIu32, f->line);
+		putc('}', out);
+	}
+	fputs("\n]},\n\"profiles\": [", out);
+	for (size_t i = 0; i < ss->nprofiles; i++) {
+		const struct profile *p = order[i];
+
+		fputs(i ? ",\n{\"type\": \"sampled\", \"name\": " :
+			  "\n{\"type\": \"sampled\", \"name\": ", out);
+		fp_json_write_string(out, p->name);
+		fputs(", \"unit\": ", out);
+		fp_json_write_string(out, ss->options.unit ? ss->options.unit :
+							      "none");
+		fprintf(out, ", \"startValue\": 0, \"endValue\": %" PRIu64 ",\n\"samples\": [",
+			p->total);
+		for (size_t s = 0; s < p->count; s++) {
+			fputs(s ? ",\n[" : "\n[", out);
+			for (size_t k = p->off[s]; k < p->off[s + 1]; k++)
+				fprintf(out, k > p->off[s] ? ",%" PRIu32 : "%" PRIu32,
+					p->idx[k]);
+			putc(']', out);
+		}
+		fputs("\n],\n\"weights\": [", out);
+		for (size_t s = 0; s < p->count; s++)
+			fprintf(out, s ? ",%" PRIu64 : "%" PRIu64, p->weights[s]);
+		fputs("]}", out);
+	}
+	fputs("\n]\n}\n", out);
+	free(order);
+	if (fflush(out) != 0 || ferror(out))
+		rc = errno ? -errno : -EIO;
+	return rc;
+}

@@ -1,0 +1,434 @@
+#!/usr/bin/env python3
+"""flame_prof, the command: outputs against the golden files of the unit
+tests (the command and the library must agree byte for byte), SVGs parsed
+as XML with their frames and widths checked, inputs (gzip, zstd,
+directories, time ranges, standard input), filters, exit codes and
+messages, and the progress report on a terminal.
+
+Needs only python3 and the built flame_prof (FLAME_PROF); gzip and zstd
+command-line tools are used when present.
+"""
+import calendar
+import gzip
+import os
+import pty
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import xml.etree.ElementTree as ET
+
+sys.dont_write_bytecode = True
+
+FLAME_PROF = os.environ.get("FLAME_PROF") or "build/flame_prof/flame_prof"
+GOLDEN = os.path.join(os.environ.get("FP_GOLDEN_DIR") or "test/golden", "flame_prof")
+SVG = "{http://www.w3.org/2000/svg}"
+
+failures = []
+checks = 0
+
+
+def check(cond, label, detail=""):
+    global checks
+    checks += 1
+    if cond:
+        print("ok   " + label)
+    else:
+        print("FAIL " + label + (("\n     " + detail[:2000]) if detail else ""))
+        failures.append(label)
+    return cond
+
+
+def run(args, stdin=None, input_bytes=None, cwd=None):
+    p = subprocess.run([FLAME_PROF] + args, input=input_bytes, stdin=stdin,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       cwd=cwd, timeout=120)
+    return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
+
+
+def golden(name):
+    with open(os.path.join(GOLDEN, name), encoding="utf-8") as f:
+        return f.read()
+
+
+def fixture(name):
+    return os.path.join(GOLDEN, name)
+
+
+def samples_of(top_text):
+    m = re.match(r"samples: (\d+)\n", top_text)
+    return int(m.group(1)) if m else -1
+
+
+def test_golden_outputs():
+    cases = [
+        (["folded", fixture("demo.perf")], "demo.folded"),
+        (["folded", fixture("edge.perf")], "edge.folded"),
+        (["folded", "-w", "memory_delta", fixture("edge.perf")], "edge.memory_delta.folded"),
+        (["top", "--limit", "0", fixture("demo.perf")], "demo.top"),
+        (["top", "--sort", "total", "-n", "5", fixture("demo.perf")], "demo.top-total-5"),
+        (["top", "-n", "0", "-w", "memory_delta", fixture("edge.perf")], "edge.memory_delta.top"),
+        (["speedscope", fixture("demo.perf")], "demo.speedscope.json"),
+        (["speedscope", "--per-status", "--weight", "memory_delta", fixture("edge.perf")],
+         "edge.per-status.memory_delta.speedscope.json"),
+    ]
+    for args, name in cases:
+        rc, out, err = run(args)
+        check(rc == 0 and out == golden(name), "%s == golden %s" % (" ".join(args[:-1]), name),
+              "rc=%d err=%s\n%s" % (rc, err, out[:800]))
+        check(err == "", "%s: quiet stderr when not a terminal" % args[0], err)
+
+    rc, out, err = run(["diff", "-n", "0", fixture("demo.perf"), fixture("edge.perf")])
+    check(rc == 1, "diff: regression exits 1", "rc=%d %s" % (rc, err))
+    check(out == golden("demo-edge.diff"), "diff == golden demo-edge.diff", out[:800])
+    rc, out, _ = run(["diff", "-n", "0", "--by", "total", fixture("demo.perf"), fixture("edge.perf")])
+    check(out == golden("demo-edge.total.diff"), "diff --by total == golden", out[:800])
+    rc, out, _ = run(["diff", "--threshold", "30", fixture("demo.perf"), fixture("edge.perf")])
+    check(rc == 0 and "0 functions over the threshold" in out, "diff under --threshold exits 0",
+          "rc=%d" % rc)
+    rc, out, _ = run(["diff", fixture("demo.perf"), fixture("demo.perf")])
+    check(rc == 0, "diff of a profile with itself exits 0", "rc=%d" % rc)
+
+
+def frames_of(svg_path):
+    root = ET.parse(svg_path).getroot()
+    frames = []
+    for g in root.iter(SVG + "g"):
+        if g.get("class") != "f":
+            continue
+        title = g.find(SVG + "title").text
+        rect = g.find(SVG + "rect")
+        text = g.find(SVG + "text")
+        frames.append({
+            "name": title[:title.rfind(" (")],
+            "title": title,
+            "x": float(rect.get("x")), "w": float(rect.get("width")),
+            "y": float(rect.get("y")),
+            "o": int(g.get("data-o")), "v": int(g.get("data-v")), "d": int(g.get("data-d")),
+            "label": text.text or "",
+        })
+    return root, frames
+
+
+def test_svg(tmp):
+    out = os.path.join(tmp, "demo.svg")
+    rc, _, err = run(["svg", "--minwidth", "0", "-o", out, fixture("demo.perf")])
+    check(rc == 0, "svg: exit 0", err)
+    root, frames = frames_of(out)
+    check(root.tag == SVG + "svg", "svg: an <svg> document that parses as XML")
+    check(root.find(SVG + "script") is not None, "svg: has its script")
+    check(all(not (s.get("href") or s.get("{http://www.w3.org/1999/xlink}href"))
+              for s in root.iter(SVG + "script")), "svg: no external script")
+    by_depth = {}
+    for f in frames:
+        by_depth.setdefault(f["d"], []).append(f)
+    check(len(by_depth[0]) == 1 and by_depth[0][0]["name"] == "all" and
+          abs(by_depth[0][0]["w"] - 1180) < 0.01 and by_depth[0][0]["v"] == 36,
+          "svg: root 'all' spans 1180 px for 36 samples")
+    names1 = sorted(f["name"] for f in by_depth[1])
+    check(names1 == ["running", "waiting"], "svg: statuses are the first level", repr(names1))
+    widths = {f["name"]: f["w"] for f in by_depth[1]}
+    check(abs(widths["running"] - 1180 * 30 / 36) < 0.02 and
+          abs(widths["waiting"] - 1180 * 6 / 36) < 0.02, "svg: status widths by samples", repr(widths))
+    # every frame lies within a frame one level down, and children never
+    # outgrow their parent
+    nested = True
+    for f in frames:
+        if f["d"] == 0:
+            continue
+        parents = [p for p in by_depth[f["d"] - 1]
+                   if p["o"] <= f["o"] and p["o"] + p["v"] >= f["o"] + f["v"]]
+        nested = nested and len(parents) == 1
+    check(nested, "svg: every frame sits on exactly one parent")
+    check(any(f["name"] == "fp_demo:'fp\\x2Bdemo\\x3Bsemi\\x27q\\x5C'/1" for f in frames),
+          "svg: escaped Erlang names stay one frame")
+    check(all(len(f["label"]) * 7.08 <= f["w"] for f in frames),
+          "svg: labels fit their frames")
+    y0 = by_depth[0][0]["y"]
+    check(all(f["y"] < y0 for f in frames if f["d"] > 0), "svg: root at the bottom")
+
+    inv = os.path.join(tmp, "inv.svg")
+    rc, _, _ = run(["svg", "--inverted", "--width", "800", "--title", "<T&>", "-o", inv,
+                    fixture("edge.perf")])
+    root, frames = frames_of(inv)
+    check(root.get("width") == "800", "svg --width 800")
+    title = [t for t in root.iter(SVG + "text") if t.get("id") == "title"][0].text
+    check(title == "<T&>", "svg --title escaped and read back", repr(title))
+    y0 = [f for f in frames if f["d"] == 0][0]["y"]
+    check(all(f["y"] > y0 for f in frames if f["d"] > 0), "svg --inverted: root at the top")
+    check(any(f["name"] == "weird:'<&>'/0" for f in frames), "svg: '<&>' atom read back")
+
+    w = os.path.join(tmp, "w.svg")
+    rc, _, _ = run(["svg", "-w", "memory_delta", "--minwidth", "0", "-o", w, fixture("edge.perf")])
+    root, frames = frames_of(w)
+    top = sorted((f["name"], f["v"]) for f in frames if f["d"] == 1)
+    check(top == [("[+memory_delta]", 13048), ("[-memory_delta]", 8596)],
+          "svg -w memory_delta: growth and release trees by magnitude", repr(top))
+    rc, _, _ = run(["svg", "-w", "memory_delta", "--sign", "abs", "--minwidth", "0", "-o", w,
+                    fixture("edge.perf")])
+    root, frames = frames_of(w)
+    check(root.get("data-total") == "21644" and
+          not any(f["name"].startswith("[") for f in frames), "svg --sign abs: one tree")
+    rc, _, _ = run(["svg", "-w", "memory_delta", "--sign", "negative", "--minwidth", "0", "-o", w,
+                    fixture("edge.perf")])
+    root, frames = frames_of(w)
+    check(root.get("data-total") == "8596", "svg --sign negative: release only")
+    rc, _, _ = run(["svg", "-w", "reductions_delta", "--process", "--minwidth", "0", "-o", w,
+                    fixture("edge.perf")])
+    root, frames = frames_of(w)
+    check(root.get("data-total") == str(500 + 200 + 300 + 100 + 10),
+          "svg -w reductions_delta: weights summed", root.get("data-total"))
+    check(any(f["name"] == "<0.9.1> erlang:apply/2" and f["d"] == 2 for f in frames),
+          "svg --process: a process frame under the status")
+
+    d = os.path.join(tmp, "diff.svg")
+    rc, _, _ = run(["diff", "--svg", d, fixture("demo.perf"), fixture("edge.perf")])
+    root, frames = frames_of(d)
+    check(rc == 1 and len(frames) > 3, "diff --svg: a differential graph")
+    fills = [g.find(SVG + "rect").get("fill") for g in root.iter(SVG + "g") if g.get("class") == "f"]
+    check(any(f.startswith("rgb(255,") and f != "rgb(255,255,255)" for f in fills) and
+          any(f.endswith(",255)") for f in fills), "diff --svg: red and blue frames")
+
+
+def test_heatmap(tmp):
+    out = os.path.join(tmp, "h.svg")
+    rc, _, err = run(["heatmap", "-o", out, fixture("edge.perf")])
+    check(rc == 0, "heatmap: exit 0", err)
+    root = ET.parse(out).getroot()
+    cells = [r for r in root.iter(SVG + "rect") if r.get("class") == "c"]
+    check(len(cells) == 8, "heatmap: 8 cells", str(len(cells)))
+    cols = {int(c.get("data-c")) for c in cells}
+    rows = {int(c.get("data-r")) for c in cells}
+    check(cols == {0, 1, 2} and max(rows) == 49 and min(rows) == 0, "heatmap: 3 columns, 50 rows",
+          repr((cols, rows)))
+    check(root.get("data-t0") == "1795248000", "heatmap: first second")
+    rc, _, _ = run(["heatmap", "--rows", "4", "-w", "memory_delta", "-o", out, fixture("edge.perf")])
+    root = ET.parse(out).getroot()
+    cells = [r for r in root.iter(SVG + "rect") if r.get("class") == "c"]
+    vals = sorted(int(c.get("data-v")) for c in cells)
+    check(max(int(c.get("data-r")) for c in cells) <= 3 and sum(vals) == 4452,
+          "heatmap --rows 4 -w memory_delta: signed sums", repr(vals))
+    rc, _, _ = run(["heatmap", "-o", out, fixture("demo.perf")])
+    root = ET.parse(out).getroot()
+    check(sum(int(r.get("data-v")) for r in root.iter(SVG + "rect") if r.get("class") == "c") == 36,
+          "heatmap: cells add up to the samples")
+
+
+def test_inputs(tmp):
+    want = golden("demo.folded")
+    gz = os.path.join(tmp, "demo.perf.gz")
+    with open(fixture("demo.perf"), "rb") as f, gzip.open(gz, "wb") as g:
+        g.write(f.read())
+    rc, out, err = run(["folded", gz])
+    check(rc == 0 and out == want, "gzip input", err)
+    if shutil.which("zstd"):
+        zs = os.path.join(tmp, "demo.perf.zst")
+        subprocess.run(["zstd", "-q", "-f", fixture("demo.perf"), "-o", zs], check=True)
+        rc, out, err = run(["folded", zs])
+        check(rc == 0 and out == want, "zstd input", err)
+    with open(fixture("demo.perf"), "rb") as f:
+        rc, out, err = run(["folded", "-"], stdin=f)
+    check(rc == 0 and out == want, "standard input", err)
+
+    # a flame_profd output directory: rotated files of one node, a file
+    # being written (dot-file, half a sample) that must be skipped
+    out_dir = os.path.join(tmp, "out")
+    node = os.path.join(out_dir, "edge@host")
+    os.makedirs(node)
+    text = open(fixture("edge.perf"), encoding="utf-8").read()
+    head, body = text.split("running 0.100.0", 1)
+    body = "running 0.100.0" + body
+    parts = body.split("exiting 0.100.0")
+    first = head + parts[0]
+    second = head + "exiting 0.100.0" + parts[1]
+    t0 = "edge@host.20261121T080000.000Z.perf"
+    t1 = "edge@host.20261121T080001.000Z.perf.gz"
+    with open(os.path.join(node, t0), "w", encoding="utf-8") as f:
+        f.write(first)
+    with gzip.open(os.path.join(node, t1), "wt", encoding="utf-8") as f:
+        f.write(second)
+    with open(os.path.join(node, ".edge@host.20261121T080002.000Z.perf.partial"), "w") as f:
+        f.write("running 0.1.0 [000] 1")
+    with open(os.path.join(node, "notes.txt"), "w") as f:
+        f.write("not a profile\n")
+    rc, out, err = run(["folded", out_dir])
+    check(rc == 0 and out == golden("edge.folded"), "directory: rotated files, partial skipped",
+          err + out)
+    rc, out, _ = run(["top", "--from", "1795248001", out_dir])
+    check(samples_of(out) == 5, "--from epoch over rotated files", out[:200])
+    rc, out, _ = run(["top", "--from", "1795248001", "--to", "1795248002", out_dir])
+    check(samples_of(out) == 2, "--from/--to epoch", out[:200])
+    iso = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(1795248002))
+    rc, out, _ = run(["top", "--to", iso + ".5Z", out_dir])
+    check(samples_of(out) == 6, "--to ISO-8601 with fraction", out[:200])
+    # the first sample is at .010: +1s..+2s holds 1.020, 1.999999, 2.000
+    rc, out, _ = run(["top", "--from", "+1s", "--to", "+2s", fixture("edge.perf")])
+    check(samples_of(out) == 3, "--from/--to relative to the first sample", out[:200])
+    assert calendar.timegm(time.strptime(iso, "%Y-%m-%dT%H:%M:%S")) == 1795248002
+
+    # the time in the names keeps files out of a range without opening
+    # them: a broken file outside the range does no harm
+    with open(os.path.join(node, "edge@host.20261121T090000.000Z.perf"), "w") as f:
+        f.write("garbage\n")
+    rc, out, err = run(["top", "--to", "1795248002", out_dir])
+    check(rc == 0 and samples_of(out) == 5, "--to skips files that start later", err)
+    rc, out, err = run(["top", out_dir])
+    check(rc == 65 and "edge@host.20261121T090000.000Z.perf:1: " in err,
+          "without the range the broken file is read and named", err)
+
+
+def test_filters():
+    e = fixture("edge.perf")
+    for args, n in [(["--status", "waiting"], 1), (["--status", "running,exiting"], 3),
+                    (["--pid", "0.100.0"], 4), (["--pid", "<0.100.0>,0.8.0"], 5),
+                    (["--pid", "0.100.0", "--status", "running"], 2),
+                    (["--name", "Elixir.MyApp.Worker"], 4), (["--name", "'Elixir.MyApp.Worker'"], 4),
+                    (["--name", "+"], 1), (["--name", "nobody"], 0)]:
+        rc, out, err = run(["top"] + args + [e])
+        check(rc == 0 and samples_of(out) == n, "top %s: %d samples" % (" ".join(args), n),
+              out[:300] + err)
+    rc, _, err = run(["top", "--name", "nobody", e])
+    check("no samples matched" in err, "warning when nothing matches", err)
+
+    rc, out, _ = run(["folded", "--no-status", e])
+    check("garbage_collecting" not in out and
+          "erlang:apply/2;timer:sleep/1:200 2\n" in out, "folded --no-status", out)
+    rc, out, _ = run(["folded", "--strip-lines", e])
+    check("running;proc_lib:init_p_do_apply/3;gen_server:loop/7;'Elixir.MyApp.Worker':handle_call/3;"
+          "lists:foldl_1/3 2\n" in out and ":1270" not in out, "folded --strip-lines", out)
+    rc, out, _ = run(["folded", "--process", e])
+    check("waiting;'\\x2B';erlang:apply/2;" in out and "unknown;<0.8.0>;erlang:hibernate/3 1\n" in out,
+          "folded --process", out)
+    rc, out, _ = run(["folded", "-w", "reductions", e])
+    check("suspended;erlang:apply/2;timer:sleep/1:200 10\n" in out and "unknown;" not in out,
+          "folded -w reductions: zero weights left out", out)
+    rc, out, _ = run(["top", "--strip-lines", "-n", "0", e])
+    check(re.search(r"\n +3 +37\.50% +3 +37\.50%  lists:foldl_1/3\n", out) is not None,
+          "top --strip-lines merges lines", out)
+
+
+def test_errors(tmp):
+    e = fixture("edge.perf")
+    bad = os.path.join(tmp, "bad.perf")
+    with open(e, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    lines[6] = "\t0123 not a frame"
+    with open(bad, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines))
+    foreign = os.path.join(tmp, "perf.script")
+    with open(foreign, "w") as f:
+        f.write("swapper     0 [000] 12345.678901: cpu-clock: \n\tffffffff81 do_idle+0x1 ([kernel.kallsyms])\n\n")
+    empty_dir = os.path.join(tmp, "empty")
+    os.makedirs(empty_dir)
+    cases = [
+        (["folded", "/nonexistent/x.perf"], 66, "cannot open /nonexistent/x.perf"),
+        (["folded", empty_dir], 66, empty_dir + ": no perf-script files"),
+        (["folded", bad], 65, bad + ":7: bad frame address"),
+        (["svg", foreign], 65, foreign + ":1: not a flame_profd perf-script file"),
+        (["folded", "--frobnicate", e], 64, "folded: unrecognized option '--frobnicate'"),
+        (["folded", "-o"], 64, "option '-o' needs a value"),
+        (["frobnicate", e], 64, "unknown command 'frobnicate'"),
+        (["folded", "--rows", "5", e], 64, "does not apply"),
+        (["folded"], 64, "no input"),
+        (["folded", "-w", "bogus", e], 64, "unknown weight 'bogus'"),
+        (["top", "--from", "yesterday", e], 64, "bad time 'yesterday'"),
+        (["top", "--status", "sleeping", e], 64, "bad --status"),
+        (["top", "--pid", "1.2.3", e], 64, "bad --pid"),
+        (["top", "--sort", "wself", e], 64, "needs --weight"),
+        (["top", "--from", "5", "--to", "4", e], 64, "--to must be after --from"),
+        (["diff", e], 64, "two inputs"),
+        (["heatmap", "--rows", "0", e], 64, "bad --rows"),
+        (["folded", "-o", "/nonexistent/dir/x", e], 73, "cannot create /nonexistent/dir/x"),
+        (["folded", "-o", "/dev/full", e], 74, "write error on /dev/full"),
+        (["diff", e, os.path.join(tmp, "none.perf")], 66, "none.perf"),
+        (["diff", "--status", "free", e, e], 65, "no samples to compare"),
+    ]
+    for args, code, msg in cases:
+        rc, out, err = run(args)
+        check(rc == code and msg in err, "%s -> %d, %r" % (" ".join(args)[:60], code, msg),
+              "rc=%d err=%s" % (rc, err))
+        check(rc == 0 or err.startswith("flame_prof: "), "%s: message prefixed" % args[0], err)
+    # nothing half-written is left behind
+    target = os.path.join(tmp, "x.folded")
+    rc, _, _ = run(["folded", "-o", target, bad])
+    check(rc == 65 and not os.path.exists(target) and
+          not [n for n in os.listdir(tmp) if n.startswith("x.folded.tmp")],
+          "no output file after an input error")
+    rc, _, _ = run(["folded", "-o", target, e])
+    check(rc == 0 and open(target).read() == golden("edge.folded"), "-o writes the file")
+    check(os.path.exists("/dev/null") and not os.path.isfile("/dev/null"), "/dev/null untouched")
+    rc, _, _ = run(["folded", "-o", "/dev/null", e])
+    check(rc == 0 and not os.path.isfile("/dev/null"), "-o /dev/null writes in place")
+
+    for cmd in ["folded", "svg", "heatmap", "top", "speedscope", "diff"]:
+        rc, out, err = run([cmd, "--help"])
+        check(rc == 0 and out.startswith("Usage: flame_prof " + cmd) and "Exit status" in out,
+              "%s --help" % cmd, out[:200] + err)
+    rc, out, _ = run(["--help"])
+    check(rc == 0 and "heatmap" in out and "speedscope" in out, "flame_prof --help")
+    rc, out, _ = run(["help", "diff"])
+    check(rc == 0 and "--threshold" in out, "flame_prof help diff")
+
+
+def test_progress():
+    """Progress goes to a terminal on stderr, and is wiped at the end."""
+    chunk = open(fixture("demo.perf"), "rb").read() * 40   # 1440 samples
+    master, slave = pty.openpty()
+    p = subprocess.Popen([FLAME_PROF, "top", "-"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=slave)
+    os.close(slave)
+    got = []
+
+    def drain():
+        while True:
+            try:
+                data = os.read(master, 4096)
+            except OSError:
+                break
+            if not data:
+                break
+            got.append(data)
+    t = threading.Thread(target=drain, daemon=True)
+    t.start()
+    for _ in range(4):
+        p.stdin.write(chunk)
+        p.stdin.flush()
+        time.sleep(0.3)
+    p.stdin.close()
+    out = p.stdout.read().decode()
+    p.wait(timeout=60)
+    t.join(timeout=5)
+    os.close(master)
+    err = b"".join(got).decode("utf-8", "replace")
+    check(p.returncode == 0 and samples_of(out) == 4 * 1440, "progress run: all samples read",
+          out[:200])
+    check("flame_prof: file 1/1 -: " in err and "samples" in err and err.endswith("\r\x1b[K"),
+          "progress shown on a terminal and cleared", repr(err[-300:]))
+    rc, out, err = run(["top", "-q", "-"], input_bytes=chunk)
+    check(rc == 0 and err == "", "-q: nothing on stderr", err)
+
+
+def main():
+    if not os.path.exists(FLAME_PROF):
+        print("flame_prof not built at %s" % FLAME_PROF)
+        return 77
+    tmp = tempfile.mkdtemp(prefix="fp-cli-")
+    try:
+        test_golden_outputs()
+        test_svg(tmp)
+        test_heatmap(tmp)
+        test_inputs(tmp)
+        test_filters()
+        test_errors(tmp)
+        test_progress()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print("%d checks, %d failed" % (checks, len(failures)))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""flame_prof speedscope output opened by speedscope itself (the npm
+package's release build) in headless Chromium: the file is fetched
+through #profileURL= from a private HTTP server on 127.0.0.1, must load
+without an import error, list its profiles, and its frames must show in
+speedscope's Sandwich table. Screenshots go to
+$FP_BUILD_ROOT/flame_prof-browser/.
+
+Skips (77) when chromium, node, playwright-core or speedscope is missing:
+  apt-get install chromium nodejs npm
+  cd build && mkdir -p node && cd node && npm install playwright-core speedscope
+(PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1; FP_NODE_DIR overrides build/node).
+"""
+import functools
+import http.server
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+
+sys.dont_write_bytecode = True
+
+FLAME_PROF = os.environ.get("FLAME_PROF") or "build/flame_prof/flame_prof"
+BUILD = os.environ.get("FP_BUILD_ROOT") or "build"
+GOLDEN = os.path.join(os.environ.get("FP_GOLDEN_DIR") or "test/golden", "flame_prof")
+NODE_DIR = os.environ.get("FP_NODE_DIR") or os.path.join(BUILD, "node")
+CHROMIUM = os.environ.get("FP_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync"]
+
+SCRIPT = r"""
+const path = require('path');
+const { chromium } = require(path.join(process.env.FP_NODE_DIR, 'node_modules', 'playwright-core'));
+const cfg = JSON.parse(process.argv[2]);
+
+(async () => {
+  const out = { errors: [], runs: [] };
+  const ctx = await chromium.launchPersistentContext(cfg.profile, {
+    executablePath: cfg.chromium, headless: true, args: cfg.args,
+    viewport: { width: 1400, height: 900 } });
+  try {
+    for (const run of cfg.runs) {
+      /* a page per file: a new #profileURL= alone does not reload */
+      const page = await ctx.newPage();
+      page.on('pageerror', e => out.errors.push(String(e)));
+      page.on('requestfailed', q => out.errors.push('request failed: ' + q.url()));
+      page.on('dialog', d => { out.errors.push('dialog: ' + d.message()); d.dismiss(); });
+      const r = { name: run.name };
+      await page.goto(cfg.base + '/index.html#profileURL=' +
+                      encodeURIComponent(cfg.base + '/' + run.file));
+      /* loaded: the document is named after the file */
+      let title = '';
+      for (let i = 0; i < 120 && !title.includes(run.title); i++) {
+        await page.waitForTimeout(250);
+        title = await page.title();
+      }
+      r.title = title;
+      await page.waitForTimeout(500);
+      r.body = await page.evaluate(() => document.title + '\n' + document.body.innerText);
+      r.canvases = await page.evaluate(() => Array.from(document.querySelectorAll('canvas'))
+        .filter(c => c.width > 0 && c.height > 0).length);
+      await page.screenshot({ path: path.join(cfg.shots, run.name + '-time-order.png') });
+      /* the Sandwich view lists every function as text */
+      await page.getByText('Sandwich').first().click();
+      await page.waitForTimeout(500);
+      r.sandwich = await page.evaluate(() => document.body.innerText);
+      await page.screenshot({ path: path.join(cfg.shots, run.name + '-sandwich.png') });
+      await page.close();
+      out.runs.push(r);
+    }
+  } finally {
+    await ctx.close();
+  }
+  console.log(JSON.stringify(out));
+})().catch(e => { console.error(e); process.exit(2); });
+"""
+
+failures = []
+
+
+def check(cond, label, detail=""):
+    print(("ok   " if cond else "FAIL ") + label + ("" if cond or not detail else "\n     " + str(detail)[:1500]))
+    if not cond:
+        failures.append(label)
+
+
+def skip(why):
+    print("SKIP: " + why)
+    sys.exit(77)
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+def main():
+    release = os.path.join(NODE_DIR, "node_modules", "speedscope", "dist", "release")
+    if not os.path.exists(FLAME_PROF):
+        skip("flame_prof not built at " + FLAME_PROF)
+    if not os.access(CHROMIUM, os.X_OK):
+        skip("no chromium (Debian package 'chromium'; or set FP_CHROMIUM)")
+    if not shutil.which("node"):
+        skip("no node (Debian package 'nodejs')")
+    for mod in ["playwright-core", "speedscope"]:
+        if not os.path.isdir(os.path.join(NODE_DIR, "node_modules", mod)):
+            skip("no %s in %s/node_modules (cd %s && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 "
+                 "npm install playwright-core speedscope)" % (mod, NODE_DIR, NODE_DIR))
+    if not os.path.exists(os.path.join(release, "index.html")):
+        skip("speedscope package without dist/release/index.html")
+
+    shots = os.path.abspath(os.path.join(BUILD, "flame_prof-browser"))
+    os.makedirs(shots, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix="fp-speedscope-")
+    server = None
+    try:
+        site = os.path.join(tmp, "site")
+        shutil.copytree(release, site)
+        subprocess.run([FLAME_PROF, "speedscope", "-o", os.path.join(site, "demo.json"),
+                        os.path.join(GOLDEN, "demo.perf")], check=True)
+        subprocess.run([FLAME_PROF, "speedscope", "--per-status", "-w", "memory_delta",
+                        "-o", os.path.join(site, "edge.json"),
+                        os.path.join(GOLDEN, "edge.perf")], check=True)
+        server = http.server.ThreadingHTTPServer(
+            ("127.0.0.1", 0), functools.partial(QuietHandler, directory=site))
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        base = "http://127.0.0.1:%d" % server.server_address[1]
+
+        js = os.path.join(tmp, "drive.js")
+        with open(js, "w") as f:
+            f.write(SCRIPT)
+        cfg = {"base": base, "chromium": CHROMIUM, "args": CHROMIUM_ARGS,
+               "profile": os.path.join(tmp, "profile"), "shots": shots,
+               "runs": [{"name": "speedscope-demo", "file": "demo.json", "title": "demo.perf"},
+                        {"name": "speedscope-edge", "file": "edge.json", "title": "edge.perf"}]}
+        env = dict(os.environ, FP_NODE_DIR=os.path.abspath(NODE_DIR))
+        p = subprocess.run(["node", js, json.dumps(cfg)], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, env=env, timeout=150)
+        if p.returncode != 0:
+            check(False, "browser driver ran", p.stderr.decode()[-2000:])
+            return 1
+        r = json.loads(p.stdout.decode().strip().splitlines()[-1])
+        check(r["errors"] == [], "no script errors or alerts", r["errors"])
+        demo, edge = r["runs"]
+        check("demo.perf" in demo["body"] and demo["canvases"] > 0,
+              "demo: loaded and drawn", demo["body"][:500])
+        for fn in ["lists:foldl_1/3", "fp_demo:deep/2", "gen_server:loop/7",
+                   "fp_demo:'fp\\x2Bdemo\\x3Bsemi\\x27q\\x5C'/1", "running", "waiting"]:
+            check(fn in demo["sandwich"], "demo: %s in the Sandwich table" % fn,
+                  demo["sandwich"][:1500])
+        check("edge.perf" in edge["body"], "edge: loaded")
+        # the heaviest profile (exiting, 10000 bytes) is shown first; 7
+        # statuses have samples of non-zero memory_delta: 6 profiles
+        check("exiting" in edge["body"] and "1/6" in edge["body"],
+              "edge: one profile per status, the heaviest active", edge["body"][:500])
+        check("lists:foldl_1/3:1270" in edge["sandwich"] and "[+memory_delta]" in edge["sandwich"],
+              "edge: frames and the sign frame in the Sandwich table", edge["sandwich"][:1500])
+        for run in ["speedscope-demo", "speedscope-edge"]:
+            pth = os.path.join(shots, run + "-sandwich.png")
+            check(os.path.exists(pth) and os.path.getsize(pth) > 1000, "screenshot " + pth)
+    finally:
+        if server:
+            server.shutdown()
+            server.server_close()
+        shutil.rmtree(tmp, ignore_errors=True)
+    print("%d failed" % len(failures))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,569 @@
+/*
+ * flame_profd — unit tests: flame_prof's renderers. Folded stacks, top
+ * tables, diff summaries and speedscope JSON byte for byte against golden
+ * files (FP_REGENERATE_GOLDEN=1 rewrites them); the SVGs by structure.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fp-test.h"
+#include "fp/flame-tree.h"
+#include "fp/flamegraph-svg.h"
+#include "fp/folded.h"
+#include "fp/heatmap-svg.h"
+#include "fp/perf-script-read.h"
+#include "fp/speedscope.h"
+#include "fp/top.h"
+#include "util-mem.h"
+
+/* What the tests feed: the same stacks flame_prof builds by default
+ * (status first, then the frames root first). */
+struct load {
+	struct fp_flame_tree *tree;
+	int set;
+	struct fp_func_table *table;
+	struct fp_speedscope *speedscope;
+	struct fp_heatmap *heatmap;
+	bool per_status;	/* speedscope: a profile per status */
+	bool memory_delta;	/* weight memory_delta, split by sign */
+};
+
+static int
+feed(void *data, const struct fp_perf_record *rec)
+{
+	struct load *l = data;
+	const char *names[80], *files[80];
+	size_t n = 0, ngroups;
+	int64_t w = l->memory_delta ? rec->delta[FP_METRIC_MEMORY] : 1;
+	uint64_t mag = w < 0 ? (uint64_t)-w : (uint64_t)w;
+
+	fp_assert(rec->nframes < 70);
+	if (l->table)
+		fp_func_table_add(l->table, rec->status, rec->frames,
+				  rec->nframes, w);
+	if (l->heatmap)
+		fp_heatmap_add(l->heatmap, rec->time_us, w);
+	if (w == 0)
+		return 0;
+	if (l->memory_delta) {
+		names[n] = w > 0 ? "[+memory_delta]" : "[-memory_delta]";
+		files[n++] = NULL;
+	}
+	if (!l->per_status) {
+		names[n] = fp_status_name(rec->status);
+		files[n++] = NULL;
+	}
+	ngroups = n;
+	for (uint32_t i = rec->nframes; i-- > 0;) {
+		names[n] = rec->frames[i];
+		files[n++] = rec->files[i];
+	}
+	if (l->tree)
+		fp_flame_tree_add(l->tree, l->set, names, files, n, ngroups, mag);
+	if (l->speedscope)
+		fp_speedscope_add(l->speedscope,
+				  l->per_status ? fp_status_name(rec->status) : "all",
+				  names, files, n, mag);
+	return 0;
+}
+
+static void
+load_file(const char *name, struct load *l)
+{
+	const char *dir = getenv("FP_GOLDEN_DIR");
+	char path[4096];
+	struct fp_perf_reader *r = NULL;
+
+	fp_assert_ptr_nonnull(dir);
+	snprintf(path, sizeof(path), "%s/flame_prof/%s", dir, name);
+	fp_assert_int_eq(fp_perf_reader_open(path, &r), 0);
+	fp_assert_int_eq(fp_perf_read(r, feed, l), 0);
+	fp_perf_reader_destroy(r);
+	if (l->tree)
+		fp_flame_tree_finish(l->tree);
+}
+
+static void
+check_golden(const char *name, const char *got)
+{
+	const char *dir = getenv("FP_GOLDEN_DIR");
+	char path[4096];
+	char *want;
+	size_t len;
+	FILE *f;
+
+	fp_assert_ptr_nonnull(dir);
+	snprintf(path, sizeof(path), "%s/flame_prof/%s", dir, name);
+	if (getenv("FP_REGENERATE_GOLDEN")) {
+		f = fopen(path, "w");
+		fp_assert_ptr_nonnull(f);
+		fputs(got, f);
+		fclose(f);
+	}
+	f = fopen(path, "r");
+	fp_assert_ptr_nonnull(f);
+	want = xzalloc(1 << 22);
+	len = fread(want, 1, (1 << 22) - 1, f);
+	fclose(f);
+	want[len] = '\0';
+	if (strcmp(want, got) != 0)
+		fprintf(stderr, "--- %s differs; got:\n%s", path, got ? got : "(null)");
+	fp_assert_str_eq(want, got);
+	free(want);
+}
+
+struct mem {
+	char *buf;
+	size_t len;
+	FILE *f;
+};
+
+static FILE *
+mem_open(struct mem *m)
+{
+	m->buf = NULL;
+	m->len = 0;
+	m->f = open_memstream(&m->buf, &m->len);
+	return m->f;
+}
+
+static char *
+mem_close(struct mem *m)
+{
+	fclose(m->f);
+	return m->buf;
+}
+
+static size_t
+count(const char *hay, const char *needle)
+{
+	size_t n = 0;
+
+	for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
+		n++;
+	return n;
+}
+
+/* ---- folded ---- */
+
+static const struct {
+	const char *input;
+	bool memory_delta;
+	const char *golden;
+} folded_cases[] = {
+	{ "demo.perf", false, "demo.folded" },
+	{ "edge.perf", false, "edge.folded" },
+	{ "edge.perf", true, "edge.memory_delta.folded" },
+};
+
+START_TEST(folded_golden)
+{
+	struct load l = { .tree = fp_flame_tree_new(),
+			  .memory_delta = folded_cases[_i].memory_delta };
+	struct mem m;
+	char *got;
+
+	load_file(folded_cases[_i].input, &l);
+	fp_assert_int_eq(fp_folded_write(l.tree, 0, l.memory_delta, mem_open(&m)), 0);
+	got = mem_close(&m);
+	check_golden(folded_cases[_i].golden, got);
+	/* no line holds an empty frame, every count is positive */
+	fp_assert(strstr(got, ";;") == NULL);
+	fp_assert(strstr(got, " 0\n") == NULL);
+	free(got);
+	fp_flame_tree_destroy(l.tree);
+}
+END_TEST
+
+/* Counts add up: the folded lines of the demo sum to its samples. */
+START_TEST(folded_sums)
+{
+	struct load l = { .tree = fp_flame_tree_new() };
+	struct mem m;
+	char *got, *line, *save = NULL;
+	unsigned long long sum = 0;
+
+	load_file("demo.perf", &l);
+	fp_assert_int_eq(fp_folded_write(l.tree, 0, false, mem_open(&m)), 0);
+	got = mem_close(&m);
+	for (line = strtok_r(got, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+		sum += strtoull(strrchr(line, ' ') + 1, NULL, 10);
+	fp_assert_int_eq(sum, 36);
+	fp_assert_int_eq(fp_flame_tree_root(l.tree)->samples[0], 36);
+	free(got);
+	fp_flame_tree_destroy(l.tree);
+}
+END_TEST
+
+/* ---- top and diff ---- */
+
+static const struct {
+	const char *input;
+	bool memory_delta;
+	enum fp_top_sort sort;
+	size_t limit;
+	const char *golden;
+} top_cases[] = {
+	{ "demo.perf", false, FP_TOP_SELF, 0, "demo.top" },
+	{ "demo.perf", false, FP_TOP_TOTAL, 5, "demo.top-total-5" },
+	{ "edge.perf", true, FP_TOP_WEIGHT_SELF, 0, "edge.memory_delta.top" },
+};
+
+START_TEST(top_golden)
+{
+	struct load l = { .table = fp_func_table_new(),
+			  .memory_delta = top_cases[_i].memory_delta };
+	struct fp_top_options o = {
+		.limit = top_cases[_i].limit,
+		.weight_name = l.memory_delta ? "memory_delta" : NULL,
+		.sort = top_cases[_i].sort,
+	};
+	struct mem m;
+	char *got;
+
+	load_file(top_cases[_i].input, &l);
+	fp_assert_int_eq(fp_top_write(l.table, &o, mem_open(&m)), 0);
+	got = mem_close(&m);
+	check_golden(top_cases[_i].golden, got);
+	free(got);
+	fp_func_table_destroy(l.table);
+}
+END_TEST
+
+/* Recursion counts once in a total; self only at the leaf. */
+START_TEST(top_recursion)
+{
+	struct fp_func_table *t = fp_func_table_new();
+	const char *a[] = { "m:leaf/0", "m:rec/1", "m:rec/1", "m:rec/1", "m:top/0" };
+	const char *b[] = { "m:rec/1", "m:top/0" };
+	const struct fp_func_stats *s;
+
+	fp_func_table_add(t, FP_STATUS_RUNNING, a, 5, 10);
+	fp_func_table_add(t, FP_STATUS_WAITING, b, 2, -4);
+	fp_func_table_add(t, FP_STATUS_WAITING, NULL, 0, 1);
+	fp_assert_int_eq(fp_func_table_samples(t), 3);
+	fp_assert_int_eq(fp_func_table_abs_weight(t), 15);
+	fp_assert_int_eq(fp_func_table_net_weight(t), 7);
+	fp_assert_int_eq(fp_func_table_status_samples(t, FP_STATUS_WAITING), 2);
+	s = fp_func_table_find(t, "m:rec/1");
+	fp_assert_ptr_nonnull(s);
+	fp_assert_int_eq(s->total_samples, 2);
+	fp_assert_int_eq(s->self_samples, 1);
+	fp_assert_int_eq(s->total_weight, 6);
+	fp_assert_int_eq(s->self_weight, -4);
+	s = fp_func_table_find(t, "m:leaf/0");
+	fp_assert_int_eq(s->self_samples, 1);
+	fp_assert_ptr_null(fp_func_table_find(t, "m:none/0"));
+	fp_func_table_destroy(t);
+}
+END_TEST
+
+START_TEST(diff_golden)
+{
+	struct load before = { .table = fp_func_table_new() };
+	struct load after = { .table = fp_func_table_new() };
+	struct fp_diff_options o = { .by = _i ? FP_DIFF_TOTAL : FP_DIFF_SELF,
+				     .threshold = 5.0 };
+	size_t regressions = 99;
+	struct mem m;
+	char *got;
+
+	load_file("demo.perf", &before);
+	load_file("edge.perf", &after);
+	fp_assert_int_eq(fp_diff_write(before.table, after.table, &o,
+				       mem_open(&m), &regressions), 0);
+	got = mem_close(&m);
+	check_golden(_i ? "demo-edge.total.diff" : "demo-edge.diff", got);
+	fp_assert_int_eq(regressions, count(got, "REGRESSION"));
+	fp_assert(regressions > 0);
+	free(got);
+
+	/* a profile against itself: no change, no regression */
+	fp_assert_int_eq(fp_diff_write(before.table, before.table, &o,
+				       mem_open(&m), &regressions), 0);
+	got = mem_close(&m);
+	fp_assert_int_eq(regressions, 0);
+	fp_assert(strstr(got, "grew") == NULL && strstr(got, "shrank") == NULL);
+	free(got);
+	fp_func_table_destroy(before.table);
+	fp_func_table_destroy(after.table);
+}
+END_TEST
+
+/* ---- speedscope ---- */
+
+START_TEST(speedscope_golden)
+{
+	struct fp_speedscope_options o = {
+		.name = _i ? "edge.perf" : "demo.perf",
+		.unit = _i ? "bytes" : "none",
+		.exporter = "flame_prof " FP_VERSION,
+	};
+	struct load l = { .speedscope = fp_speedscope_new(&o),
+			  .per_status = _i == 1, .memory_delta = _i == 1 };
+	struct mem m;
+	char *got;
+
+	load_file(_i ? "edge.perf" : "demo.perf", &l);
+	fp_assert_int_eq(fp_speedscope_write(l.speedscope, mem_open(&m)), 0);
+	got = mem_close(&m);
+	check_golden(_i ? "edge.per-status.memory_delta.speedscope.json" :
+			  "demo.speedscope.json", got);
+	free(got);
+	fp_speedscope_destroy(l.speedscope);
+}
+END_TEST
+
+static const struct {
+	const char *in;
+	const char *out;
+} json_cases[] = {
+	{ "plain", "\"plain\"" },
+	{ "q\"b\\", "\"q\\\"b\\\\\"" },
+	{ "tab\tnl\n", "\"tab\\u0009nl\\u000a\"" },
+	{ "m\xc3\xb6" "d", "\"m\xc3\xb6" "d\"" },
+	{ "bad\xff" "x", "\"bad\\ufffdx\"" },
+	{ "cut\xc3", "\"cut\\ufffd\"" },
+	{ "sur\xed\xa0\x80", "\"sur\\ufffd\\ufffd\\ufffd\"" },
+};
+
+START_TEST(json_escape)
+{
+	struct mem m;
+	char *got;
+
+	fp_json_write_string(mem_open(&m), json_cases[_i].in);
+	got = mem_close(&m);
+	fp_assert_str_eq(got, json_cases[_i].out);
+	free(got);
+}
+END_TEST
+
+/* ---- SVG ---- */
+
+static char *
+render_svg(const char *input, bool memory_delta, double minwidth)
+{
+	struct load l = { .tree = fp_flame_tree_new(), .memory_delta = memory_delta };
+	struct fp_flamegraph_options o = {
+		.title = "T <&> \"q\"",
+		.unit = memory_delta ? "memory_delta" : "samples",
+		.weighted = memory_delta,
+		.minwidth = minwidth,
+	};
+	struct mem m;
+	char *got;
+
+	load_file(input, &l);
+	fp_assert_int_eq(fp_flamegraph_svg_write(l.tree, &o, mem_open(&m)), 0);
+	got = mem_close(&m);
+	fp_flame_tree_destroy(l.tree);
+	return got;
+}
+
+START_TEST(svg_structure)
+{
+	char *svg = render_svg("edge.perf", false, 0);
+	struct load l = { .tree = fp_flame_tree_new() };
+
+	load_file("edge.perf", &l);
+	/* one frame per node, and the root */
+	fp_assert_int_eq(count(svg, "<g class=\"f\""), fp_flame_tree_size(l.tree) + 1);
+	/* the root spans the width between the paddings */
+	fp_assert(strstr(svg, "<g class=\"f\" data-o=\"0\" data-v=\"8\" data-d=\"0\"><title>all (8 samples, 100.00%)</title>"
+			      "<rect x=\"10.00\" y=\"") != NULL);
+	fp_assert(strstr(svg, "width=\"1180.00\"") != NULL);
+	/* escaped names, title and attributes */
+	fp_assert(strstr(svg, "<title>weird:&apos;&lt;&amp;&gt;&apos;/0 (1 samples, 12.50%)</title>") != NULL);
+	fp_assert(strstr(svg, ">T &lt;&amp;&gt; &quot;q&quot;</text>") != NULL);
+	fp_assert(strstr(svg, "<&>") == NULL);
+	/* the running stack holds 2 of 8 samples: 295 px */
+	fp_assert(strstr(svg, "data-v=\"2\" data-d=\"1\"><title>running (2 samples, 25.00%)</title><rect x=\"") != NULL);
+	fp_assert(strstr(svg, "width=\"295.00\"") != NULL);
+	fp_assert(count(svg, "<script") == 1);
+	fp_assert(count(svg, "]]>") == 2);
+	free(svg);
+	fp_flame_tree_destroy(l.tree);
+}
+END_TEST
+
+START_TEST(svg_weighted)
+{
+	char *svg = render_svg("edge.perf", true, 0);
+
+	/* |deltas|: 4096 + 4000 + 2048 + 10000 + 1000 + 500 = 21644 */
+	fp_assert(strstr(svg, "data-total=\"21644\"") != NULL);
+	fp_assert(strstr(svg, "<title>[+memory_delta] (13048 memory_delta, 60.28%, 3 samples)</title>") != NULL);
+	fp_assert(strstr(svg, "<title>[-memory_delta] (8596 memory_delta, 39.72%, 3 samples)</title>") != NULL);
+	free(svg);
+}
+END_TEST
+
+/* Frames under --minwidth go, with everything above them. */
+START_TEST(svg_minwidth)
+{
+	char *all = render_svg("demo.perf", false, 0);
+	char *some = render_svg("demo.perf", false, 40);
+
+	fp_assert(count(some, "<g class=\"f\"") < count(all, "<g class=\"f\""));
+	fp_assert(count(some, "<g class=\"f\"") > 3);
+	free(all);
+	free(some);
+}
+END_TEST
+
+START_TEST(svg_diff)
+{
+	struct fp_flame_tree *tree = fp_flame_tree_new();
+	struct load before = { .tree = tree, .set = 0 };
+	struct load after = { .tree = tree, .set = 1 };
+	struct fp_flamegraph_options o = { .diff = true, .unit = "samples",
+					   .minwidth = 0 };
+	struct mem m;
+	char *svg;
+
+	load_file("demo.perf", &before);
+	load_file("edge.perf", &after);
+	fp_assert_int_eq(fp_flamegraph_svg_write(tree, &o, mem_open(&m)), 0);
+	svg = mem_close(&m);
+	/* widths from AFTER (8 samples), colours by change */
+	fp_assert(strstr(svg, "data-total=\"8\"") != NULL);
+	fp_assert(strstr(svg, "fill=\"rgb(255,") != NULL);	/* grew: red */
+	fp_assert(strstr(svg, ",255)\"/>") != NULL);		/* shrank: blue */
+	fp_assert(strstr(svg, "; before 83.33%, change -58.33 points)") != NULL);
+	free(svg);
+	fp_flame_tree_destroy(tree);
+}
+END_TEST
+
+START_TEST(heatmap_structure)
+{
+	struct load l = { .heatmap = fp_heatmap_new(50) };
+	struct fp_heatmap_options o = { .title = "H&M", .unit = "samples",
+					.command = "flame_prof svg 'a b'" };
+	struct mem m;
+	char *svg;
+
+	load_file("edge.perf", &l);
+	fp_assert_int_eq(fp_heatmap_write(l.heatmap, &o, mem_open(&m)), 0);
+	svg = mem_close(&m);
+	/* 8 samples in 8 distinct 20 ms cells over 3 seconds */
+	fp_assert_int_eq(count(svg, "<rect class=\"c\""), 8);
+	fp_assert(strstr(svg, "data-t0=\"1795248000\" data-rows=\"50\"") != NULL);
+	fp_assert(strstr(svg, "data-c=\"0\" data-r=\"0\" data-v=\"1\"><title>+0s 0-20 ms: 1 samples</title>") != NULL);
+	fp_assert(strstr(svg, "data-c=\"1\" data-r=\"49\" data-v=\"1\"><title>+1s 980-1000 ms: 1 samples</title>") != NULL);
+	fp_assert(strstr(svg, "data-c=\"2\" data-r=\"25\"") != NULL);
+	fp_assert(strstr(svg, ">H&amp;M</text>") != NULL);
+	fp_assert(strstr(svg, "data-command=\"flame_prof svg &apos;a b&apos;\"") != NULL);
+	fp_assert(strstr(svg, "3 s from 2026-11-21T08:00:00.000Z") != NULL);
+	free(svg);
+	fp_heatmap_destroy(l.heatmap);
+
+	/* signed sums: red for growth, blue for release */
+	l.heatmap = fp_heatmap_new(10);
+	l.memory_delta = true;
+	load_file("edge.perf", &l);
+	fp_assert_int_eq(fp_heatmap_write(l.heatmap, &o, mem_open(&m)), 0);
+	svg = mem_close(&m);
+	fp_assert(strstr(svg, "data-v=\"-4096\"") != NULL);
+	fp_assert(strstr(svg, "data-v=\"10000\"") != NULL);
+	fp_assert(strstr(svg, "fill=\"rgb(175,0,0)\"") != NULL);	/* the largest */
+	free(svg);
+	fp_heatmap_destroy(l.heatmap);
+}
+END_TEST
+
+START_TEST(heatmap_too_big)
+{
+	struct fp_heatmap *h = fp_heatmap_new(1000);
+	struct fp_heatmap_options o = { 0 };
+	struct mem m;
+
+	fp_heatmap_add(h, 1000000, 1);
+	fp_heatmap_add(h, 1000000ULL * 86400 * 10, 1);
+	fp_assert_int_eq(fp_heatmap_write(h, &o, mem_open(&m)), -E2BIG);
+	free(mem_close(&m));
+	fp_heatmap_destroy(h);
+}
+END_TEST
+
+/* An empty tree still makes a valid document. */
+START_TEST(svg_empty)
+{
+	struct fp_flame_tree *t = fp_flame_tree_new();
+	struct fp_flamegraph_options o = { .minwidth = -1 };
+	struct mem m;
+	char *svg;
+
+	fp_flame_tree_finish(t);
+	fp_assert_int_eq(fp_flamegraph_svg_write(t, &o, mem_open(&m)), 0);
+	svg = mem_close(&m);
+	fp_assert_int_eq(count(svg, "<g class=\"f\""), 0);
+	fp_assert(strstr(svg, "</svg>\n") != NULL);
+	free(svg);
+	fp_flame_tree_destroy(t);
+}
+END_TEST
+
+START_TEST(write_errors)
+{
+	struct fp_flame_tree *t = fp_flame_tree_new();
+	const char *names[] = { "running", "m:f/0" };
+	FILE *f = fopen("/dev/full", "w");
+
+	if (!f)
+		return;
+	setvbuf(f, NULL, _IONBF, 0);
+	fp_flame_tree_add(t, 0, names, NULL, 2, 1, 1);
+	fp_flame_tree_finish(t);
+	fp_assert_int_lt(fp_folded_write(t, 0, false, f), 0);
+	clearerr(f);
+	fp_assert_int_lt(fp_flamegraph_svg_write(t, &(struct fp_flamegraph_options){ 0 }, f), 0);
+	fclose(f);
+	fp_flame_tree_destroy(t);
+}
+END_TEST
+
+#define N(a) (int)(sizeof(a) / sizeof(a[0]))
+
+static Suite *
+suite(void)
+{
+	Suite *s = suite_create("flame-prof-render");
+	TCase *tc;
+
+	tc = tcase_create("golden");
+	tcase_add_loop_test(tc, folded_golden, 0, N(folded_cases));
+	tcase_add_test(tc, folded_sums);
+	tcase_add_loop_test(tc, top_golden, 0, N(top_cases));
+	tcase_add_test(tc, top_recursion);
+	tcase_add_loop_test(tc, diff_golden, 0, 2);
+	tcase_add_loop_test(tc, speedscope_golden, 0, 2);
+	tcase_add_loop_test(tc, json_escape, 0, N(json_cases));
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("svg");
+	tcase_add_test(tc, svg_structure);
+	tcase_add_test(tc, svg_weighted);
+	tcase_add_test(tc, svg_minwidth);
+	tcase_add_test(tc, svg_diff);
+	tcase_add_test(tc, svg_empty);
+	tcase_add_test(tc, heatmap_structure);
+	tcase_add_test(tc, heatmap_too_big);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("errors");
+	tcase_add_test(tc, write_errors);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int
+main(void)
+{
+	return fp_test_run(suite());
+}

@@ -52,6 +52,13 @@ struct fpd_options {
 	uint64_t timeout_us;
 	const char *log_file;
 	int verbosity;		/* 0 info, >0 debug, <0 warnings only */
+	mode_t file_mode;
+	mode_t dir_mode;
+	const char *user;	/* drop root to this user after start-up */
+	char *connect_host;	/* --connect HOST:PORT, or NULL */
+	unsigned connect_port;
+	uid_t uid;
+	gid_t gid;
 };
 
 /* log.c */
@@ -204,6 +211,11 @@ fpd_output_dir(const struct fpd_output *out);
 
 void
 fpd_output_set_otp_release(struct fpd_output *out, const char *release);
+
+/** Give the node directory and its bookkeeping files to @uid:@gid (before
+ * dropping root), so the daemon can go on writing there. */
+int
+fpd_output_chown(struct fpd_output *out, uid_t uid, gid_t gid);
 
 /** Samples dropped on write errors since the start. */
 uint64_t

@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
 #include <sys/signalfd.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
@@ -832,8 +833,8 @@ fpd_run(const struct fpd_options *o, const char *cookie)
 			.keep_files = o->keep_files,
 			.keep_bytes = o->keep_bytes,
 			.keep_age_us = o->keep_age_us,
-			.file_mode = 0640,
-			.dir_mode = 0750,
+			.file_mode = o->file_mode,
+			.dir_mode = o->dir_mode,
 		};
 		const char *what = "";
 
@@ -846,6 +847,20 @@ fpd_run(const struct fpd_options *o, const char *cookie)
 			return err == EWOULDBLOCK ? FPD_EXIT_TEMPFAIL : FPD_EXIT_CANTCREAT;
 		}
 	}
+	if (o->user) {
+		/* Everything that needs root is done: cookie read, output
+		 * directory made and locked. Hand the directory over and drop
+		 * root for good. */
+		if (fpd_output_chown(d.out, o->uid, o->gid) < 0 ||
+		    setgroups(0, NULL) < 0 || setgid(o->gid) < 0 ||
+		    setuid(o->uid) < 0 || (o->uid != 0 && setuid(0) == 0)) {
+			fprintf(stderr, "flame_profd: error: cannot drop privileges to user %s: %s\n",
+				o->user, strerror(errno));
+			fpd_output_destroy(d.out);
+			return FPD_EXIT_SOFTWARE;
+		}
+		fpd_info("running as user %s (uid %u)", o->user, (unsigned)o->uid);
+	}
 	if (setup_fds(&d) < 0) {
 		fprintf(stderr, "flame_profd: error: cannot set up timers and signals: %s\n",
 			strerror(errno));
@@ -854,6 +869,8 @@ fpd_run(const struct fpd_options *o, const char *cookie)
 	}
 
 	d.node = fp_node_new(o->node, cookie);
+	if (o->connect_host)
+		fp_node_set_address(d.node, o->connect_host, o->connect_port);
 	d.select = fp_select_new(o->scan_max);
 	d.sampler = fp_sampler_new();
 	d.writer = fp_perf_writer_new(&popts);

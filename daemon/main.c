@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -35,6 +36,8 @@ usage(FILE *f)
 "                            $FLAME_PROFD_COOKIE if set, else ~/.erlang.cookie.\n"
 "                            The file must be readable by its owner only.\n"
 "      --timeout DUR         give up on a request after DUR (default 5s)\n"
+"      --connect HOST:PORT   connect there instead of asking epmd for the node's\n"
+"                            port (e.g. a local TLS tunnel to the node)\n"
 "\n"
 "Selection:\n"
 "  -t, --top N               sample the N processes with the most reductions\n"
@@ -69,6 +72,10 @@ usage(FILE *f)
 "                            only flame_profd's own finished files are deleted)\n"
 "  -d, --duration DUR        stop after DUR, leaving complete files (default: run\n"
 "                            until SIGINT/SIGTERM)\n"
+"      --file-mode MODE      mode of output files (default 0640)\n"
+"      --dir-mode MODE       mode of output directories (default 0750)\n"
+"      --user NAME           when started as root: drop to NAME once the cookie\n"
+"                            is read and the output directory is ready\n"
 "      --log-file PATH       log there instead of stderr (SIGHUP reopens it)\n"
 "  -v, --verbose             more log output\n"
 "  -q, --quiet               warnings and errors only\n"
@@ -133,6 +140,7 @@ parse_options(int argc, char **argv, struct fpd_options *o)
 		OPT_TIMEOUT = 256, OPT_BACKTRACE, OPT_LINES, OPT_LOG_FILE,
 		OPT_SCAN_MAX, OPT_ROTATE_SIZE, OPT_COMPRESS, OPT_LEVEL,
 		OPT_KEEP_FILES, OPT_KEEP_BYTES, OPT_KEEP_AGE,
+		OPT_FILE_MODE, OPT_DIR_MODE, OPT_USER, OPT_CONNECT,
 	};
 	static const struct option longopts[] = {
 		{ "node", required_argument, NULL, 'n' },
@@ -155,6 +163,10 @@ parse_options(int argc, char **argv, struct fpd_options *o)
 		{ "keep-files", required_argument, NULL, OPT_KEEP_FILES },
 		{ "keep-bytes", required_argument, NULL, OPT_KEEP_BYTES },
 		{ "keep-age", required_argument, NULL, OPT_KEEP_AGE },
+		{ "file-mode", required_argument, NULL, OPT_FILE_MODE },
+		{ "dir-mode", required_argument, NULL, OPT_DIR_MODE },
+		{ "user", required_argument, NULL, OPT_USER },
+		{ "connect", required_argument, NULL, OPT_CONNECT },
 		{ "log-file", required_argument, NULL, OPT_LOG_FILE },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "quiet", no_argument, NULL, 'q' },
@@ -176,6 +188,8 @@ parse_options(int argc, char **argv, struct fpd_options *o)
 		.rotate_us = 120000000,
 		.compress = FPD_COMPRESS_ZSTD,
 		.compress_level = -1,
+		.file_mode = 0640,
+		.dir_mode = 0750,
 		.backtrace_depth = 64,
 		.timeout_us = 5000000,
 	};
@@ -307,6 +321,47 @@ parse_options(int argc, char **argv, struct fpd_options *o)
 				return bad_value("--keep-age", optarg,
 						 "expected a duration greater than 0, e.g. 7d");
 			break;
+		case OPT_FILE_MODE:
+		case OPT_DIR_MODE:
+			errno = 0;
+			ul = strtoul(optarg, &end, 8);
+			if (errno || *end || end == optarg || ul > 0777 ||
+			    (c == OPT_FILE_MODE && !(ul & 0200)) ||
+			    (c == OPT_DIR_MODE && (ul & 0700) != 0700))
+				return bad_value(c == OPT_FILE_MODE ? "--file-mode" : "--dir-mode",
+						 optarg, c == OPT_FILE_MODE ?
+						 "expected an octal mode the owner can write, e.g. 0640" :
+						 "expected an octal mode giving the owner rwx, e.g. 0750");
+			if (c == OPT_FILE_MODE)
+				o->file_mode = (mode_t)ul;
+			else
+				o->dir_mode = (mode_t)ul;
+			break;
+		case OPT_USER: {
+			struct passwd *pw = getpwnam(optarg);
+
+			if (!pw)
+				return bad_value("--user", optarg, "no such user");
+			if (geteuid() != 0)
+				return bad_value("--user", optarg,
+						 "dropping privileges needs flame_profd to start as root");
+			o->user = optarg;
+			o->uid = pw->pw_uid;
+			o->gid = pw->pw_gid;
+			break;
+		}
+		case OPT_CONNECT: {
+			char *colon = strrchr(optarg, ':');
+
+			if (!colon || colon == optarg ||
+			    parse_uint(colon + 1, 65535, &ul) < 0 || ul == 0)
+				return bad_value("--connect", optarg,
+						 "expected HOST:PORT, e.g. 127.0.0.1:4370");
+			free(o->connect_host);
+			o->connect_host = strndup(optarg, (size_t)(colon - optarg));
+			o->connect_port = (unsigned)ul;
+			break;
+		}
 		case OPT_LINES:
 			o->lines = true;
 			break;
@@ -378,12 +433,17 @@ read_cookie(const struct fpd_options *o, char *cookie, size_t size)
 	int fd;
 
 	if (!o->cookie_file_set && env && *env) {
-		if (strlen(env) >= size) {
+		size_t len = strlen(env);
+
+		if (len >= size) {
 			fprintf(stderr, "flame_profd: error: FLAME_PROFD_COOKIE is longer than %zu bytes\n",
 				size - 1);
 			return FPD_EXIT_NOINPUT;
 		}
 		snprintf(cookie, size, "%s", env);
+		/* Not in our environment any longer (/proc/PID/environ). */
+		explicit_bzero((char *)env, len);
+		unsetenv("FLAME_PROFD_COOKIE");
 		return 0;
 	}
 	if (o->cookie_file_set) {
@@ -447,6 +507,9 @@ main(int argc, char **argv)
 	char cookie[MAX_COOKIE + 2];
 	int rc;
 
+	/* The cookie is in memory: no core dumps, no ptrace by the same
+	 * user (PR_SET_DUMPABLE also makes /proc/PID/mem root-only). */
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	signal(SIGPIPE, SIG_IGN);
 	/* A file-size limit shows as EFBIG on write, handled like ENOSPC. */
 	signal(SIGXFSZ, SIG_IGN);
@@ -469,5 +532,6 @@ main(int argc, char **argv)
 	fpd_log_close();
 	free(opts.pids);
 	free(opts.names);
+	free(opts.connect_host);
 	return rc;
 }

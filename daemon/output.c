@@ -660,3 +660,20 @@ fpd_output_tick(struct fpd_output *out, uint64_t now_mono_us)
 	    (out->cfg.rotate_bytes && (uint64_t)out->good >= out->cfg.rotate_bytes))
 		fpd_output_finish(out);
 }
+
+int
+fpd_output_chown(struct fpd_output *out, uid_t uid, gid_t gid)
+{
+	static const char *const files[] = {
+		LOCK_NAME, ".flame_profd.index", "manifest.json",
+	};
+
+	if (fchown(out->dirfd, uid, gid) < 0)
+		return -errno;
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		if (fchownat(out->dirfd, files[i], uid, gid, AT_SYMLINK_NOFOLLOW) < 0 &&
+		    errno != ENOENT)
+			return -errno;
+	}
+	return 0;
+}

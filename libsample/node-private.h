@@ -27,3 +27,15 @@ node_skip_term(const char *buf, int *index);
 /* Decode an integer term (small, int or fitting bignum) into *value. */
 int
 node_decode_int(const char *buf, int *index, int64_t *value);
+
+/*
+ * Walk the term at buf[start..len) without trusting its lengths: 0 if it
+ * is one well-formed term that ends exactly at len (funs, compressed
+ * terms and nesting deeper than 256 are refused), -EBADMSG otherwise.
+ */
+int
+node_term_check(const char *buf, size_t len, size_t start);
+
+/* Recognise a reply to one of our requests in a checked message. */
+int
+node_parse_reply(const char *buf, struct fp_reply *reply);

@@ -44,6 +44,9 @@ struct fp_node {
 	ei_x_buff rx;
 	ei_x_buff tx;
 
+	char *via_host;		/* --connect: skip epmd */
+	unsigned via_port;
+
 	char otp_release[16];
 	unsigned wordsize;
 	struct fp_pid rex;
@@ -123,6 +126,14 @@ fp_node_new(const char *target, const char *cookie)
 }
 
 void
+fp_node_set_address(struct fp_node *node, const char *host, unsigned port)
+{
+	free(node->via_host);
+	node->via_host = xstrdup(host);
+	node->via_port = port;
+}
+
+void
 fp_node_destroy(struct fp_node *node)
 {
 	if (!node)
@@ -134,6 +145,7 @@ fp_node_destroy(struct fp_node *node)
 	explicit_bzero(&node->ec, sizeof(node->ec));
 	free(node->cookie);
 	free(node->target);
+	free(node->via_host);
 	free(node);
 }
 
@@ -466,10 +478,9 @@ node_decode_int(const char *buf, int *index, int64_t *value)
 	return 0;
 }
 
-static int
-decode_reply(struct fp_node *node, struct fp_reply *reply)
+int
+node_parse_reply(const char *buf, struct fp_reply *reply)
 {
-	const char *buf = node->rx.buff;
 	int index = 0, arity, version, type, size;
 	erlang_ref ref;
 
@@ -491,26 +502,42 @@ decode_reply(struct fp_node *node, struct fp_reply *reply)
 
 	/* {badrpc, Reason} */
 	if (ei_get_type(buf, &index, &type, &size) == 0 &&
-	    (type == ERL_SMALL_TUPLE_EXT) && size == 2) {
+	    type == ERL_SMALL_TUPLE_EXT && size == 2) {
 		char atom[MAXATOMLEN_UTF8];
 		int i = reply->index;
 
 		if (ei_decode_tuple_header(buf, &i, &arity) == 0 &&
 		    node_decode_atom(buf, &i, atom) == 0 &&
-		    strcmp(atom, "badrpc") == 0) {
+		    strcmp(atom, "badrpc") == 0)
 			reply->badrpc = true;
-			if (fp_log_enabled(FP_LOG_WARNING)) {
-				char *s = NULL;
-				int j = i;
-
-				ei_s_print_term(&s, buf, &j);
-				fp_log(FP_LOG_WARNING, "rpc failed on %s: %.300s",
-				       node->target, s ? s : "?");
-				free(s);
-			}
-		}
 	}
 	return 1;
+}
+
+static int
+decode_reply(struct fp_node *node, struct fp_reply *reply)
+{
+	int rc;
+
+	if (node->rx.index < 1 || (unsigned char)node->rx.buff[0] != 131 ||
+	    node_term_check(node->rx.buff, (size_t)node->rx.index, 1) < 0) {
+		fp_log(FP_LOG_WARNING, "malformed message from %s dropped (%d bytes)",
+		       node->target, node->rx.index);
+		return -EBADMSG;
+	}
+	rc = node_parse_reply(node->rx.buff, reply);
+	if (rc == 1 && reply->badrpc && fp_log_enabled(FP_LOG_WARNING)) {
+		char *s = NULL;
+		int i = reply->index, arity;
+
+		ei_decode_tuple_header(reply->buf, &i, &arity);
+		ei_skip_term(reply->buf, &i);
+		ei_s_print_term(&s, reply->buf, &i);
+		fp_log(FP_LOG_WARNING, "rpc failed on %s: %.300s", node->target,
+		       s ? s : "?");
+		free(s);
+	}
+	return rc;
 }
 
 int
@@ -661,12 +688,19 @@ fp_node_connect(struct fp_node *node, unsigned timeout_ms)
 		ei_initialised = 1;
 	}
 
-	rc = resolve_ipv4(node->host, &addr);
-	if (rc < 0)
-		return rc;
-	rc = epmd_lookup(&addr, node->alive, timeout_ms, &port);
-	if (rc < 0)
-		return rc;
+	if (node->via_host) {
+		rc = resolve_ipv4(node->via_host, &addr);
+		if (rc < 0)
+			return rc;
+		port = node->via_port;
+	} else {
+		rc = resolve_ipv4(node->host, &addr);
+		if (rc < 0)
+			return rc;
+		rc = epmd_lookup(&addr, node->alive, timeout_ms, &port);
+		if (rc < 0)
+			return rc;
+	}
 
 	make_self_name(node, &addr, host, sizeof(host));
 	snprintf(alive, sizeof(alive), "flame_profd_%ld", (long)getpid());

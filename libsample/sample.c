@@ -506,7 +506,10 @@ decode_one(struct fp_sampler *s, const char *buf, int *index,
 
 			if (decode_int_proplist(buf, index, gci_keys, v, 2) < 0)
 				return -EBADMSG;
-			smp->value[FP_METRIC_BINARY_BYTES] = (v[0] + v[1]) * (int64_t)wordsize;
+			if (__builtin_add_overflow(v[0], v[1], &v[0]) ||
+			    __builtin_mul_overflow(v[0], (int64_t)wordsize, &v[0]))
+				v[0] = INT64_MAX;
+			smp->value[FP_METRIC_BINARY_BYTES] = v[0];
 		} else if (strcmp(item, "initial_call") == 0) {
 			uint32_t arity;
 
@@ -536,7 +539,9 @@ apply_history(struct fp_sampler *s, struct fp_sample *smp)
 		int64_t v = smp->value[m], d = 0;
 
 		if (st->have_prev) {
-			d = v - st->prev[m];
+			/* Saturate rather than wrap on absurd values. */
+			if (__builtin_sub_overflow(v, st->prev[m], &d))
+				d = v < st->prev[m] ? INT64_MIN : INT64_MAX;
 			if (fp_metric_is_counter((enum fp_metric)m) && d < 0)
 				d = v;	/* reset: count since the reset */
 		}
@@ -605,7 +610,8 @@ fp_sampler_decode(struct fp_sampler *s, const struct fp_reply *reply,
 
 	/* Only now, with the whole reply understood, touch the history. */
 	for (size_t i = 0; i < s->nsamples; i++) {
-		s->samples[i].frames = s->frames + s->frame_start[i];
+		s->samples[i].frames = s->samples[i].nframes ?
+				       s->frames + s->frame_start[i] : NULL;
 		apply_history(s, &s->samples[i]);
 	}
 	return (int)s->nsamples;

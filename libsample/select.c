@@ -138,6 +138,13 @@ fp_select_plan(struct fp_select *sel, const struct fp_pid *keep, size_t nkeep,
 	size_t cap = sel->nall < sel->scan_max ? sel->nall : sel->scan_max;
 	size_t n = 0;
 
+	if (sel->nall == 0) {
+		sel->nplan = 0;
+		sel->pending = false;
+		*pids = sel->plan;
+		return 0;
+	}
+
 	if (cap + nkeep > sel->plan_cap) {
 		sel->plan_cap = cap + nkeep;
 		sel->plan = xrealloc(sel->plan, sel->plan_cap * sizeof(*sel->plan));
@@ -308,7 +315,8 @@ fp_select_reductions(struct fp_select *sel, const struct fp_reply *reply,
 		alive++;
 		h = pidmap_insert(&sel->history, fp_pid_key(pid), &created);
 		if (!created) {
-			delta = reds[i] - h->reductions;
+			if (__builtin_sub_overflow(reds[i], h->reductions, &delta))
+				delta = 0;
 			since = now_us - h->seen_us;
 		} else if (full && sel->have_history) {
 			/* Born since the last full scan: all its work is new. */
@@ -335,7 +343,8 @@ fp_select_reductions(struct fp_select *sel, const struct fp_reply *reply,
 	sel->have_history = true;
 	sel->last_scan_us = now_us;
 
-	qsort(sel->heap, nheap, sizeof(*sel->heap), cmp_ranked_desc);
+	if (nheap > 1)
+		qsort(sel->heap, nheap, sizeof(*sel->heap), cmp_ranked_desc);
 	for (size_t i = 0; i < nheap; i++)
 		out[i] = sel->heap[i].pid;
 	return (int)nheap;

@@ -184,6 +184,13 @@ def short_hostname():
     return socket.gethostname().split(".")[0]
 
 
+def daemon_cmd():
+    """The daemon's command prefix: FP_DAEMON_WRAPPER (e.g. valgrind ...)
+    in front of the binary when set."""
+    wrapper = os.environ.get("FP_DAEMON_WRAPPER", "").split()
+    return wrapper + [daemon_path()]
+
+
 def daemon_path():
     p = os.environ.get("FLAME_PROFD") or os.path.join(REPO, "build", "daemon", "flame_profd")
     if not (os.path.isfile(p) and os.access(p, os.X_OK)):
@@ -595,7 +602,7 @@ def _daemon_env(env):
 
 def run_daemon(args, env=None, timeout=60):
     """Run flame_profd to completion; returns (exit code, stdout, stderr)."""
-    cmd = [daemon_path()] + [str(a) for a in args]
+    cmd = daemon_cmd() + [str(a) for a in args]
     vlog("daemon: " + " ".join(cmd))
     p = subprocess.Popen(cmd, env=_daemon_env(env), stdin=subprocess.DEVNULL,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -619,7 +626,7 @@ class Daemon(subprocess.Popen):
         d = mkdtemp("daemon_")
         self.stdout_path = os.path.join(d, "stdout")
         self.stderr_path = os.path.join(d, "stderr")
-        cmd = [daemon_path()] + [str(a) for a in args]
+        cmd = daemon_cmd() + [str(a) for a in args]
         vlog("daemon: " + " ".join(cmd))
         with open(self.stdout_path, "wb") as so, open(self.stderr_path, "wb") as se:
             super().__init__(cmd, env=_daemon_env(env), stdin=subprocess.DEVNULL,

@@ -34,6 +34,14 @@ fp_node_name_check(const char *name, const char **why);
 struct fp_node *
 fp_node_new(const char *target, const char *cookie);
 
+/**
+ * Connect to @host:@port instead of asking epmd on the node's host (a
+ * local tunnel in front of a TLS-distribution node, for one). The
+ * handshake still names the node. @host is copied.
+ */
+void
+fp_node_set_address(struct fp_node *node, const char *host, unsigned port);
+
 /** Disconnects and frees; NULL is a no-op. */
 void
 fp_node_destroy(struct fp_node *node);

@@ -1,0 +1,242 @@
+/*
+ * flame_profd — bounds check of an external-format term before ei sees it.
+ *
+ * ei's decoders trust the lengths inside a term: a reply claiming a
+ * 4 GiB string inside a 100-byte message makes them read past the buffer,
+ * and ei_skip_term() recurses once per nesting level. Every reply is
+ * therefore walked here first, iteratively, against the real length and a
+ * nesting limit; only a term that passes reaches ei.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "node-private.h"
+
+#define MAX_DEPTH 256
+
+static inline uint32_t
+be32(const unsigned char *p)
+{
+	return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) |
+	       ((uint32_t)p[2] << 8) | p[3];
+}
+
+static inline uint32_t
+be16(const unsigned char *p)
+{
+	return ((uint32_t)p[0] << 8) | p[1];
+}
+
+/* Skip an atom (any encoding) at *pos; a node name inside pids etc. */
+static int
+skip_atom(const unsigned char *b, size_t len, size_t *pos)
+{
+	size_t p = *pos, n;
+
+	if (p >= len)
+		return -EBADMSG;
+	switch (b[p]) {
+	case ERL_ATOM_EXT:
+	case ERL_ATOM_UTF8_EXT:
+		if (len - p < 3)
+			return -EBADMSG;
+		n = be16(b + p + 1);
+		p += 3;
+		break;
+	case ERL_SMALL_ATOM_EXT:
+	case ERL_SMALL_ATOM_UTF8_EXT:
+		if (len - p < 2)
+			return -EBADMSG;
+		n = b[p + 1];
+		p += 2;
+		break;
+	default:
+		return -EBADMSG;
+	}
+	if (n > 255 * 4 || len - p < n)
+		return -EBADMSG;
+	*pos = p + n;
+	return 0;
+}
+
+static inline int
+need(size_t len, size_t pos, size_t n)
+{
+	return len - pos >= n ? 0 : -EBADMSG;
+}
+
+int
+node_term_check(const char *buf, size_t len, size_t start)
+{
+	const unsigned char *b = (const unsigned char *)buf;
+	/* elements still to read at each open level; a list also owes its
+	 * tail, counted as one more element */
+	uint64_t pending[MAX_DEPTH];
+	int depth = 0;
+	size_t p = start;
+
+	if (start > len)
+		return -EBADMSG;
+	pending[0] = 1;
+	while (depth >= 0) {
+		uint64_t n;
+		size_t q;
+
+		if (pending[depth] == 0) {
+			depth--;
+			continue;
+		}
+		pending[depth]--;
+		if (p >= len)
+			return -EBADMSG;
+		switch (b[p]) {
+		case ERL_SMALL_INTEGER_EXT:
+			if (need(len, p, 2) < 0)
+				return -EBADMSG;
+			p += 2;
+			continue;
+		case ERL_INTEGER_EXT:
+			if (need(len, p, 5) < 0)
+				return -EBADMSG;
+			p += 5;
+			continue;
+		case ERL_FLOAT_EXT:
+			if (need(len, p, 32) < 0)
+				return -EBADMSG;
+			p += 32;
+			continue;
+		case NEW_FLOAT_EXT:
+			if (need(len, p, 9) < 0)
+				return -EBADMSG;
+			p += 9;
+			continue;
+		case ERL_ATOM_EXT:
+		case ERL_ATOM_UTF8_EXT:
+		case ERL_SMALL_ATOM_EXT:
+		case ERL_SMALL_ATOM_UTF8_EXT:
+			if (skip_atom(b, len, &p) < 0)
+				return -EBADMSG;
+			continue;
+		case ERL_NIL_EXT:
+			p += 1;
+			continue;
+		case ERL_STRING_EXT:
+			if (need(len, p, 3) < 0)
+				return -EBADMSG;
+			n = be16(b + p + 1);
+			if (need(len, p + 3, n) < 0)
+				return -EBADMSG;
+			p += 3 + n;
+			continue;
+		case ERL_BINARY_EXT:
+			if (need(len, p, 5) < 0)
+				return -EBADMSG;
+			n = be32(b + p + 1);
+			if (need(len, p + 5, n) < 0)
+				return -EBADMSG;
+			p += 5 + n;
+			continue;
+		case ERL_BIT_BINARY_EXT:
+			if (need(len, p, 6) < 0)
+				return -EBADMSG;
+			n = be32(b + p + 1);
+			if (need(len, p + 6, n) < 0)
+				return -EBADMSG;
+			p += 6 + n;
+			continue;
+		case ERL_SMALL_BIG_EXT:
+			if (need(len, p, 3) < 0)
+				return -EBADMSG;
+			n = b[p + 1];
+			if (need(len, p + 3, n) < 0)
+				return -EBADMSG;
+			p += 3 + n;
+			continue;
+		case ERL_LARGE_BIG_EXT:
+			if (need(len, p, 6) < 0)
+				return -EBADMSG;
+			n = be32(b + p + 1);
+			if (need(len, p + 6, n) < 0)
+				return -EBADMSG;
+			p += 6 + n;
+			continue;
+		case ERL_PID_EXT:
+		case ERL_NEW_PID_EXT:
+			q = p + 1;
+			if (skip_atom(b, len, &q) < 0 ||
+			    need(len, q, b[p] == ERL_PID_EXT ? 9 : 12) < 0)
+				return -EBADMSG;
+			p = q + (b[p] == ERL_PID_EXT ? 9 : 12);
+			continue;
+		case ERL_PORT_EXT:
+		case ERL_NEW_PORT_EXT:
+		case ERL_V4_PORT_EXT:
+			q = p + 1;
+			n = b[p] == ERL_PORT_EXT ? 5 : b[p] == ERL_NEW_PORT_EXT ? 8 : 12;
+			if (skip_atom(b, len, &q) < 0 || need(len, q, n) < 0)
+				return -EBADMSG;
+			p = q + n;
+			continue;
+		case ERL_REFERENCE_EXT:
+			q = p + 1;
+			if (skip_atom(b, len, &q) < 0 || need(len, q, 5) < 0)
+				return -EBADMSG;
+			p = q + 5;
+			continue;
+		case ERL_NEW_REFERENCE_EXT:
+		case ERL_NEWER_REFERENCE_EXT:
+			if (need(len, p, 3) < 0)
+				return -EBADMSG;
+			n = be16(b + p + 1);
+			if (n > 5)
+				return -EBADMSG;	/* ei's erlang_ref holds 5 words */
+			q = p + 3;
+			if (skip_atom(b, len, &q) < 0)
+				return -EBADMSG;
+			n = (b[p] == ERL_NEW_REFERENCE_EXT ? 1 : 4) + 4 * n;
+			if (need(len, q, n) < 0)
+				return -EBADMSG;
+			p = q + n;
+			continue;
+		case ERL_EXPORT_EXT:
+			q = p + 1;
+			if (skip_atom(b, len, &q) < 0 || skip_atom(b, len, &q) < 0 ||
+			    need(len, q, 2) < 0 || b[q] != ERL_SMALL_INTEGER_EXT)
+				return -EBADMSG;
+			p = q + 2;
+			continue;
+		case ERL_SMALL_TUPLE_EXT:
+		case ERL_LARGE_TUPLE_EXT:
+		case ERL_LIST_EXT:
+		case ERL_MAP_EXT:
+			if (b[p] == ERL_SMALL_TUPLE_EXT) {
+				if (need(len, p, 2) < 0)
+					return -EBADMSG;
+				n = b[p + 1];
+				p += 2;
+			} else {
+				if (need(len, p, 5) < 0)
+					return -EBADMSG;
+				n = be32(b + p + 1);
+				if (b[p] == ERL_MAP_EXT)
+					n *= 2;
+				else if (b[p] == ERL_LIST_EXT)
+					n += 1;		/* the tail */
+				p += 5;
+			}
+			/* each element takes at least a byte */
+			if (n > len - p)
+				return -EBADMSG;
+			if (n == 0)
+				continue;
+			if (depth + 1 >= MAX_DEPTH)
+				return -EBADMSG;
+			pending[++depth] = n;
+			continue;
+		default:
+			return -EBADMSG;	/* funs, compressed, unknown */
+		}
+	}
+	return p == len ? 0 : -EBADMSG;
+}

@@ -57,6 +57,8 @@ struct fpd_options {
 	const char *user;	/* drop root to this user after start-up */
 	char *connect_host;	/* --connect HOST:PORT, or NULL */
 	unsigned connect_port;
+	double max_overhead;	/* percent of the node's schedulers; 0: off */
+	unsigned breaker_run_queue;	/* 0: 50 per scheduler */
 	uid_t uid;
 	gid_t gid;
 };
@@ -181,6 +183,10 @@ fpd_output_stream(struct fpd_output *out, uint64_t now_epoch_us);
 void
 fpd_output_sample(struct fpd_output *out, uint64_t time_us);
 
+/** Count a throttling or circuit-breaker change (for the manifest). */
+void
+fpd_output_event(struct fpd_output *out);
+
 /** Count samples that were due but not taken (for the manifest). */
 void
 fpd_output_skipped(struct fpd_output *out, uint64_t n);
@@ -225,7 +231,7 @@ fpd_output_dropped(const struct fpd_output *out);
 struct fpd_file_entry {
 	char name[320];
 	uint64_t first_us, last_us;
-	uint64_t samples, bytes, skipped, dropped;
+	uint64_t samples, bytes, skipped, dropped, events;
 	bool recovered;
 };
 
@@ -255,6 +261,45 @@ int
 fpd_index_store(int dirfd, struct fpd_file_entry *entries, size_t *n,
 		const char *node, const char *otp_release,
 		const char *options_json);
+
+/* budget.c */
+struct fpd_budget {
+	double max_pct;		/* 0: no budget */
+	double rate_req, rate;	/* requested and effective samples/s */
+	unsigned top_req, top;	/* requested and effective top-N */
+	double min_rate;
+};
+
+void
+fpd_budget_init(struct fpd_budget *b, double max_pct, double rate,
+		unsigned top);
+
+/**
+ * Take an interval's measured cost (percent of the node's schedulers) and
+ * adjust the effective rate or top-N one step. Returns true, with @what
+ * saying what changed and why, when something did.
+ */
+bool
+fpd_budget_update(struct fpd_budget *b, double cost_pct, char *what,
+		  size_t size);
+
+struct fpd_breaker {
+	bool open;		/* no requests but the probe */
+	bool probing;		/* the probe is in flight */
+	uint64_t open_until_us;	/* when to probe */
+	uint64_t cooldown_us;	/* current pause; doubles while in trouble */
+	uint64_t closed_at_us;
+	unsigned trips;
+};
+
+void
+fpd_breaker_trip(struct fpd_breaker *br, uint64_t now_us);
+
+void
+fpd_breaker_close(struct fpd_breaker *br, uint64_t now_us);
+
+void
+fpd_breaker_calm(struct fpd_breaker *br, uint64_t now_us, uint64_t calm_us);
 
 /* loop.c */
 int

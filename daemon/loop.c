@@ -86,6 +86,11 @@ struct daemon {
 	size_t nrtt;
 
 	unsigned timeouts;		/* in a row, reset by any reply */
+	struct fpd_budget budget;
+	struct fpd_breaker breaker;
+	struct request req_health;
+	unsigned runq_limit;
+	uint64_t st_target_us;		/* node-side time of our requests */
 	char *pending[PENDING_MAX];
 	size_t npending;
 	uint64_t start_mono;
@@ -197,7 +202,8 @@ lost_connection(struct daemon *d, const char *why)
 		d->st_skipped += d->ninflight;
 	d->req_procs.active = d->req_reds.active = false;
 	d->req_whereis.active = d->req_init.active = false;
-	d->req_sample.active = false;
+	d->req_sample.active = d->req_health.active = false;
+	d->breaker.open = d->breaker.probing = false;
 	d->have_restore_depth = false;
 	d->timeouts = 0;
 	d->nset = d->ntop = d->nnamed = 0;
@@ -294,7 +300,7 @@ start_selection(struct daemon *d, uint64_t now)
 	uint64_t id;
 	int rc;
 
-	if (d->req_procs.active || d->req_reds.active)
+	if (d->req_procs.active || d->req_reds.active || d->breaker.open)
 		return;
 	d->select_started_mono = now;
 	if (fp_select_needs_processes(d->select)) {
@@ -313,10 +319,23 @@ start_selection(struct daemon *d, uint64_t now)
 	check_send(d, rc, "whereis request");
 }
 
+/* Heavy requests run in timer:tc on the node: count their time. */
+static bool
+take_time(struct daemon *d, struct fp_reply *reply)
+{
+	uint64_t us;
+
+	if (reply->badrpc || fp_reply_take_time(reply, &us) < 0)
+		return false;
+	d->st_target_us += us;
+	return true;
+}
+
 static void
-on_processes(struct daemon *d, const struct fp_reply *reply, uint64_t now)
+on_processes(struct daemon *d, struct fp_reply *reply, uint64_t now)
 {
 	d->req_procs.active = false;
+	take_time(d, reply);
 	if (fp_select_processes(d->select, reply) < 0) {
 		fpd_warn("unexpected reply to erlang:processes(); selection skipped");
 		return;
@@ -325,14 +344,15 @@ on_processes(struct daemon *d, const struct fp_reply *reply, uint64_t now)
 }
 
 static void
-on_reductions(struct daemon *d, const struct fp_reply *reply, uint64_t now)
+on_reductions(struct daemon *d, struct fp_reply *reply, uint64_t now)
 {
 	struct fp_select_result res;
 	struct fp_pid rex = fp_node_rex_pid(d->node);
 	int n;
 
 	d->req_reds.active = false;
-	n = fp_select_reductions(d->select, reply, now, &rex, 1, d->o->top,
+	take_time(d, reply);
+	n = fp_select_reductions(d->select, reply, now, &rex, 1, d->budget.top,
 				 d->top, &res);
 	if (n < 0) {
 		fpd_warn("unexpected reply to the reductions scan; selection skipped");
@@ -374,7 +394,7 @@ on_whereis(struct daemon *d, const struct fp_reply *reply)
 static void
 sample_tick(struct daemon *d, uint64_t now)
 {
-	double per_us = (double)d->nset * d->o->rate / 1e6;
+	double per_us = (double)d->nset * d->budget.rate / 1e6;
 	size_t k;
 	uint64_t id;
 	int rc;
@@ -384,6 +404,12 @@ sample_tick(struct daemon *d, uint64_t now)
 	d->last_tick_mono = now;
 	if (d->nset == 0) {
 		d->owed = 0;
+		return;
+	}
+	if (d->breaker.open) {
+		/* Paused: what falls due is counted, not owed. */
+		d->st_skipped += (uint64_t)d->owed;
+		d->owed -= floor(d->owed);
 		return;
 	}
 	/* Never owe more than one round: what is beyond was missed. */
@@ -415,13 +441,14 @@ sample_tick(struct daemon *d, uint64_t now)
 }
 
 static void
-on_sample(struct daemon *d, const struct fp_reply *reply, uint64_t now)
+on_sample(struct daemon *d, struct fp_reply *reply, uint64_t now)
 {
 	uint64_t rtt = now - d->req_sample.sent_mono;
 	uint64_t stamp;
 	int n;
 
 	d->req_sample.active = false;
+	take_time(d, reply);
 	if (d->nrtt < MAX_RTT)
 		d->rtt_us[d->nrtt++] = (uint32_t)(rtt > UINT32_MAX ? UINT32_MAX : rtt);
 	/* The samples were taken somewhere between send and reply. */
@@ -541,6 +568,8 @@ try_connect(struct daemon *d, uint64_t now)
 	rebuild_set(d);
 	d->next_select_mono = now;
 	fpd_output_set_otp_release(d->out, fp_node_otp_release(d->node));
+	d->runq_limit = d->o->breaker_run_queue ? d->o->breaker_run_queue :
+			50 * fp_node_schedulers(d->node);
 	note(d, "connected to %s (OTP %s)", d->o->node, fp_node_otp_release(d->node));
 	return 0;
 }
@@ -561,6 +590,70 @@ restore_node(struct daemon *d)
 	} else {
 		fpd_warn("could not restore backtrace_depth %u on %s",
 			 d->restore_depth, d->o->node);
+	}
+}
+
+/* ---- circuit breaker --------------------------------------------------- */
+
+static void
+trip(struct daemon *d, uint64_t now, const char *why)
+{
+	bool was_open = d->breaker.open;
+
+	fpd_breaker_trip(&d->breaker, now);
+	fpd_warn("circuit breaker %s: %s; sampling paused for %.0f s",
+		 was_open ? "stays open" : "open", why,
+		 (double)d->breaker.cooldown_us / 1e6);
+	note(d, "circuit breaker %s: %s; sampling paused for %.0f s",
+	     was_open ? "stays open" : "open", why,
+	     (double)d->breaker.cooldown_us / 1e6);
+	fpd_output_event(d->out);
+}
+
+static void
+send_health(struct daemon *d, uint64_t now)
+{
+	uint64_t id;
+	int rc;
+
+	if (d->req_health.active)
+		return;
+	rc = fp_node_health_request(d->node, &id);
+	if (rc == 0)
+		request_sent(&d->req_health, id, now);
+	check_send(d, rc, "health request");
+}
+
+static void
+on_health(struct daemon *d, const struct fp_reply *reply, uint64_t now)
+{
+	uint64_t rtt = now - d->req_health.sent_mono;
+	int64_t runq = -1;
+	char why[128];
+
+	d->req_health.active = false;
+	fp_node_decode_int(reply, &runq);
+	if (d->breaker.probing) {
+		if (runq >= 0 && runq <= (int64_t)d->runq_limit &&
+		    rtt < d->o->timeout_us / 2) {
+			fpd_breaker_close(&d->breaker, now);
+			fpd_info("circuit breaker closed: run queues %lld, probe %.1f ms; sampling resumes",
+				 (long long)runq, (double)rtt / 1000.0);
+			note(d, "circuit breaker closed: run queues %lld, probe %.1f ms",
+			     (long long)runq, (double)rtt / 1000.0);
+			d->last_tick_mono = 0;
+			d->owed = 0;
+		} else {
+			snprintf(why, sizeof(why), "probe: run queues %lld, %.1f ms",
+				 (long long)runq, (double)rtt / 1000.0);
+			trip(d, now, why);
+		}
+		return;
+	}
+	if (runq > (int64_t)d->runq_limit) {
+		snprintf(why, sizeof(why), "run queues at %lld (limit %u)",
+			 (long long)runq, d->runq_limit);
+		trip(d, now, why);
 	}
 }
 
@@ -593,6 +686,8 @@ handle_input(struct daemon *d)
 		on_reductions(d, &reply, now);
 	else if (d->req_whereis.active && reply.id == d->req_whereis.id)
 		on_whereis(d, &reply);
+	else if (d->req_health.active && reply.id == d->req_health.id)
+		on_health(d, &reply, now);
 	else if (d->req_init.active && reply.id == d->req_init.id) {
 		d->req_init.active = false;
 		if (fp_sampler_initial_calls(d->sampler, &reply, d->init_pids,
@@ -618,32 +713,50 @@ interval_report(struct daemon *d, uint64_t now)
 {
 	double secs = (double)(now - d->interval_mono) / 1e6;
 	double achieved = secs > 0 ? (double)d->st_samples / secs : 0;
-	double requested = (double)d->nset * d->o->rate;
+	double requested = (double)d->nset * d->budget.rate;
 	uint64_t dropped = fpd_output_dropped(d->out) - d->dropped_before;
-	double p50 = 0, pmax = 0;
+	double cost = secs > 0 ? (double)d->st_target_us / (secs * 1e6) * 100.0 /
+			  (double)(d->connected ? fp_node_schedulers(d->node) : 1) : 0;
+	double p50 = 0, p99 = 0, pmax = 0;
+	char what[200];
 
 	if (d->nrtt) {
 		qsort(d->rtt_us, d->nrtt, sizeof(d->rtt_us[0]), cmp_u32);
 		p50 = d->rtt_us[d->nrtt / 2] / 1000.0;
+		p99 = d->rtt_us[(d->nrtt * 99) / 100] / 1000.0;
 		pmax = d->rtt_us[d->nrtt - 1] / 1000.0;
 	}
 	if (d->connected && secs >= 0.05) {
-		char text[400];
+		char text[512];
 
 		snprintf(text, sizeof(text),
-			 "interval: selected=%zu pinned=%zu samples=%llu skipped=%llu gone=%llu dropped=%llu achieved=%.1f/s requested=%.1f/s rtt_ms=%.1f/%.1f",
+			 "interval: selected=%zu pinned=%zu samples=%llu skipped=%llu gone=%llu dropped=%llu achieved=%.1f/s requested=%.1f/s rtt_ms=%.1f/%.1f/%.1f target_ms=%.1f cost=%.2f%% rate=%g top=%u breaker=%s",
 			 d->nset, d->o->npids + d->nnamed,
 			 (unsigned long long)d->st_samples,
 			 (unsigned long long)d->st_skipped,
 			 (unsigned long long)d->st_gone,
 			 (unsigned long long)dropped, achieved, requested,
-			 p50, pmax);
+			 p50, p99, pmax, (double)d->st_target_us / 1000.0, cost,
+			 d->budget.rate, d->budget.top,
+			 d->breaker.open ? "open" : "closed");
 		fpd_info("%s", text);
 		note(d, "%s", text);
+
+		/* a short interval (the last one, at stop) says too little */
+		if (!d->breaker.open && secs * 2e6 >= (double)d->o->every_us &&
+		    fpd_budget_update(&d->budget, cost, what, sizeof(what))) {
+			fpd_info("budget: %s", what);
+			note(d, "budget: %s", what);
+			fpd_output_event(d->out);
+		}
+		fpd_breaker_calm(&d->breaker, now, 6 * d->o->every_us);
+		if (!d->breaker.open)
+			send_health(d, now);
 	}
 	fpd_output_skipped(d->out, d->st_skipped);
 	d->interval_mono = now;
 	d->st_samples = d->st_skipped = d->st_gone = 0;
+	d->st_target_us = 0;
 	d->dropped_before += dropped;
 	d->nrtt = 0;
 }
@@ -659,8 +772,14 @@ expire(struct daemon *d, struct request *r, uint64_t now, const char *what)
 		d->st_skipped += d->ninflight;
 		note(d, "sample request timed out: %zu samples skipped", d->ninflight);
 	}
-	if (++d->timeouts >= MAX_TIMEOUTS)
+	if (++d->timeouts >= MAX_TIMEOUTS) {
 		lost_connection(d, "the node stopped answering");
+		return;
+	}
+	if (r == &d->req_health && d->breaker.probing)
+		trip(d, now, "the probe timed out");
+	else if (r != &d->req_health && r != &d->req_init && r != &d->req_whereis)
+		trip(d, now, "a request timed out");
 }
 
 static void
@@ -690,9 +809,17 @@ tick(struct daemon *d)
 	expire(d, &d->req_reds, now, "reductions scan");
 	expire(d, &d->req_whereis, now, "whereis request");
 	expire(d, &d->req_init, now, "initial_call request");
+	expire(d, &d->req_health, now, "health probe");
 	if (!d->connected)
 		return;
 
+	if (d->breaker.open && !d->breaker.probing && !d->stopping &&
+	    now >= d->breaker.open_until_us) {
+		d->breaker.probing = true;
+		send_health(d, now);
+		if (!d->connected)
+			return;
+	}
 	if (!d->stopping && now >= d->next_select_mono) {
 		d->next_select_mono = now + d->o->every_us;
 		start_selection(d, now);
@@ -881,6 +1008,7 @@ fpd_run(const struct fpd_options *o, const char *cookie)
 	d.inflight = calloc(cap, sizeof(*d.inflight));
 	d.inflight_ic = calloc(cap, sizeof(*d.inflight_ic));
 	d.start_mono = d.interval_mono = fpd_now_mono_us();
+	fpd_budget_init(&d.budget, o->max_overhead, o->rate, o->top);
 	d.backoff_us = BACKOFF_MIN_US;
 
 	rc = try_connect(&d, d.start_mono);

@@ -59,6 +59,13 @@ usage(FILE *f)
 "                            backtrace_depth flag is raised for the run and put\n"
 "                            back on exit)\n"
 "      --lines               put source line numbers in frame names (NAME:LINE)\n"
+"      --max-overhead PCT    cost budget: node-side time of flame_profd's requests\n"
+"                            as a share of the node's schedulers (default 10);\n"
+"                            over it the rate, then the top-N, come down;\n"
+"                            0 turns the budget off\n"
+"      --breaker-run-queue N pause sampling while the node's run queues hold more\n"
+"                            than N processes (default 50 per scheduler); a\n"
+"                            request timeout pauses it too; probes to resume\n"
 "\n"
 "Output:\n"
 "  -o, --out DIR             write under DIR/<node>/ (default .)\n"
@@ -141,6 +148,7 @@ parse_options(int argc, char **argv, struct fpd_options *o)
 		OPT_SCAN_MAX, OPT_ROTATE_SIZE, OPT_COMPRESS, OPT_LEVEL,
 		OPT_KEEP_FILES, OPT_KEEP_BYTES, OPT_KEEP_AGE,
 		OPT_FILE_MODE, OPT_DIR_MODE, OPT_USER, OPT_CONNECT,
+		OPT_MAX_OVERHEAD, OPT_BREAKER_RUNQ,
 	};
 	static const struct option longopts[] = {
 		{ "node", required_argument, NULL, 'n' },
@@ -167,6 +175,8 @@ parse_options(int argc, char **argv, struct fpd_options *o)
 		{ "dir-mode", required_argument, NULL, OPT_DIR_MODE },
 		{ "user", required_argument, NULL, OPT_USER },
 		{ "connect", required_argument, NULL, OPT_CONNECT },
+		{ "max-overhead", required_argument, NULL, OPT_MAX_OVERHEAD },
+		{ "breaker-run-queue", required_argument, NULL, OPT_BREAKER_RUNQ },
 		{ "log-file", required_argument, NULL, OPT_LOG_FILE },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "quiet", no_argument, NULL, 'q' },
@@ -190,6 +200,7 @@ parse_options(int argc, char **argv, struct fpd_options *o)
 		.compress_level = -1,
 		.file_mode = 0640,
 		.dir_mode = 0750,
+		.max_overhead = 10.0,
 		.backtrace_depth = 64,
 		.timeout_us = 5000000,
 	};
@@ -350,6 +361,21 @@ parse_options(int argc, char **argv, struct fpd_options *o)
 			o->gid = pw->pw_gid;
 			break;
 		}
+		case OPT_MAX_OVERHEAD:
+			errno = 0;
+			o->max_overhead = strtod(optarg, &end);
+			if (errno || end == optarg || (*end && strcmp(end, "%") != 0) ||
+			    !isfinite(o->max_overhead) || o->max_overhead < 0 ||
+			    o->max_overhead > 100)
+				return bad_value("--max-overhead", optarg,
+						 "expected a percentage from 0 (no budget) to 100");
+			break;
+		case OPT_BREAKER_RUNQ:
+			if (parse_uint(optarg, 100000000, &ul) < 0 || ul < 1)
+				return bad_value("--breaker-run-queue", optarg,
+						 "expected a whole number of at least 1");
+			o->breaker_run_queue = (unsigned)ul;
+			break;
 		case OPT_CONNECT: {
 			char *colon = strrchr(optarg, ':');
 

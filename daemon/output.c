@@ -56,6 +56,7 @@ struct fpd_output {
 	size_t seglen, segcap;
 	uint64_t seg_samples, seg_first_us, seg_last_us;
 	uint64_t pending_skipped;
+	uint64_t pending_events;
 
 	struct fpd_file_entry *index;
 	size_t nindex;
@@ -531,7 +532,8 @@ open_file(struct fpd_output *out, uint64_t now_epoch_us)
 	memset(&out->entry, 0, sizeof(out->entry));
 	snprintf(out->entry.name, sizeof(out->entry.name), "%s", out->final);
 	out->entry.skipped = out->pending_skipped;
-	out->pending_skipped = 0;
+	out->entry.events = out->pending_events;
+	out->pending_skipped = out->pending_events = 0;
 	out->seglen = 0;
 	out->seg_samples = 0;
 	fputs(out->cfg.header, out->seg);
@@ -676,4 +678,13 @@ fpd_output_chown(struct fpd_output *out, uid_t uid, gid_t gid)
 			return -errno;
 	}
 	return 0;
+}
+
+void
+fpd_output_event(struct fpd_output *out)
+{
+	if (out->fd >= 0)
+		out->entry.events++;
+	else
+		out->pending_events++;
 }

@@ -170,10 +170,13 @@ fpd_index_load(int dirfd, struct fpd_file_entry **entries, size_t *n)
 		struct fpd_file_entry e = { 0 };
 		int recovered = 0;
 
-		if (sscanf(line, "%319s %" SCNu64 " %" SCNu64 " %" SCNu64
-			   " %" SCNu64 " %" SCNu64 " %" SCNu64 " %d",
-			   e.name, &e.first_us, &e.last_us, &e.samples,
-			   &e.bytes, &e.skipped, &e.dropped, &recovered) != 8)
+		int got = sscanf(line, "%319s %" SCNu64 " %" SCNu64 " %" SCNu64
+				 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %d %" SCNu64,
+				 e.name, &e.first_us, &e.last_us, &e.samples,
+				 &e.bytes, &e.skipped, &e.dropped, &recovered,
+				 &e.events);
+
+		if (got < 8)
 			continue;	/* a line we do not know: skip */
 		e.recovered = recovered != 0;
 		if (*n == cap) {
@@ -268,9 +271,9 @@ fpd_index_store(int dirfd, struct fpd_file_entry *entries, size_t *n,
 		const struct fpd_file_entry *e = &entries[i];
 
 		fprintf(f, "%s %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
-			" %" PRIu64 " %" PRIu64 " %d\n", e->name, e->first_us,
-			e->last_us, e->samples, e->bytes, e->skipped, e->dropped,
-			e->recovered ? 1 : 0);
+			" %" PRIu64 " %" PRIu64 " %d %" PRIu64 "\n", e->name,
+			e->first_us, e->last_us, e->samples, e->bytes, e->skipped,
+			e->dropped, e->recovered ? 1 : 0, e->events);
 	}
 	rc = commit_file(dirfd, tmp, INDEX_NAME, f);
 	if (rc < 0)
@@ -297,9 +300,10 @@ fpd_index_store(int dirfd, struct fpd_file_entry *entries, size_t *n,
 			"\"first_sample_us\": %" PRIu64 ", \"last_sample_us\": %" PRIu64
 			", \"samples\": %" PRIu64 ", \"bytes\": %" PRIu64
 			", \"skipped\": %" PRIu64 ", \"dropped\": %" PRIu64
-			", \"recovered\": %s}",
+			", \"throttle_events\": %" PRIu64 ", \"recovered\": %s}",
 			a, b, e->first_us, e->last_us, e->samples, e->bytes,
-			e->skipped, e->dropped, e->recovered ? "true" : "false");
+			e->skipped, e->dropped, e->events,
+			e->recovered ? "true" : "false");
 	}
 	fprintf(f, "%s]\n}\n", *n ? "\n  " : "");
 	return commit_file(dirfd, tmp, MANIFEST_NAME, f);

@@ -49,6 +49,7 @@ struct fp_node {
 
 	char otp_release[16];
 	unsigned wordsize;
+	unsigned schedulers;
 	struct fp_pid rex;
 	unsigned creation;	/* of the target, for the pids we send */
 };
@@ -192,6 +193,37 @@ unsigned
 fp_node_wordsize(const struct fp_node *node)
 {
 	return node->wordsize;
+}
+
+unsigned
+fp_node_schedulers(const struct fp_node *node)
+{
+	return node->schedulers ? node->schedulers : 1;
+}
+
+int
+fp_node_health_request(struct fp_node *node, uint64_t *id)
+{
+	ei_x_buff args;
+	int rc;
+
+	ei_x_new(&args);
+	ei_x_encode_list_header(&args, 1);
+	ei_x_encode_atom(&args, "total_run_queue_lengths");
+	ei_x_encode_empty_list(&args);
+	rc = node_rpc_send(node, "erlang", "statistics", &args, id);
+	ei_x_free(&args);
+	return rc;
+}
+
+int
+fp_node_decode_int(const struct fp_reply *reply, int64_t *value)
+{
+	int index = reply->index;
+
+	if (reply->badrpc)
+		return -EBADMSG;
+	return node_decode_int(reply->buf, &index, value);
 }
 
 static int
@@ -440,6 +472,43 @@ node_rpc_send(struct fp_node *node, const char *mod, const char *fun,
 	return 0;
 }
 
+/*
+ * The same call wrapped in timer:tc(Mod, Fun, Args): the reply is
+ * {Microseconds, Result}, the node-side wall time of the call, which is
+ * what the daemon's cost budget counts (fp_reply_take_time()).
+ */
+static int
+node_rpc_send_timed(struct fp_node *node, const char *mod, const char *fun,
+		    const ei_x_buff *args, uint64_t *id)
+{
+	ei_x_buff tc;
+	int rc;
+
+	ei_x_new(&tc);
+	ei_x_encode_list_header(&tc, 3);
+	ei_x_encode_atom(&tc, mod);
+	ei_x_encode_atom(&tc, fun);
+	ei_x_append_buf(&tc, args->buff, args->index);
+	ei_x_encode_empty_list(&tc);
+	rc = node_rpc_send(node, "timer", "tc", &tc, id);
+	ei_x_free(&tc);
+	return rc;
+}
+
+int
+fp_reply_take_time(struct fp_reply *reply, uint64_t *us)
+{
+	int index = reply->index, arity;
+	int64_t v;
+
+	if (reply->badrpc || ei_decode_tuple_header(reply->buf, &index, &arity) < 0 ||
+	    arity != 2 || node_decode_int(reply->buf, &index, &v) < 0 || v < 0)
+		return -EBADMSG;
+	*us = (uint64_t)v;
+	reply->index = index;
+	return 0;
+}
+
 int
 node_skip_term(const char *buf, int *index)
 {
@@ -655,6 +724,17 @@ setup_calls(struct fp_node *node, unsigned timeout_ms)
 	}
 	node->wordsize = (unsigned)wordsize;
 
+	args_atom(&args, "schedulers_online");
+	rc = node_call(node, "erlang", "system_info", &args, timeout_ms, &reply);
+	if (rc < 0)
+		goto out;
+	i = reply.index;
+	if (ei_decode_long(reply.buf, &i, &wordsize) < 0 || wordsize < 1) {
+		rc = -EPROTO;
+		goto out;
+	}
+	node->schedulers = (unsigned)wordsize;
+
 	args_atom(&args, "otp_release");
 	rc = node_call(node, "erlang", "system_info", &args, timeout_ms, &reply);
 	if (rc < 0)
@@ -808,7 +888,7 @@ fp_node_processes_request(struct fp_node *node, uint64_t *id)
 
 	ei_x_new(&args);
 	ei_x_encode_empty_list(&args);
-	rc = node_rpc_send(node, "erlang", "processes", &args, id);
+	rc = node_rpc_send_timed(node, "erlang", "processes", &args, id);
 	ei_x_free(&args);
 	return rc;
 }
@@ -832,7 +912,7 @@ fp_node_reductions_request(struct fp_node *node, const struct fp_pid *pids,
 	}
 	ei_x_encode_empty_list(&args);
 	ei_x_encode_empty_list(&args);
-	rc = node_rpc_send(node, "lists", "zipwith", &args, id);
+	rc = node_rpc_send_timed(node, "lists", "zipwith", &args, id);
 	ei_x_free(&args);
 	return rc;
 }
@@ -918,7 +998,7 @@ fp_node_sample_request(struct fp_node *node, const struct fp_pid *pids,
 	}
 	ei_x_encode_empty_list(&args);
 	ei_x_encode_empty_list(&args);
-	rc = node_rpc_send(node, "lists", "zipwith", &args, id);
+	rc = node_rpc_send_timed(node, "lists", "zipwith", &args, id);
 	ei_x_free(&args);
 	return rc;
 }

@@ -44,7 +44,10 @@ def main(t):
     busy_pids = {s["pid"] for s in samples if is_busy(s)}
     h.log("  %d samples, %d pids, %d of them busy" % (len(samples), len(pids), len(busy_pids)))
     names = {s["fields"].get("registered_name") for s in samples}
-    t.check("fp_demo_busy" in names, "fp_demo_busy sampled")
+    # six processes are equally busy and --top is 5: any of them may be the
+    # one left out of a given interval
+    t.check(names & {"fp_demo_busy", "fp_demo_quoted", "fp_demo_anon"},
+            "a registered busy worker sampled (%s)" % sorted(n for n in names if n))
     t.check(len(busy_pids) >= 3, "at least 3 distinct busy workers sampled (%d)" % len(busy_pids))
     frac = sum(map(is_busy, samples)) / len(samples)
     t.check(frac >= 0.7, "most samples are in fp_demo:deep/2 (%.0f%%)" % (100 * frac))

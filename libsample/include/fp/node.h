@@ -89,6 +89,10 @@ fp_node_rex_pid(const struct fp_node *node);
 unsigned
 fp_node_wordsize(const struct fp_node *node);
 
+/** erlang:system_info(schedulers_online) at connect (at least 1). */
+unsigned
+fp_node_schedulers(const struct fp_node *node);
+
 /**
  * A reply to an asynchronous request. The term lives in the node's
  * receive buffer and is valid until the next call on this node.
@@ -123,11 +127,29 @@ int
 fp_node_set_backtrace_depth(struct fp_node *node, unsigned depth,
 			    unsigned *old, unsigned timeout_ms);
 
-/** Request erlang:processes(). */
+/**
+ * The processes, reductions and sample requests run inside timer:tc/3 on
+ * the node: their replies are {Microseconds, Result}. This takes the time
+ * and moves reply->index to Result.
+ *
+ * @return 0 or -EBADMSG.
+ */
+int
+fp_reply_take_time(struct fp_reply *reply, uint64_t *us);
+
+/** Request erlang:statistics(total_run_queue_lengths): a cheap probe. */
+int
+fp_node_health_request(struct fp_node *node, uint64_t *id);
+
+/** Decode an integer reply. @return 0 or -EBADMSG. */
+int
+fp_node_decode_int(const struct fp_reply *reply, int64_t *value);
+
+/** Request erlang:processes() (timed). */
 int
 fp_node_processes_request(struct fp_node *node, uint64_t *id);
 
-/** Request process_info(Pid, reductions) for each pid. */
+/** Request process_info(Pid, reductions) for each pid (timed). */
 int
 fp_node_reductions_request(struct fp_node *node, const struct fp_pid *pids,
 			   size_t n, uint64_t *id);
@@ -144,8 +166,8 @@ fp_node_initial_call_request(struct fp_node *node, const struct fp_pid *pids,
 
 /**
  * Request one sample of each pid: lists:zipwith(fun erlang:process_info/2,
- * Pids, ItemLists). With @with_initial_call[i] set, pid i is also asked
- * for its initial_call (NULL: none are).
+ * Pids, ItemLists), timed. With @with_initial_call[i] set, pid i is also
+ * asked for its initial_call (NULL: none are).
  */
 int
 fp_node_sample_request(struct fp_node *node, const struct fp_pid *pids,

@@ -1,0 +1,116 @@
+/*
+ * flame_profd — the cost budget and the circuit breaker.
+ *
+ * Cost is what flame_profd's requests take on the node: each heavy
+ * request runs inside timer:tc/3 there, and the sum of those times over an
+ * interval, divided by the interval and the node's schedulers, is the
+ * share of the node spent serving us. It is wall time of the rex worker,
+ * so on a saturated node (where the worker also waits for a scheduler) it
+ * overstates the CPU used: the budget errs on the node's side.
+ *
+ * Over budget, the sample rate comes down first (it is what costs), then
+ * the top-N; with room to spare (below half the budget) they go back up,
+ * top-N first, a step per interval.
+ *
+ * The breaker stops all requests when the node is in trouble (a request
+ * timed out, or its run queues are long), and probes it with one cheap
+ * request after a pause that doubles while trouble lasts.
+ */
+#include <math.h>
+#include <stdio.h>
+
+#include "flame_profd.h"
+
+#define COOLDOWN_MIN_US 2000000u
+#define COOLDOWN_MAX_US 60000000u
+
+void
+fpd_budget_init(struct fpd_budget *b, double max_pct, double rate,
+		unsigned top)
+{
+	b->max_pct = max_pct;
+	b->rate_req = b->rate = rate;
+	b->top_req = b->top = top;
+	b->min_rate = rate < 1.0 ? rate : 1.0;
+}
+
+bool
+fpd_budget_update(struct fpd_budget *b, double cost_pct, char *what,
+		  size_t size)
+{
+	if (b->max_pct <= 0)
+		return false;
+
+	if (cost_pct > b->max_pct) {
+		double f = b->max_pct / cost_pct * 0.9;
+
+		if (b->rate > b->min_rate) {
+			double r = fmax(b->min_rate, b->rate * f);
+
+			snprintf(what, size, "cost %.2f%% over budget %.2f%%: rate %g -> %g/s",
+				 cost_pct, b->max_pct, b->rate, r);
+			b->rate = r;
+			return true;
+		}
+		if (b->top > 1) {
+			unsigned t = (unsigned)fmax(1.0, floor(b->top * f));
+
+			if (t == b->top)
+				t = b->top - 1;
+			snprintf(what, size, "cost %.2f%% over budget %.2f%%: top %u -> %u",
+				 cost_pct, b->max_pct, b->top, t);
+			b->top = t;
+			return true;
+		}
+		return false;
+	}
+	if (cost_pct < b->max_pct / 2) {
+		if (b->top < b->top_req) {
+			unsigned t = b->top * 2 > b->top_req ? b->top_req : b->top * 2;
+
+			if (t == b->top)
+				t++;
+			snprintf(what, size, "cost %.2f%% under budget %.2f%%: top %u -> %u",
+				 cost_pct, b->max_pct, b->top, t);
+			b->top = t;
+			return true;
+		}
+		if (b->rate < b->rate_req) {
+			double r = fmin(b->rate_req, b->rate * 1.5);
+
+			snprintf(what, size, "cost %.2f%% under budget %.2f%%: rate %g -> %g/s",
+				 cost_pct, b->max_pct, b->rate, r);
+			b->rate = r;
+			return true;
+		}
+	}
+	return false;
+}
+
+void
+fpd_breaker_trip(struct fpd_breaker *br, uint64_t now_us)
+{
+	br->cooldown_us = br->cooldown_us ? br->cooldown_us * 2 : COOLDOWN_MIN_US;
+	if (br->cooldown_us > COOLDOWN_MAX_US)
+		br->cooldown_us = COOLDOWN_MAX_US;
+	br->open = true;
+	br->probing = false;
+	br->open_until_us = now_us + br->cooldown_us;
+	br->trips++;
+}
+
+void
+fpd_breaker_close(struct fpd_breaker *br, uint64_t now_us)
+{
+	br->open = false;
+	br->probing = false;
+	br->closed_at_us = now_us;
+}
+
+void
+fpd_breaker_calm(struct fpd_breaker *br, uint64_t now_us, uint64_t calm_us)
+{
+	/* Quiet for long enough: the next trouble starts from a short pause. */
+	if (!br->open && br->cooldown_us && now_us - br->closed_at_us >= calm_us)
+		br->cooldown_us = 0;
+}

@@ -1,0 +1,98 @@
+/*
+ * flame_profd — unit tests: the cost budget and the circuit breaker.
+ */
+#include <string.h>
+
+#include "fp-test.h"
+#include "../daemon/flame_profd.h"
+
+START_TEST(budget_off)
+{
+	struct fpd_budget b;
+	char what[128];
+
+	fpd_budget_init(&b, 0, 10, 100);
+	fp_assert(!fpd_budget_update(&b, 90, what, sizeof(what)));
+	fp_assert(b.rate == 10 && b.top == 100);
+}
+END_TEST
+
+/* Over budget: rate first, down to the floor, then top-N; back up, top
+ * first, then rate, never past what was asked for. */
+START_TEST(budget_steps)
+{
+	struct fpd_budget b;
+	char what[128];
+	int steps = 0;
+
+	fpd_budget_init(&b, 2.0, 10, 100);
+	fp_assert(fpd_budget_update(&b, 4.0, what, sizeof(what)));
+	fp_assert(strstr(what, "rate 10 -> 4.5") != NULL);
+	fp_assert(b.top == 100);
+	while (b.rate > b.min_rate && steps++ < 20)
+		fpd_budget_update(&b, 4.0, what, sizeof(what));
+	fp_assert(b.rate == 1.0);
+	fp_assert(b.top == 100);
+	fp_assert(fpd_budget_update(&b, 4.0, what, sizeof(what)));
+	fp_assert_int_eq(b.top, 45);
+	/* within budget: nothing moves */
+	fp_assert(!fpd_budget_update(&b, 1.5, what, sizeof(what)));
+	/* room: top back first, then the rate */
+	fp_assert(fpd_budget_update(&b, 0.5, what, sizeof(what)));
+	fp_assert_int_eq(b.top, 90);
+	fp_assert(fpd_budget_update(&b, 0.5, what, sizeof(what)));
+	fp_assert_int_eq(b.top, 100);
+	fp_assert(b.rate == 1.0);
+	steps = 0;
+	while (fpd_budget_update(&b, 0.1, what, sizeof(what)) && steps++ < 20)
+		;
+	fp_assert(b.rate == 10);
+	fp_assert_int_eq(b.top, 100);
+	/* at the floor with top 1 there is nothing left to give */
+	fpd_budget_init(&b, 1.0, 0.5, 1);
+	fp_assert(!fpd_budget_update(&b, 50, what, sizeof(what)));
+}
+END_TEST
+
+START_TEST(breaker)
+{
+	struct fpd_breaker br = { 0 };
+	uint64_t t = 1000000;
+
+	fpd_breaker_trip(&br, t);
+	fp_assert(br.open);
+	ck_assert_uint_eq(br.open_until_us - t, 2000000);
+	fpd_breaker_trip(&br, t);
+	ck_assert_uint_eq(br.cooldown_us, 4000000);
+	for (int i = 0; i < 10; i++)
+		fpd_breaker_trip(&br, t);
+	ck_assert_uint_eq(br.cooldown_us, 60000000);
+	fpd_breaker_close(&br, t);
+	fp_assert(!br.open);
+	/* not calm long enough: the pause stays long */
+	fpd_breaker_calm(&br, t + 1000, 30000000);
+	ck_assert_uint_eq(br.cooldown_us, 60000000);
+	fpd_breaker_calm(&br, t + 31000000, 30000000);
+	ck_assert_uint_eq(br.cooldown_us, 0);
+	ck_assert_uint_eq(br.trips, 12);
+}
+END_TEST
+
+static Suite *
+suite(void)
+{
+	Suite *s = suite_create("budget");
+	TCase *tc = tcase_create("budget");
+
+	tcase_add_test(tc, budget_off);
+	tcase_add_test(tc, budget_steps);
+	tcase_add_test(tc, breaker);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int
+main(void)
+{
+	return fp_test_run(suite());
+}

@@ -371,7 +371,7 @@ class Node:
     """
 
     def __init__(self, name=None, cookie=None, idle=1000, busy=4, opts=None,
-                 erl_args=(), demo=True):
+                 erl_args=(), demo=True, longname=False):
         self.sname = name or _unique("fpt")
         if not re.match(r"^[A-Za-z0-9_-]+$", self.sname):
             raise ValueError("bad node short name %r" % self.sname)
@@ -381,6 +381,7 @@ class Node:
         # FP_TEST_ERL_ARGS: extra emulator flags for every test node, e.g.
         # "+S 1:1" to keep a noisy 2-core machine responsive
         self.erl_args = os.environ.get("FP_TEST_ERL_ARGS", "").split() + list(erl_args)
+        self.longname = longname
         self.demo = demo
         self.dir = mkdtemp("node_%s_" % self.sname)
         self.home = os.path.join(self.dir, "home")
@@ -416,7 +417,9 @@ class Node:
             start = "{ok, _} = fp_demo:start(%s)" % self._opts_erl()
         ev = ("%s, ok = file:write_file(%s, io_lib:format(\"~s ~s\", [node(), os:getpid()]))."
               % (start, _erl_string(self.ready_path)))
-        cmd = ([erl, "-sname", self.sname, "-start_epmd", "false", "-noshell",
+        name_flag = (["-name", self.sname + "@127.0.0.1"] if self.longname
+                     else ["-sname", self.sname])
+        cmd = ([erl] + name_flag + ["-start_epmd", "false", "-noshell",
                 "-noinput", "-pa", demo_ebin()] + self.erl_args + ["-eval", ev])
         vlog("node: " + " ".join(cmd))
         logf = open(self.log_path, "ab")

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util-hash.h"
 #include "fp/flame-tree.h"
 #include "util-mem.h"
 
@@ -45,13 +46,9 @@ struct fp_flame_tree {
 static uint64_t
 key_hash(const struct fp_flame_node *parent, const char *name)
 {
-	uint64_t h = 0xcbf29ce484222325ULL ^
-		     ((uint64_t)(uintptr_t)parent * 0x9e3779b97f4a7c15ULL);
+	uint64_t h = fnv1a_str(FNV1A_BASIS ^ ((uint64_t)(uintptr_t)parent *
+					      0x9e3779b97f4a7c15ULL), name);
 
-	for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
-		h ^= *p;
-		h *= 0x100000001b3ULL;
-	}
 	return h ? h : 1;
 }
 

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util-hash.h"
 #include "fp/flamegraph-svg.h"
 #include "svg-util.h"
 #include "util-mem.h"
@@ -186,13 +187,7 @@ static const char style[] =
 static uint64_t
 name_hash(const char *s)
 {
-	uint64_t h = 0xcbf29ce484222325ULL;
-
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		h ^= *p;
-		h *= 0x100000001b3ULL;
-	}
-	return h;
+	return fnv1a_str(FNV1A_BASIS, s);
 }
 
 static void

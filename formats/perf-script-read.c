@@ -22,6 +22,7 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include "atom-private.h"
 #include "fp/perf-script-read.h"
 #include "util-mem.h"
 
@@ -452,12 +453,6 @@ parse_i64(struct cursor *c, int64_t *out)
 	return true;
 }
 
-static const char *const reserved_words[] = {
-	"after", "and", "andalso", "band", "begin", "bnot", "bor", "bsl",
-	"bsr", "bxor", "case", "catch", "cond", "div", "else", "end", "fun",
-	"if", "let", "maybe", "not", "of", "or", "orelse", "receive", "rem",
-	"try", "when", "xor",
-};
 
 static bool
 is_upper_hex(char ch)
@@ -519,12 +514,7 @@ parse_atom(struct cursor *c)
 			c->p++;
 		}
 		n = (size_t)(c->p - start);
-		for (size_t i = 0; i < sizeof(reserved_words) / sizeof(reserved_words[0]); i++) {
-			if (strlen(reserved_words[i]) == n &&
-			    memcmp(reserved_words[i], start, n) == 0)
-				return false;
-		}
-		return true;
+		return !fp_atom_is_reserved(start, n);
 	}
 	if (*c->p != '\'')
 		return false;

@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "atom-private.h"
+#include "util-hash.h"
 #include "fp/perf-script.h"
 #include "util-mem.h"
 
@@ -114,6 +116,17 @@ static const char *const reserved_words[] = {
 	"try", "when", "xor",
 };
 
+bool
+fp_atom_is_reserved(const char *word, size_t len)
+{
+	for (size_t i = 0; i < sizeof(reserved_words) / sizeof(reserved_words[0]); i++) {
+		if (strlen(reserved_words[i]) == len &&
+		    memcmp(reserved_words[i], word, len) == 0)
+			return true;
+	}
+	return false;
+}
+
 static bool
 atom_needs_quotes(const char *a)
 {
@@ -126,11 +139,7 @@ atom_needs_quotes(const char *a)
 		      (c >= '0' && c <= '9') || c == '_' || c == '@'))
 			return true;
 	}
-	for (size_t i = 0; i < sizeof(reserved_words) / sizeof(reserved_words[0]); i++) {
-		if (strcmp(a, reserved_words[i]) == 0)
-			return true;
-	}
-	return false;
+	return fp_atom_is_reserved(a, strlen(a));
 }
 
 static bool
@@ -214,18 +223,6 @@ put_file(struct fp_perf_writer *w, const char *file)
 	}
 }
 
-static uint64_t
-fnv1a(const char *s, size_t n)
-{
-	uint64_t h = 0xcbf29ce484222325ULL;
-
-	for (size_t i = 0; i < n; i++) {
-		h ^= (unsigned char)s[i];
-		h *= 0x100000001b3ULL;
-	}
-	return h;
-}
-
 static void
 put_frame(struct fp_perf_writer *w, const struct fp_frame *f)
 {
@@ -244,7 +241,7 @@ put_frame(struct fp_perf_writer *w, const struct fp_frame *f)
 	}
 	/* A stable pseudo-address per name: tools that key on addresses
 	 * see one function as one symbol. */
-	h = fnv1a(w->buf + name_at, w->len - name_at);
+	h = fnv1a_update(FNV1A_BASIS, w->buf + name_at, w->len - name_at);
 	for (int i = 15; i >= 0; i--, h >>= 4)
 		w->buf[addr_at + (size_t)i] = hex[h & 15];
 	put(w, " (", 2);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util-hash.h"
 #include "fp/speedscope.h"
 #include "util-mem.h"
 
@@ -47,13 +48,7 @@ struct fp_speedscope {
 static uint64_t
 hash_name(const char *s)
 {
-	uint64_t h = 0xcbf29ce484222325ULL;
-
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		h ^= *p;
-		h *= 0x100000001b3ULL;
-	}
-	return h;
+	return fnv1a_str(FNV1A_BASIS, s);
 }
 
 struct fp_speedscope *

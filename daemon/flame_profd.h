@@ -16,6 +16,7 @@
 enum fpd_exit {
 	FPD_EXIT_OK = 0,
 	FPD_EXIT_USAGE = 64,		/* bad flag, value or node name */
+	FPD_EXIT_NOSAMPLES = 65,	/* --duration run ended without a sample */
 	FPD_EXIT_NOINPUT = 66,		/* cookie file missing or unreadable */
 	FPD_EXIT_UNAVAILABLE = 69,	/* node unreachable */
 	FPD_EXIT_SOFTWARE = 70,		/* internal error, node answered nonsense */

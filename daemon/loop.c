@@ -95,6 +95,7 @@ struct daemon {
 	size_t npending;
 	uint64_t start_mono;
 	bool stopping;
+	bool duration_over;	/* a --duration run reached its end */
 	int signals;
 	int exit_code;
 };
@@ -791,6 +792,7 @@ tick(struct daemon *d)
 	    !d->stopping) {
 		fpd_info("duration reached; stopping");
 		d->stopping = true;
+		d->duration_over = true;
 	}
 	if (!d->connected) {
 		if (!d->stopping && now >= d->reconnect_at) {
@@ -1056,6 +1058,18 @@ fpd_run(const struct fpd_options *o, const char *cookie)
 		d.exit_code = FPD_EXIT_IOERR;
 	fpd_info("stopped: %llu samples written under %s",
 		 (unsigned long long)d.total_samples, fpd_output_dir(d.out));
+	/* A fixed-duration run (CI) says whether it got what it came for. */
+	if (d.duration_over && d.exit_code == 0) {
+		if (d.total_samples == 0) {
+			fputs("flame_profd: error: the run took no sample at all\n",
+			      stderr);
+			d.exit_code = FPD_EXIT_NOSAMPLES;
+		} else if (!d.connected) {
+			fprintf(stderr, "flame_profd: error: the connection to %s was lost and not regained before the end\n",
+				o->node);
+			d.exit_code = FPD_EXIT_UNAVAILABLE;
+		}
+	}
 out:
 	fpd_output_destroy(d.out);
 	fp_perf_writer_destroy(d.writer);

@@ -50,7 +50,8 @@ def main(t):
                          compress="none", breaker_run_queue="1", max_overhead="0",
                          backtrace_depth=64)
     rc, _, se = h.run_daemon(args, timeout=40)
-    t.eq(rc, 0, "breaker run: exit 0")
+    # 65 when the breaker opened before the first sample
+    t.check(rc in (0, 65), "breaker run: exit 0 (or 65: no sample at all) (%d)" % rc)
     t.check(re.search(r"warning: circuit breaker open: run queues at \d+ \(limit 1\)", se),
             "busy run queues open the breaker")
     t.check("probe" in se or "stays open" in se, "the breaker probes")

@@ -1,12 +1,13 @@
 /*
  * flame_profd — the cost budget and the circuit breaker.
  *
- * Cost is what flame_profd's requests take on the node: each heavy
- * request runs inside timer:tc/3 there, and the sum of those times over an
- * interval, divided by the interval and the node's schedulers, is the
- * share of the node spent serving us. It is wall time of the rex worker,
- * so on a saturated node (where the worker also waits for a scheduler) it
- * overstates the CPU used: the budget errs on the node's side.
+ * Cost is the work flame_profd's requests do on the node, as a share of
+ * the interval times the node's schedulers. Each heavy request runs inside
+ * timer:tc/3 there; on a busy node most of that wall time is the rex
+ * worker waiting for sampled processes to be scheduled out (they answer
+ * process_info then), so the loop estimates the work as the cheapest time
+ * per process seen in the interval times the processes asked for
+ * (loop.c, interval_report()).
  *
  * Over budget, the sample rate comes down first (it is what costs), then
  * the top-N; with room to spare (below half the budget) they go back up,

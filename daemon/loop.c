@@ -32,6 +32,10 @@
  * treated as gone (a stopped VM keeps its socket open). */
 #define MAX_TIMEOUTS 3
 #define PENDING_MAX 32		/* notes kept while no file is open */
+/* Sample requests in flight at once: on a busy node a request waits for
+ * the sampled processes to be scheduled, and one at a time would cap the
+ * rate at batch/rtt. Each takes other pids, so no process is in two. */
+#define MAX_INFLIGHT 3
 
 struct request {
 	bool active;
@@ -72,10 +76,14 @@ struct daemon {
 	size_t cursor;
 	double owed;
 	uint64_t last_tick_mono;
-	struct request req_sample;
-	struct fp_pid *inflight;
-	bool *inflight_ic;
-	size_t ninflight;
+	struct sample_slot {
+		struct request r;
+		struct fp_pid *pids;
+		bool *ic;
+		size_t n;
+	} slots[MAX_INFLIGHT];
+	size_t inflight_pids;		/* pids in all slots */
+	uint64_t last_stamp_us;		/* timestamps never go backwards */
 
 	/* per interval */
 	uint64_t interval_mono;
@@ -91,6 +99,10 @@ struct daemon {
 	struct request req_health;
 	unsigned runq_limit;
 	uint64_t st_target_us;		/* node-side time of our requests */
+	uint64_t st_procs_us;		/* ... of which erlang:processes() */
+	uint64_t st_sampled, st_scanned; /* processes asked for */
+	double min_sample_us, min_scan_us;	/* cheapest per process; <0: none */
+	size_t nplanned;
 	char *pending[PENDING_MAX];
 	size_t npending;
 	uint64_t start_mono;
@@ -199,11 +211,15 @@ lost_connection(struct daemon *d, const char *why)
 	fpd_output_finish(d->out);
 	fp_node_disconnect(d->node);
 	d->connected = false;
-	if (d->req_sample.active)
-		d->st_skipped += d->ninflight;
+	for (int i = 0; i < MAX_INFLIGHT; i++) {
+		if (d->slots[i].r.active)
+			d->st_skipped += d->slots[i].n;
+		d->slots[i].r.active = false;
+	}
+	d->inflight_pids = 0;
 	d->req_procs.active = d->req_reds.active = false;
 	d->req_whereis.active = d->req_init.active = false;
-	d->req_sample.active = d->req_health.active = false;
+	d->req_health.active = false;
 	d->breaker.open = d->breaker.probing = false;
 	d->have_restore_depth = false;
 	d->timeouts = 0;
@@ -289,6 +305,7 @@ send_reductions(struct daemon *d, uint64_t now)
 
 	if (n == 0)
 		return;
+	d->nplanned = n;
 	rc = fp_node_reductions_request(d->node, pids, n, &id);
 	if (rc == 0)
 		request_sent(&d->req_reds, id, now);
@@ -320,23 +337,42 @@ start_selection(struct daemon *d, uint64_t now)
 	check_send(d, rc, "whereis request");
 }
 
-/* Heavy requests run in timer:tc on the node: count their time. */
-static bool
+/*
+ * Heavy requests run in timer:tc on the node: their wall time there. Most
+ * of it, on a busy node, is waiting for the sampled processes to answer
+ * (a running process handles process_info when it is next scheduled out),
+ * not work. The cost counts work: per interval, the cheapest time per
+ * process seen in any request, times the processes asked for.
+ */
+static uint64_t
 take_time(struct daemon *d, struct fp_reply *reply)
 {
 	uint64_t us;
 
 	if (reply->badrpc || fp_reply_take_time(reply, &us) < 0)
-		return false;
+		return 0;
 	d->st_target_us += us;
-	return true;
+	return us;
+}
+
+static void
+count_work(uint64_t us, size_t n, double *min_per, uint64_t *total)
+{
+	double per;
+
+	if (n == 0)
+		return;
+	per = (double)us / (double)n;
+	if (*min_per < 0 || per < *min_per)
+		*min_per = per;
+	*total += n;
 }
 
 static void
 on_processes(struct daemon *d, struct fp_reply *reply, uint64_t now)
 {
 	d->req_procs.active = false;
-	take_time(d, reply);
+	d->st_procs_us += take_time(d, reply);
 	if (fp_select_processes(d->select, reply) < 0) {
 		fpd_warn("unexpected reply to erlang:processes(); selection skipped");
 		return;
@@ -352,7 +388,8 @@ on_reductions(struct daemon *d, struct fp_reply *reply, uint64_t now)
 	int n;
 
 	d->req_reds.active = false;
-	take_time(d, reply);
+	count_work(take_time(d, reply), d->nplanned, &d->min_scan_us,
+		   &d->st_scanned);
 	n = fp_select_reductions(d->select, reply, now, &rex, 1, d->budget.top,
 				 d->top, &res);
 	if (n < 0) {
@@ -392,13 +429,62 @@ on_whereis(struct daemon *d, const struct fp_reply *reply)
 
 /* ---- sampling --------------------------------------------------------- */
 
+static struct sample_slot *
+free_slot(struct daemon *d)
+{
+	for (int i = 0; i < MAX_INFLIGHT; i++) {
+		if (!d->slots[i].r.active)
+			return &d->slots[i];
+	}
+	return NULL;
+}
+
+/*
+ * Send what is owed: as many requests as there are free slots and pids no
+ * request in flight holds. Called on every tick and on every reply, so a
+ * small set sampled fast is not held to one request per tick.
+ */
+static void
+sample_send(struct daemon *d, uint64_t now)
+{
+	struct sample_slot *slot;
+	uint64_t id;
+	size_t k;
+	int rc;
+
+	while (d->connected && !d->stopping && !d->breaker.open &&
+	       d->owed >= 1.0 && d->inflight_pids < d->nset &&
+	       (slot = free_slot(d))) {
+		k = (size_t)d->owed;
+		if (k > d->nset - d->inflight_pids)
+			k = d->nset - d->inflight_pids;
+		/* leave pids for the other slots: a request never takes more
+		 * than its share of the set */
+		if (k > (d->nset + MAX_INFLIGHT - 1) / MAX_INFLIGHT)
+			k = (d->nset + MAX_INFLIGHT - 1) / MAX_INFLIGHT;
+		for (size_t i = 0; i < k; i++) {
+			struct fp_pid pid = d->set[(d->cursor + i) % d->nset];
+
+			slot->pids[i] = pid;
+			slot->ic[i] = fp_sampler_wants_initial_call(d->sampler, pid);
+		}
+		d->cursor = (d->cursor + k) % d->nset;
+		d->owed -= (double)k;
+		slot->n = k;
+		rc = fp_node_sample_request(d->node, slot->pids, slot->ic, k, &id);
+		if (rc == 0) {
+			request_sent(&slot->r, id, now);
+			d->inflight_pids += k;
+		}
+		check_send(d, rc, "sample request");
+	}
+}
+
 static void
 sample_tick(struct daemon *d, uint64_t now)
 {
 	double per_us = (double)d->nset * d->budget.rate / 1e6;
-	size_t k;
-	uint64_t id;
-	int rc;
+	double cap;
 
 	if (d->last_tick_mono)
 		d->owed += per_us * (double)(now - d->last_tick_mono);
@@ -413,57 +499,76 @@ sample_tick(struct daemon *d, uint64_t now)
 		d->owed -= floor(d->owed);
 		return;
 	}
-	/* Never owe more than one round: what is beyond was missed. */
-	if (d->owed > (double)d->nset) {
-		double missed = floor(d->owed - (double)d->nset);
+	/* Never owe more than a round (or two ticks' worth, for a small set
+	 * sampled fast): what is beyond was missed. */
+	cap = fmax((double)d->nset, 2.0 * per_us * TICK_US);
+	if (d->owed > cap) {
+		double missed = floor(d->owed - cap);
 
 		d->st_skipped += (uint64_t)missed;
 		d->owed -= missed;
 	}
-	if (d->req_sample.active || d->stopping || d->owed < 1.0)
-		return;
-
-	k = (size_t)d->owed;
-	if (k > d->nset)
-		k = d->nset;
-	for (size_t i = 0; i < k; i++) {
-		struct fp_pid pid = d->set[(d->cursor + i) % d->nset];
-
-		d->inflight[i] = pid;
-		d->inflight_ic[i] = fp_sampler_wants_initial_call(d->sampler, pid);
-	}
-	d->cursor = (d->cursor + k) % d->nset;
-	d->owed -= (double)k;
-	d->ninflight = k;
-	rc = fp_node_sample_request(d->node, d->inflight, d->inflight_ic, k, &id);
-	if (rc == 0)
-		request_sent(&d->req_sample, id, now);
-	check_send(d, rc, "sample request");
+	sample_send(d, now);
 }
 
 static void
-on_sample(struct daemon *d, struct fp_reply *reply, uint64_t now)
+slot_done(struct daemon *d, struct sample_slot *slot)
 {
-	uint64_t rtt = now - d->req_sample.sent_mono;
+	slot->r.active = false;
+	d->inflight_pids -= slot->n;
+}
+
+static void
+on_sample(struct daemon *d, struct sample_slot *slot, struct fp_reply *reply,
+	  uint64_t now)
+{
+	uint64_t rtt = now - slot->r.sent_mono;
 	uint64_t stamp;
 	int n;
 
-	d->req_sample.active = false;
-	take_time(d, reply);
+	slot_done(d, slot);
+	count_work(take_time(d, reply), slot->n, &d->min_sample_us,
+		   &d->st_sampled);
 	if (d->nrtt < MAX_RTT)
 		d->rtt_us[d->nrtt++] = (uint32_t)(rtt > UINT32_MAX ? UINT32_MAX : rtt);
-	/* The samples were taken somewhere between send and reply. */
+	/* The samples were taken somewhere between send and reply; a reply
+	 * that overtook an earlier one takes the later time, so that the
+	 * file's times never go backwards. */
 	stamp = fpd_now_epoch_us() - rtt / 2;
-	n = fp_sampler_decode(d->sampler, reply, d->inflight, d->ninflight,
+	if (stamp < d->last_stamp_us)
+		stamp = d->last_stamp_us;
+	d->last_stamp_us = stamp;
+	n = fp_sampler_decode(d->sampler, reply, slot->pids, slot->n,
 			      stamp, fp_node_wordsize(d->node));
 	if (n < 0) {
 		fpd_warn("could not decode a sample reply (%zu samples skipped)",
-			 d->ninflight);
-		d->st_skipped += d->ninflight;
+			 slot->n);
+		d->st_skipped += slot->n;
 		return;
 	}
 	d->st_gone += fp_sampler_gone(d->sampler);
 	write_samples(d);
+	sample_send(d, now);
+}
+
+static struct sample_slot *
+slot_of(struct daemon *d, uint64_t id)
+{
+	for (int i = 0; i < MAX_INFLIGHT; i++) {
+		if (d->slots[i].r.active && d->slots[i].r.id == id)
+			return &d->slots[i];
+	}
+	return NULL;
+}
+
+static bool
+sampling_in_flight(const struct daemon *d)
+{
+	for (int i = 0; i < MAX_INFLIGHT; i++) {
+		if (d->slots[i].r.active)
+			return true;
+	}
+	return false;
 }
 
 /* ---- connection ------------------------------------------------------- */
@@ -661,6 +766,7 @@ on_health(struct daemon *d, const struct fp_reply *reply, uint64_t now)
 static void
 handle_input(struct daemon *d)
 {
+	struct sample_slot *slot;
 	struct fp_reply reply;
 	uint64_t now;
 	int rc;
@@ -679,8 +785,9 @@ handle_input(struct daemon *d)
 	}
 
 	d->timeouts = 0;
-	if (d->req_sample.active && reply.id == d->req_sample.id)
-		on_sample(d, &reply, now);
+	slot = slot_of(d, reply.id);
+	if (slot)
+		on_sample(d, slot, &reply, now);
 	else if (d->req_procs.active && reply.id == d->req_procs.id)
 		on_processes(d, &reply, now);
 	else if (d->req_reds.active && reply.id == d->req_reds.id)
@@ -716,7 +823,10 @@ interval_report(struct daemon *d, uint64_t now)
 	double achieved = secs > 0 ? (double)d->st_samples / secs : 0;
 	double requested = (double)d->nset * d->budget.rate;
 	uint64_t dropped = fpd_output_dropped(d->out) - d->dropped_before;
-	double cost = secs > 0 ? (double)d->st_target_us / (secs * 1e6) * 100.0 /
+	double work_us = (double)d->st_procs_us +
+		(d->min_sample_us > 0 ? d->min_sample_us * (double)d->st_sampled : 0) +
+		(d->min_scan_us > 0 ? d->min_scan_us * (double)d->st_scanned : 0);
+	double cost = secs > 0 ? work_us / (secs * 1e6) * 100.0 /
 			  (double)(d->connected ? fp_node_schedulers(d->node) : 1) : 0;
 	double p50 = 0, p99 = 0, pmax = 0;
 	char what[200];
@@ -757,7 +867,9 @@ interval_report(struct daemon *d, uint64_t now)
 	fpd_output_skipped(d->out, d->st_skipped);
 	d->interval_mono = now;
 	d->st_samples = d->st_skipped = d->st_gone = 0;
-	d->st_target_us = 0;
+	d->st_target_us = d->st_procs_us = 0;
+	d->st_sampled = d->st_scanned = 0;
+	d->min_sample_us = d->min_scan_us = -1;
 	d->dropped_before += dropped;
 	d->nrtt = 0;
 }
@@ -769,9 +881,14 @@ expire(struct daemon *d, struct request *r, uint64_t now, const char *what)
 		return;
 	r->active = false;
 	fpd_warn("%s timed out after %.1f s", what, (double)(now - r->sent_mono) / 1e6);
-	if (r == &d->req_sample) {
-		d->st_skipped += d->ninflight;
-		note(d, "sample request timed out: %zu samples skipped", d->ninflight);
+	for (int i = 0; i < MAX_INFLIGHT; i++) {
+		struct sample_slot *slot = &d->slots[i];
+
+		if (r != &slot->r)
+			continue;
+		d->inflight_pids -= slot->n;
+		d->st_skipped += slot->n;
+		note(d, "sample request timed out: %zu samples skipped", slot->n);
 	}
 	if (++d->timeouts >= MAX_TIMEOUTS) {
 		lost_connection(d, "the node stopped answering");
@@ -806,7 +923,10 @@ tick(struct daemon *d)
 		return;
 	}
 
-	expire(d, &d->req_sample, now, "sample request");
+	for (int i = 0; i < MAX_INFLIGHT && d->connected; i++)
+		expire(d, &d->slots[i].r, now, "sample request");
+	if (!d->connected)
+		return;
 	expire(d, &d->req_procs, now, "processes scan");
 	expire(d, &d->req_reds, now, "reductions scan");
 	expire(d, &d->req_whereis, now, "whereis request");
@@ -1007,10 +1127,13 @@ fpd_run(const struct fpd_options *o, const char *cookie)
 	d.top = calloc(o->top ? o->top : 1, sizeof(*d.top));
 	d.named = calloc(o->nnames ? o->nnames : 1, sizeof(*d.named));
 	d.init_pids = calloc(cap, sizeof(*d.init_pids));
-	d.inflight = calloc(cap, sizeof(*d.inflight));
-	d.inflight_ic = calloc(cap, sizeof(*d.inflight_ic));
+	for (int i = 0; i < MAX_INFLIGHT; i++) {
+		d.slots[i].pids = calloc(cap, sizeof(*d.slots[i].pids));
+		d.slots[i].ic = calloc(cap, sizeof(*d.slots[i].ic));
+	}
 	d.start_mono = d.interval_mono = fpd_now_mono_us();
 	fpd_budget_init(&d.budget, o->max_overhead, o->rate, o->top);
+	d.min_sample_us = d.min_scan_us = -1;
 	d.backoff_us = BACKOFF_MIN_US;
 
 	rc = try_connect(&d, d.start_mono);
@@ -1028,7 +1151,7 @@ fpd_run(const struct fpd_options *o, const char *cookie)
 		uint64_t expirations;
 
 		/* Stopping: finish the sample in flight, then leave. */
-		if (d.stopping && !d.req_sample.active)
+		if (d.stopping && !sampling_in_flight(&d))
 			break;
 		if (poll(pfd, d.connected ? 3 : 2, -1) < 0) {
 			if (errno == EINTR)
@@ -1080,8 +1203,10 @@ out:
 	free(d.top);
 	free(d.named);
 	free(d.init_pids);
-	free(d.inflight);
-	free(d.inflight_ic);
+	for (int i = 0; i < MAX_INFLIGHT; i++) {
+		free(d.slots[i].pids);
+		free(d.slots[i].ic);
+	}
 	for (size_t i = 0; i < d.npending; i++)
 		free(d.pending[i]);
 	close(d.tfd);

@@ -169,6 +169,8 @@ zstd_prefix(const unsigned char *data, size_t len, char **plain,
 		ZSTD_inBuffer in;
 		size_t ret;
 
+		size_t frame_plain = *plainlen;
+
 		if (ZSTD_isError(fsize))
 			break;	/* an incomplete frame: the cut */
 		in = (ZSTD_inBuffer){ data + off, fsize, 0 };
@@ -177,8 +179,13 @@ zstd_prefix(const unsigned char *data, size_t len, char **plain,
 			ZSTD_outBuffer o = { tmp, outcap, 0 };
 
 			ret = ZSTD_decompressStream(dctx, &o, &in);
-			if (ZSTD_isError(ret))
+			if (ZSTD_isError(ret)) {
+				/* a damaged frame: none of it counts */
+				*plainlen = frame_plain;
+				if (*plain)
+					(*plain)[*plainlen] = '\0';
 				goto done;
+			}
 			if (append(plain, plainlen, &cap, tmp, o.pos) < 0)
 				abort();
 		} while (ret != 0);

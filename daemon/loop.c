@@ -79,10 +79,14 @@ struct daemon {
 	struct sample_slot {
 		struct request r;
 		struct fp_pid *pids;
+		size_t *idx;		/* their places in set[] ... */
+		uint64_t gen;		/* ... as of this set generation */
 		bool *ic;
 		size_t n;
 	} slots[MAX_INFLIGHT];
-	size_t inflight_pids;		/* pids in all slots */
+	bool *busy;			/* set[i] is in a request in flight */
+	uint64_t set_gen;
+	uint64_t timeout_epoch;		/* requests sent before this counted */
 	uint64_t last_stamp_us;		/* timestamps never go backwards */
 
 	/* per interval */
@@ -169,6 +173,14 @@ note(struct daemon *d, const char *format, ...)
 		d->npending++;
 }
 
+/* Samples that were due and not taken: the interval line and the file. */
+static void
+account_skipped(struct daemon *d, uint64_t n)
+{
+	d->st_skipped += n;
+	fpd_output_skipped(d->out, n);
+}
+
 static void
 write_samples(struct daemon *d)
 {
@@ -178,7 +190,7 @@ write_samples(struct daemon *d)
 
 	s = fp_sampler_samples(d->sampler, &n);
 	if (!f) {
-		d->st_skipped += n;
+		account_skipped(d, n);
 		return;
 	}
 	for (size_t i = 0; i < n; i++) {
@@ -208,15 +220,16 @@ lost_connection(struct daemon *d, const char *why)
 		return;
 	fpd_warn("lost connection to %s: %s; reconnecting", d->o->node, why);
 	note(d, "lost connection to %s: %s", d->o->node, why);
+	for (int i = 0; i < MAX_INFLIGHT; i++) {
+		if (d->slots[i].r.active)
+			account_skipped(d, d->slots[i].n);
+		d->slots[i].r.active = false;
+	}
+	memset(d->busy, 0, set_capacity(d->o) * sizeof(*d->busy));
 	fpd_output_finish(d->out);
 	fp_node_disconnect(d->node);
 	d->connected = false;
-	for (int i = 0; i < MAX_INFLIGHT; i++) {
-		if (d->slots[i].r.active)
-			d->st_skipped += d->slots[i].n;
-		d->slots[i].r.active = false;
-	}
-	d->inflight_pids = 0;
+
 	d->req_procs.active = d->req_reds.active = false;
 	d->req_whereis.active = d->req_init.active = false;
 	d->req_health.active = false;
@@ -274,6 +287,23 @@ rebuild_set(struct daemon *d)
 	else
 		d->cursor = 0;
 	fp_sampler_retain(d->sampler, d->set, d->nset);
+
+	/* Requests in flight keep their pids: mark them in the new set. */
+	d->set_gen++;
+	memset(d->busy, 0, set_capacity(d->o) * sizeof(*d->busy));
+	for (int s = 0; s < MAX_INFLIGHT; s++) {
+		struct sample_slot *slot = &d->slots[s];
+
+		if (!slot->r.active)
+			continue;
+		for (size_t i = 0; i < slot->n; i++) {
+			for (size_t j = 0; j < d->nset; j++) {
+				if (d->set[j].num == slot->pids[i].num &&
+				    d->set[j].serial == slot->pids[i].serial)
+					d->busy[j] = true;
+			}
+		}
+	}
 
 	/* proc_lib knows what OTP processes were started as; ask once. */
 	if (d->req_init.active || !d->connected)
@@ -447,36 +477,45 @@ free_slot(struct daemon *d)
 static void
 sample_send(struct daemon *d, uint64_t now)
 {
+	size_t share = (d->nset + MAX_INFLIGHT - 1) / MAX_INFLIGHT;
 	struct sample_slot *slot;
 	uint64_t id;
-	size_t k;
 	int rc;
 
 	while (d->connected && !d->stopping && !d->breaker.open &&
-	       d->owed >= 1.0 && d->inflight_pids < d->nset &&
-	       (slot = free_slot(d))) {
-		k = (size_t)d->owed;
-		if (k > d->nset - d->inflight_pids)
-			k = d->nset - d->inflight_pids;
-		/* leave pids for the other slots: a request never takes more
-		 * than its share of the set */
-		if (k > (d->nset + MAX_INFLIGHT - 1) / MAX_INFLIGHT)
-			k = (d->nset + MAX_INFLIGHT - 1) / MAX_INFLIGHT;
-		for (size_t i = 0; i < k; i++) {
-			struct fp_pid pid = d->set[(d->cursor + i) % d->nset];
+	       d->owed >= 1.0 && (slot = free_slot(d))) {
+		size_t want = (size_t)d->owed, k = 0, pos = d->cursor;
 
-			slot->pids[i] = pid;
-			slot->ic[i] = fp_sampler_wants_initial_call(d->sampler, pid);
+		/* a request never takes more than its share of the set, and
+		 * never a pid another request in flight holds (replies may
+		 * overtake each other) */
+		if (want > share)
+			want = share;
+		for (size_t seen = 0; seen < d->nset && k < want; seen++) {
+			if (!d->busy[pos]) {
+				slot->pids[k] = d->set[pos];
+				slot->idx[k] = pos;
+				slot->ic[k] = fp_sampler_wants_initial_call(d->sampler,
+									    d->set[pos]);
+				k++;
+			}
+			pos = (pos + 1) % d->nset;
 		}
-		d->cursor = (d->cursor + k) % d->nset;
+		if (k == 0)
+			return;
+		d->cursor = pos;
 		d->owed -= (double)k;
 		slot->n = k;
+		slot->gen = d->set_gen;
 		rc = fp_node_sample_request(d->node, slot->pids, slot->ic, k, &id);
-		if (rc == 0) {
-			request_sent(&slot->r, id, now);
-			d->inflight_pids += k;
+		if (rc < 0) {
+			account_skipped(d, k);
+			check_send(d, rc, "sample request");
+			return;
 		}
-		check_send(d, rc, "sample request");
+		request_sent(&slot->r, id, now);
+		for (size_t i = 0; i < k; i++)
+			d->busy[slot->idx[i]] = true;
 	}
 }
 
@@ -495,7 +534,7 @@ sample_tick(struct daemon *d, uint64_t now)
 	}
 	if (d->breaker.open) {
 		/* Paused: what falls due is counted, not owed. */
-		d->st_skipped += (uint64_t)d->owed;
+		account_skipped(d, (uint64_t)d->owed);
 		d->owed -= floor(d->owed);
 		return;
 	}
@@ -505,7 +544,7 @@ sample_tick(struct daemon *d, uint64_t now)
 	if (d->owed > cap) {
 		double missed = floor(d->owed - cap);
 
-		d->st_skipped += (uint64_t)missed;
+		account_skipped(d, (uint64_t)missed);
 		d->owed -= missed;
 	}
 	sample_send(d, now);
@@ -515,7 +554,10 @@ static void
 slot_done(struct daemon *d, struct sample_slot *slot)
 {
 	slot->r.active = false;
-	d->inflight_pids -= slot->n;
+	if (slot->gen != d->set_gen)
+		return;		/* rebuild_set() marked the new set */
+	for (size_t i = 0; i < slot->n; i++)
+		d->busy[slot->idx[i]] = false;
 }
 
 static void
@@ -543,7 +585,7 @@ on_sample(struct daemon *d, struct sample_slot *slot, struct fp_reply *reply,
 	if (n < 0) {
 		fpd_warn("could not decode a sample reply (%zu samples skipped)",
 			 slot->n);
-		d->st_skipped += slot->n;
+		account_skipped(d, slot->n);
 		return;
 	}
 	d->st_gone += fp_sampler_gone(d->sampler);
@@ -864,7 +906,6 @@ interval_report(struct daemon *d, uint64_t now)
 		if (!d->breaker.open)
 			send_health(d, now);
 	}
-	fpd_output_skipped(d->out, d->st_skipped);
 	d->interval_mono = now;
 	d->st_samples = d->st_skipped = d->st_gone = 0;
 	d->st_target_us = d->st_procs_us = 0;
@@ -886,17 +927,23 @@ expire(struct daemon *d, struct request *r, uint64_t now, const char *what)
 
 		if (r != &slot->r)
 			continue;
-		d->inflight_pids -= slot->n;
-		d->st_skipped += slot->n;
+		slot_done(d, slot);
+		account_skipped(d, slot->n);
 		note(d, "sample request timed out: %zu samples skipped", slot->n);
 	}
+	/* Requests sent before the last counted timeout belong to the same
+	 * stall: one stall, one count, one trip. */
+	if (r->sent_mono < d->timeout_epoch)
+		return;
+	d->timeout_epoch = now;
 	if (++d->timeouts >= MAX_TIMEOUTS) {
 		lost_connection(d, "the node stopped answering");
 		return;
 	}
 	if (r == &d->req_health && d->breaker.probing)
 		trip(d, now, "the probe timed out");
-	else if (r != &d->req_health && r != &d->req_init && r != &d->req_whereis)
+	else if (!d->breaker.open && r != &d->req_health &&
+		 r != &d->req_init && r != &d->req_whereis)
 		trip(d, now, "a request timed out");
 }
 
@@ -1129,8 +1176,10 @@ fpd_run(const struct fpd_options *o, const char *cookie)
 	d.init_pids = calloc(cap, sizeof(*d.init_pids));
 	for (int i = 0; i < MAX_INFLIGHT; i++) {
 		d.slots[i].pids = calloc(cap, sizeof(*d.slots[i].pids));
+		d.slots[i].idx = calloc(cap, sizeof(*d.slots[i].idx));
 		d.slots[i].ic = calloc(cap, sizeof(*d.slots[i].ic));
 	}
+	d.busy = calloc(cap ? cap : 1, sizeof(*d.busy));
 	d.start_mono = d.interval_mono = fpd_now_mono_us();
 	fpd_budget_init(&d.budget, o->max_overhead, o->rate, o->top);
 	d.min_sample_us = d.min_scan_us = -1;
@@ -1205,8 +1254,10 @@ out:
 	free(d.init_pids);
 	for (int i = 0; i < MAX_INFLIGHT; i++) {
 		free(d.slots[i].pids);
+		free(d.slots[i].idx);
 		free(d.slots[i].ic);
 	}
+	free(d.busy);
 	for (size_t i = 0; i < d.npending; i++)
 		free(d.pending[i]);
 	close(d.tfd);

@@ -46,6 +46,7 @@ struct fpd_output {
 	char final[320];
 	uint64_t opened_mono_us;
 	uint64_t last_open_epoch_ms;
+	uint64_t final_ms;
 	off_t good;		/* bytes of whole segments on disk */
 	uint64_t flushed_mono_us;
 	struct fpd_file_entry entry;
@@ -315,7 +316,7 @@ out:
 	free(plain);
 }
 
-static void
+static int
 recover_leftovers(struct fpd_output *out)
 {
 	int fd = dup(out->dirfd);
@@ -327,7 +328,7 @@ recover_leftovers(struct fpd_output *out)
 	if (!dir) {
 		if (fd >= 0)
 			close(fd);
-		return;
+		return 0;
 	}
 	while ((de = readdir(dir))) {
 		size_t len = strlen(de->d_name);
@@ -353,6 +354,7 @@ recover_leftovers(struct fpd_output *out)
 		free(names[i]);
 	}
 	free(names);
+	return (int)n;
 }
 
 /* ---- index ---------------------------------------------------------------- */
@@ -442,7 +444,8 @@ fpd_output_new(const struct fpd_output_config *config, int *err,
 
 	if (fpd_index_load(out->dirfd, &out->index, &out->nindex) < 0)
 		fpd_warn("cannot read the index in %s; starting a new one", out->dir);
-	recover_leftovers(out);
+	if (recover_leftovers(out) > 0)
+		store_index(out);	/* the recovered files, in case this run writes none */
 
 	out->comp = fpd_compressor_new(config->compress, config->level);
 	out->seg = fopencookie(out, "w", io);
@@ -505,19 +508,34 @@ fpd_output_set_otp_release(struct fpd_output *out, const char *release)
 	snprintf(out->otp_release, sizeof(out->otp_release), "%s", release);
 }
 
+static void
+set_final_name(struct fpd_output *out, uint64_t ms)
+{
+	char stamp[40];
+
+	out->final_ms = ms;
+	if (ms > out->last_open_epoch_ms)
+		out->last_open_epoch_ms = ms;
+	fpd_format_utc(ms * 1000, stamp, sizeof(stamp), true);
+	snprintf(out->final, sizeof(out->final), "%s.%s.perf%s", out->node_s,
+		 stamp, fpd_compress_suffix(out->cfg.compress));
+}
+
+static void
+next_final_name(struct fpd_output *out)
+{
+	set_final_name(out, out->final_ms + 1);
+}
+
 static int
 open_file(struct fpd_output *out, uint64_t now_epoch_us)
 {
 	uint64_t ms = now_epoch_us / 1000;
-	char stamp[40];
 
 	/* Names sort by time and never collide: one file per millisecond. */
 	if (ms <= out->last_open_epoch_ms)
 		ms = out->last_open_epoch_ms + 1;
-	out->last_open_epoch_ms = ms;
-	fpd_format_utc(ms * 1000, stamp, sizeof(stamp), true);
-	snprintf(out->final, sizeof(out->final), "%s.%s.perf%s", out->node_s,
-		 stamp, fpd_compress_suffix(out->cfg.compress));
+	set_final_name(out, ms);
 	snprintf(out->partial, sizeof(out->partial), ".%s.partial", out->final);
 
 	out->fd = openat(out->dirfd, out->partial,
@@ -613,14 +631,17 @@ fpd_output_finish(struct fpd_output *out)
 		return 0;
 	fpd_output_flush(out);
 	if (out->entry.samples == 0) {
-		/* Nothing whole in it (all dropped): no empty files. */
+		/* Nothing whole in it (all dropped): no empty files; what it
+		 * counted goes to the next one. */
 		close(out->fd);
 		out->fd = -1;
 		unlinkat(out->dirfd, out->partial, 0);
-		out->pending_skipped += out->entry.skipped;
+		out->pending_skipped += out->entry.skipped + out->entry.dropped;
+		out->pending_events += out->entry.events;
 		return 0;
 	}
-	if (fsync(out->fd) < 0)
+	/* Whole segments only, even if cutting back after an error failed. */
+	if (ftruncate(out->fd, out->good) < 0 || fsync(out->fd) < 0)
 		rc = -errno;
 	if (close(out->fd) < 0 && rc == 0)
 		rc = -errno;
@@ -632,12 +653,21 @@ fpd_output_finish(struct fpd_output *out)
 			strerror(-rc));
 		return rc;
 	}
-	if (renameat(out->dirfd, out->partial, out->dirfd, out->final) < 0) {
-		rc = -errno;
-		fpd_err("cannot rename %s/%s: %s", out->dir, out->partial,
-			strerror(errno));
-		return rc;
+	/* Never over a finished file (a clock set back between runs could
+	 * give the same name): take the next free millisecond instead. */
+	for (int tries = 0;; tries++) {
+		if (renameat2(out->dirfd, out->partial, out->dirfd, out->final,
+			      RENAME_NOREPLACE) == 0)
+			break;
+		if (errno != EEXIST || tries == 1000) {
+			rc = -errno;
+			fpd_err("cannot rename %s/%s: %s", out->dir, out->partial,
+				strerror(errno));
+			return rc;
+		}
+		next_final_name(out);
 	}
+	snprintf(out->entry.name, sizeof(out->entry.name), "%s", out->final);
 	fsync(out->dirfd);
 	out->entry.bytes = (uint64_t)out->good;
 	add_index(out, &out->entry);

@@ -101,11 +101,8 @@ node_term_check(const char *buf, size_t len, size_t start)
 				return -EBADMSG;
 			p += 5;
 			continue;
-		case ERL_FLOAT_EXT:
-			if (need(len, p, 32) < 0)
-				return -EBADMSG;
-			p += 32;
-			continue;
+		/* ERL_FLOAT_EXT (old text floats, sscanf'd by ei without a
+		 * bound) is refused: nodes since R11 send NEW_FLOAT_EXT. */
 		case NEW_FLOAT_EXT:
 			if (need(len, p, 9) < 0)
 				return -EBADMSG;

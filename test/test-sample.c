@@ -10,6 +10,7 @@
 #include "fp-test.h"
 #include "fp/sample.h"
 #include "fp/select.h"
+#include "node-private.h"
 
 #define NODE "app@host"
 
@@ -579,6 +580,49 @@ START_TEST(select_bad)
 }
 END_TEST
 
+/* The gate in front of ei: lengths, nesting, and no text floats. */
+START_TEST(term_check)
+{
+	ei_x_buff x;
+	char deep[4096];
+	size_t n = 0;
+
+	ei_x_new_with_version(&x);
+	ei_x_encode_list_header(&x, 2);
+	ei_x_encode_double(&x, 1.5);		/* NEW_FLOAT_EXT */
+	ei_x_encode_string(&x, "abc");
+	ei_x_encode_empty_list(&x);
+	fp_assert_int_eq(node_term_check(x.buff, (size_t)x.index, 1), 0);
+	fp_assert_int_eq(node_term_check(x.buff, (size_t)x.index - 1, 1), -EBADMSG);
+	fp_assert_int_eq(node_term_check(x.buff, (size_t)x.index + 1, 1), -EBADMSG);
+	ei_x_free(&x);
+
+	/* a string claiming more bytes than there are */
+	{
+		char s[] = { (char)131, 'k', 0x7f, 0x7f, 'a' };
+
+		fp_assert_int_eq(node_term_check(s, sizeof(s), 1), -EBADMSG);
+	}
+	/* a 31-byte text float with no NUL: ei would sscanf past it */
+	{
+		char f[33] = { (char)131, 'c' };
+
+		memset(f + 2, '1', 31);
+		fp_assert_int_eq(node_term_check(f, sizeof(f), 1), -EBADMSG);
+	}
+	/* 300 nested one-element lists */
+	deep[n++] = (char)131;
+	for (int i = 0; i < 300; i++) {
+		deep[n++] = 'l';
+		deep[n++] = 0; deep[n++] = 0; deep[n++] = 0; deep[n++] = 1;
+	}
+	deep[n++] = 'j';
+	for (int i = 0; i < 300; i++)
+		deep[n++] = 'j';
+	fp_assert_int_eq(node_term_check(deep, n, 1), -EBADMSG);
+}
+END_TEST
+
 START_TEST(decode_pids)
 {
 	struct fp_pid out[3];
@@ -612,6 +656,7 @@ suite(void)
 	tcase_add_test(tc, decode_proc_lib_initial_call);
 	tcase_add_loop_test(tc, decode_bad, 0, 6);
 	tcase_add_test(tc, decode_pids);
+	tcase_add_test(tc, term_check);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("select");

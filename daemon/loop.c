@@ -36,6 +36,11 @@
  * the sampled processes to be scheduled, and one at a time would cap the
  * rate at batch/rtt. Each takes other pids, so no process is in two. */
 #define MAX_INFLIGHT 3
+/* Node scheduler time per sample and per pid read in a selection, as
+ * scheduler_wall_time measured it on a quiet node (bench/run, 2-core
+ * reference machine): floors for the cost estimate. */
+#define SAMPLE_COST_US 25.0
+#define SCAN_COST_US 0.65
 
 struct request {
 	bool active;
@@ -865,9 +870,16 @@ interval_report(struct daemon *d, uint64_t now)
 	double achieved = secs > 0 ? (double)d->st_samples / secs : 0;
 	double requested = (double)d->nset * d->budget.rate;
 	uint64_t dropped = fpd_output_dropped(d->out) - d->dropped_before;
+	/* Measured work, but never less than what scheduler_wall_time
+	 * charged per sample and per pid read on the reference machine
+	 * (docs/PERFORMANCE.md): much of the work of answering process_info
+	 * happens in the sampled processes and the distribution encoding,
+	 * outside the worker that timer:tc times. */
 	double work_us = (double)d->st_procs_us +
-		(d->min_sample_us > 0 ? d->min_sample_us * (double)d->st_sampled : 0) +
-		(d->min_scan_us > 0 ? d->min_scan_us * (double)d->st_scanned : 0);
+		fmax(d->min_sample_us > 0 ? d->min_sample_us * (double)d->st_sampled : 0,
+		     SAMPLE_COST_US * (double)d->st_sampled) +
+		fmax(d->min_scan_us > 0 ? d->min_scan_us * (double)d->st_scanned : 0,
+		     SCAN_COST_US * (double)d->st_scanned);
 	double cost = secs > 0 ? work_us / (secs * 1e6) * 100.0 /
 			  (double)(d->connected ? fp_node_schedulers(d->node) : 1) : 0;
 	double p50 = 0, p99 = 0, pmax = 0;

@@ -119,27 +119,36 @@ static const char *const reserved_words[] = {
 bool
 fp_atom_is_reserved(const char *word, size_t len)
 {
+	/* Every atom of every frame comes through here: reserved words are
+	 * 2 to 7 letters long, so most atoms leave at once. */
+	if (len < 2 || len > 7)
+		return false;
 	for (size_t i = 0; i < sizeof(reserved_words) / sizeof(reserved_words[0]); i++) {
-		if (strlen(reserved_words[i]) == len &&
+		if (reserved_words[i][0] == word[0] &&
+		    strlen(reserved_words[i]) == len &&
 		    memcmp(reserved_words[i], word, len) == 0)
 			return true;
 	}
 	return false;
 }
 
+/* Also gives the length of a bare atom (the common case) in *len. */
 static bool
-atom_needs_quotes(const char *a)
+atom_needs_quotes(const char *a, size_t *len)
 {
+	const char *p;
+
 	if (!(a[0] >= 'a' && a[0] <= 'z'))
 		return true;
-	for (const char *p = a; *p; p++) {
+	for (p = a; *p; p++) {
 		char c = *p;
 
 		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
 		      (c >= '0' && c <= '9') || c == '_' || c == '@'))
 			return true;
 	}
-	return fp_atom_is_reserved(a, strlen(a));
+	*len = (size_t)(p - a);
+	return fp_atom_is_reserved(a, *len);
 }
 
 static bool
@@ -158,9 +167,10 @@ static void
 put_atom(struct fp_perf_writer *w, const char *atom)
 {
 	const unsigned char *start = (const unsigned char *)atom;
+	size_t len;
 
-	if (!atom_needs_quotes(atom)) {
-		puts_(w, atom);
+	if (!atom_needs_quotes(atom, &len)) {
+		put(w, atom, len);
 		return;
 	}
 	putc_(w, '\'');
@@ -207,11 +217,22 @@ put_mfa(struct fp_perf_writer *w, const struct fp_frame *f)
 static void
 put_file(struct fp_perf_writer *w, const char *file)
 {
+	const unsigned char *p;
+
 	if (!file || !*file) {
 		puts_(w, "unknown");
 		return;
 	}
-	for (const unsigned char *p = (const unsigned char *)file; *p; p++) {
+	/* most paths need no escape: copy them whole */
+	for (p = (const unsigned char *)file; *p; p++) {
+		if (*p <= 0x20 || *p == 0x7f || *p == '(' || *p == ')' || *p == '\\')
+			break;
+	}
+	if (!*p) {
+		put(w, file, (size_t)(p - (const unsigned char *)file));
+		return;
+	}
+	for (p = (const unsigned char *)file; *p; p++) {
 		unsigned char c = *p;
 
 		/* A space could make a frame line look like an event line

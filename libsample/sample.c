@@ -253,12 +253,16 @@ decode_charlist(struct fp_sampler *s, const char *buf, int *index,
 	if (ei_get_type(buf, index, &type, &size) < 0)
 		return -EBADMSG;
 	if (type == ERL_STRING_EXT) {
+		/* Every frame has one: no allocation for the usual short path. */
+		char ubuf[2 * sizeof(tmp) + 1];
 		char *str = size < (int)sizeof(tmp) ? tmp : xzalloc((size_t)size + 1);
 		int rc = ei_decode_string(buf, index, str);
-		/* STRING_EXT holds bytes 0..255 (latin-1); re-encode. */
-		char *u = rc < 0 ? NULL : xzalloc((size_t)size * 2 + 1);
+		char *u = NULL;
 
-		if (u) {
+		if (rc == 0) {
+			u = (size_t)size * 2 + 1 <= sizeof(ubuf) ? ubuf :
+			    xzalloc((size_t)size * 2 + 1);
+			/* STRING_EXT holds bytes 0..255 (latin-1); re-encode. */
 			for (int i = 0; i < size; i++) {
 				unsigned char c = (unsigned char)str[i];
 
@@ -271,7 +275,8 @@ decode_charlist(struct fp_sampler *s, const char *buf, int *index,
 			}
 			*out = arena_strdup(s, u, len);
 		}
-		free(u);
+		if (u != ubuf)
+			free(u);
 		if (str != tmp)
 			free(str);
 		return rc < 0 ? -EBADMSG : 0;

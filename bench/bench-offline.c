@@ -1,0 +1,396 @@
+/*
+ * flame_profd — offline microbenchmark of the daemon's per-sample path:
+ * decode a sample reply (fp_sampler_decode), format it as perf script
+ * (fp_perf_write_sample into an unbuffered in-memory FILE, as
+ * daemon/output.c does) and compress ~1 MiB segments with zstd
+ * (fpd_compress_segment, daemon/compress.c). No node, no network, no
+ * disk: what one core can do, stage by stage and all together.
+ *
+ *   bench-offline [-r RUNS] [-t SECONDS] [-s SEGMENT_BYTES] [-l LEVEL]
+ *                 [-o TEXT_OUT] REPLY
+ *
+ * REPLY is a captured sample reply, term_to_binary of the result of the
+ * daemon's sample request (bench/gen-reply.escript writes one). Each
+ * stage runs RUNS times (default 9) for about SECONDS each (default 0.3);
+ * -o writes one segment of the formatted text there, to look at. The rates
+ * are samples per second of CPU time of this process
+ * (CLOCK_PROCESS_CPUTIME_ID: on a shared machine wall time also counts the
+ * time other processes held the core), with wall-clock rates beside them.
+ * Run it pinned: bench/offline does `taskset -c 0`.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <ei.h>
+
+#include "flame_profd.h"
+#include "fp/perf-script.h"
+#include "fp/sample.h"
+#include "util-mem.h"
+
+struct segment {
+	char *buf;
+	size_t len, cap;
+	FILE *f;
+};
+
+struct bench {
+	char *reply_buf;
+	size_t reply_len;
+	struct fp_reply reply;
+	struct fp_pid *pids;
+	size_t npids;
+	struct fp_sampler *sampler;
+	struct fp_perf_writer *writer;
+	struct fpd_compressor *comp;
+	struct segment seg;
+	size_t segment_bytes;
+	uint64_t time_us;
+
+	/* one formatted segment and its sample count, for the compress stage */
+	char *text;
+	size_t text_len;
+	size_t text_samples;
+
+	size_t compressed_bytes;	/* of the last compress-stage segment */
+};
+
+struct run {
+	double cpu_s, wall_s;
+	uint64_t samples;
+};
+
+static ssize_t
+seg_write(void *cookie, const char *data, size_t len)
+{
+	struct segment *s = cookie;
+
+	if (s->len + len > s->cap) {
+		size_t cap = s->cap ? s->cap : 65536;
+
+		while (cap < s->len + len)
+			cap *= 2;
+		s->buf = xrealloc(s->buf, cap);
+		s->cap = cap;
+	}
+	memcpy(s->buf + s->len, data, len);
+	s->len += len;
+	return (ssize_t)len;
+}
+
+static double
+now(clockid_t clock)
+{
+	struct timespec ts;
+
+	clock_gettime(clock, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int
+read_file(const char *path, char **buf, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	long size;
+	int rc = 0;
+
+	if (!f)
+		return -errno;
+	if (fseek(f, 0, SEEK_END) < 0 || (size = ftell(f)) <= 0 ||
+	    fseek(f, 0, SEEK_SET) < 0) {
+		rc = -EINVAL;
+		goto out_close;
+	}
+	*buf = xzalloc((size_t)size);
+	if (fread(*buf, 1, (size_t)size, f) != (size_t)size) {
+		free(*buf);
+		rc = -EIO;
+		goto out_close;
+	}
+	*len = (size_t)size;
+out_close:
+	fclose(f);
+	return rc;
+}
+
+static int
+decode_once(struct bench *b)
+{
+	/* a new timestamp each time: the history (deltas) is exercised */
+	b->time_us += 1000;
+	return fp_sampler_decode(b->sampler, &b->reply, b->pids, b->npids,
+				 b->time_us, 8);
+}
+
+static void
+format_samples(struct bench *b, const struct fp_sample *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		fp_perf_write_sample(b->writer, b->seg.f, &s[i]);
+}
+
+static int
+compress_segment(struct bench *b, const void *data, size_t len)
+{
+	const void *out;
+	size_t outlen;
+	int rc = fpd_compress_segment(b->comp, data, len, &out, &outlen);
+
+	if (rc == 0)
+		b->compressed_bytes = outlen;
+	return rc;
+}
+
+/* One pass of a stage; returns the samples it handled (or -1). */
+typedef long (*stage_fn)(struct bench *b);
+
+static long
+stage_decode(struct bench *b)
+{
+	return decode_once(b);
+}
+
+static long
+stage_format(struct bench *b)
+{
+	const struct fp_sample *s;
+	size_t n;
+
+	s = fp_sampler_samples(b->sampler, &n);
+	format_samples(b, s, n);
+	if (b->seg.len >= b->segment_bytes)
+		b->seg.len = 0;	/* as if flushed */
+	return (long)n;
+}
+
+static long
+stage_compress(struct bench *b)
+{
+	if (compress_segment(b, b->text, b->text_len) < 0)
+		return -1;
+	return (long)b->text_samples;
+}
+
+static long
+stage_all(struct bench *b)
+{
+	const struct fp_sample *s;
+	size_t n;
+	int rc = decode_once(b);
+
+	if (rc < 0)
+		return -1;
+	s = fp_sampler_samples(b->sampler, &n);
+	format_samples(b, s, n);
+	if (b->seg.len >= b->segment_bytes) {
+		if (compress_segment(b, b->seg.buf, b->seg.len) < 0)
+			return -1;
+		b->seg.len = 0;
+	}
+	return (long)n;
+}
+
+static int
+run_stage(struct bench *b, stage_fn fn, double seconds, struct run *r)
+{
+	double c0 = now(CLOCK_PROCESS_CPUTIME_ID), w0 = now(CLOCK_MONOTONIC);
+	uint64_t samples = 0;
+	unsigned iter = 0;
+
+	/* check the clock every 16 passes: a pass is 10 us to 2 ms */
+	do {
+		for (int k = 0; k < 16; k++) {
+			long n = fn(b);
+
+			if (n < 0)
+				return -EIO;
+			samples += (uint64_t)n;
+		}
+		iter += 16;
+	} while (now(CLOCK_PROCESS_CPUTIME_ID) - c0 < seconds);
+	r->cpu_s = now(CLOCK_PROCESS_CPUTIME_ID) - c0;
+	r->wall_s = now(CLOCK_MONOTONIC) - w0;
+	r->samples = samples;
+	return 0;
+}
+
+static int
+cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static void
+report(const char *name, const struct run *runs, int nruns)
+{
+	double cpu[64], wall[64];
+
+	for (int i = 0; i < nruns; i++) {
+		cpu[i] = (double)runs[i].samples / runs[i].cpu_s;
+		wall[i] = (double)runs[i].samples / runs[i].wall_s;
+	}
+	qsort(cpu, (size_t)nruns, sizeof(cpu[0]), cmp_double);
+	qsort(wall, (size_t)nruns, sizeof(wall[0]), cmp_double);
+	printf("| %-8s | %10.0f | %10.0f–%-10.0f | %8.3f | %10.0f |\n", name,
+	       cpu[nruns / 2], cpu[0], cpu[nruns - 1], 1e6 / cpu[nruns / 2],
+	       wall[nruns / 2]);
+}
+
+/* Fill b->text with whole samples up to about one segment. */
+static int
+make_text(struct bench *b)
+{
+	const struct fp_sample *s;
+	size_t n;
+
+	b->seg.len = 0;
+	b->text_samples = 0;
+	while (b->seg.len < b->segment_bytes) {
+		if (decode_once(b) < 0)
+			return -EBADMSG;
+		s = fp_sampler_samples(b->sampler, &n);
+		for (size_t i = 0; i < n && b->seg.len < b->segment_bytes; i++) {
+			fp_perf_write_sample(b->writer, b->seg.f, &s[i]);
+			b->text_samples++;
+		}
+	}
+	b->text = xzalloc(b->seg.len);
+	memcpy(b->text, b->seg.buf, b->seg.len);
+	b->text_len = b->seg.len;
+	b->seg.len = 0;
+	return 0;
+}
+
+static void
+usage(FILE *f)
+{
+	fprintf(f, "usage: bench-offline [-r RUNS] [-t SECONDS] [-s SEGMENT_BYTES] [-l ZSTD_LEVEL] [-o TEXT_OUT] REPLY\n");
+}
+
+int
+main(int argc, char **argv)
+{
+	cookie_io_functions_t io = { .write = seg_write };
+	struct fp_perf_options popt = { .lines = false };
+	struct bench b = { .segment_bytes = 1u << 20 };
+	static const struct {
+		const char *name;
+		stage_fn fn;
+	} stages[] = {
+		{ "decode", stage_decode },
+		{ "format", stage_format },
+		{ "compress", stage_compress },
+		{ "all", stage_all },
+	};
+	struct run runs[64];
+	int nruns = 9, level = 3, opt, rc = 1, index = 1, type, count;
+	double seconds = 0.3;
+	const char *text_out = NULL;
+
+	while ((opt = getopt(argc, argv, "r:t:s:l:o:h")) != -1) {
+		switch (opt) {
+		case 'r': nruns = atoi(optarg); break;
+		case 't': seconds = atof(optarg); break;
+		case 's': b.segment_bytes = (size_t)strtoull(optarg, NULL, 0); break;
+		case 'l': level = atoi(optarg); break;
+		case 'o': text_out = optarg; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 64;
+		}
+	}
+	if (optind != argc - 1 || nruns < 1 || nruns > 64 || seconds <= 0 ||
+	    b.segment_bytes < 4096) {
+		usage(stderr);
+		return 64;
+	}
+	if (read_file(argv[optind], &b.reply_buf, &b.reply_len) < 0 ||
+	    (unsigned char)b.reply_buf[0] != 131) {
+		fprintf(stderr, "bench-offline: %s: not a term_to_binary file\n",
+			argv[optind]);
+		return 66;
+	}
+	if (ei_get_type(b.reply_buf, &index, &type, &count) < 0 ||
+	    type != ERL_LIST_EXT || count < 1) {
+		fprintf(stderr, "bench-offline: %s: not a sample reply (a list)\n",
+			argv[optind]);
+		return 65;
+	}
+	b.reply = (struct fp_reply){ .buf = b.reply_buf, .index = 1 };
+	b.npids = (size_t)count;
+	b.pids = xzalloc(b.npids * sizeof(*b.pids));
+	for (size_t i = 0; i < b.npids; i++)
+		b.pids[i] = (struct fp_pid){ (uint32_t)i + 100, 0 };
+	b.sampler = fp_sampler_new();
+	b.writer = fp_perf_writer_new(&popt);
+	b.comp = fpd_compressor_new(FPD_COMPRESS_ZSTD, level);
+	b.seg.f = fopencookie(&b.seg, "w", io);
+	if (!b.seg.f)
+		abort();
+	/* as daemon/output.c: the writer formats a whole sample and hands it
+	 * over in one fwrite */
+	setvbuf(b.seg.f, NULL, _IONBF, 0);
+
+	if (decode_once(&b) != (int)b.npids) {
+		fprintf(stderr, "bench-offline: %s: %zu processes, decode failed or found dead ones\n",
+			argv[optind], b.npids);
+		rc = 65;
+		goto out;
+	}
+	if (make_text(&b) < 0)
+		goto out;
+	if (compress_segment(&b, b.text, b.text_len) < 0)
+		goto out;
+	if (text_out) {
+		FILE *f = fopen(text_out, "w");
+
+		if (!f || fwrite(b.text, 1, b.text_len, f) != b.text_len) {
+			perror(text_out);
+			if (f)
+				fclose(f);
+			goto out;
+		}
+		fclose(f);
+	}
+
+	printf("reply: %s, %zu bytes, %zu processes (%.0f B/process in ETF)\n",
+	       argv[optind], b.reply_len, b.npids,
+	       (double)b.reply_len / (double)b.npids);
+	printf("segment: %zu bytes of text, %zu samples (%.0f B/sample), zstd level %d -> %zu bytes (%.1f B/sample, ratio %.1f)\n",
+	       b.text_len, b.text_samples,
+	       (double)b.text_len / (double)b.text_samples, level,
+	       b.compressed_bytes,
+	       (double)b.compressed_bytes / (double)b.text_samples,
+	       (double)b.text_len / (double)b.compressed_bytes);
+	printf("runs: %d x %.2f s CPU per stage\n\n", nruns, seconds);
+	printf("| stage    | samples/s (CPU, median) | [min–max] | µs/sample | samples/s (wall) |\n");
+	printf("|---|---|---|---|---|\n");
+	for (size_t k = 0; k < sizeof(stages) / sizeof(stages[0]); k++) {
+		for (int i = 0; i < nruns; i++) {
+			if (run_stage(&b, stages[k].fn, seconds, &runs[i]) < 0) {
+				fprintf(stderr, "bench-offline: stage %s failed\n",
+					stages[k].name);
+				goto out;
+			}
+		}
+		b.seg.len = 0;
+		report(stages[k].name, runs, nruns);
+	}
+	rc = 0;
+out:
+	fclose(b.seg.f);
+	free(b.seg.buf);
+	free(b.text);
+	fpd_compressor_destroy(b.comp);
+	fp_perf_writer_destroy(b.writer);
+	fp_sampler_destroy(b.sampler);
+	free(b.pids);
+	free(b.reply_buf);
+	return rc;
+}

@@ -24,6 +24,8 @@ struct fp_select {
 	size_t scan_max;
 	struct pidmap history;
 	bool have_history;
+	unsigned full_scans;	/* whole-node reads still due after a reset */
+	bool plan_full;		/* the pending plan holds every pid */
 	uint64_t last_scan_us;
 
 	struct fp_pid *all;	/* the node's pid list */
@@ -46,6 +48,7 @@ fp_select_new(size_t scan_max)
 	struct fp_select *sel = xnew(struct fp_select);
 
 	sel->scan_max = scan_max ? scan_max : 1;
+	sel->full_scans = 2;
 	pidmap_init(&sel->history, sizeof(struct history));
 	return sel;
 }
@@ -67,6 +70,7 @@ fp_select_reset(struct fp_select *sel)
 {
 	pidmap_clear(&sel->history);
 	sel->have_history = false;
+	sel->full_scans = 2;
 	sel->pending = false;
 	sel->nall = sel->nplan = sel->window = 0;
 	sel->wrapped = false;
@@ -76,7 +80,8 @@ fp_select_reset(struct fp_select *sel)
 bool
 fp_select_needs_processes(const struct fp_select *sel)
 {
-	return sel->nall == 0 || sel->nall <= sel->scan_max || sel->wrapped ||
+	return sel->nall == 0 || sel->nall <= sel->scan_max ||
+	       sel->full_scans > 0 || sel->wrapped ||
 	       sel->since_refresh >= FP_SELECT_REFRESH;
 }
 
@@ -145,11 +150,16 @@ fp_select_plan(struct fp_select *sel, const struct fp_pid *keep, size_t nkeep,
 		return 0;
 	}
 
+	/* The baseline and the first ranking read the whole node, once, so
+	 * that hot processes are found at once however big it is. */
+	if (sel->full_scans > 0)
+		cap = sel->nall;
 	if (cap + nkeep > sel->plan_cap) {
 		sel->plan_cap = cap + nkeep;
 		sel->plan = xrealloc(sel->plan, sel->plan_cap * sizeof(*sel->plan));
 	}
-	if (sel->nall <= sel->scan_max) {
+	sel->plan_full = sel->nall <= sel->scan_max || sel->full_scans > 0;
+	if (sel->plan_full) {
 		memcpy(sel->plan, sel->all, sel->nall * sizeof(*sel->all));
 		n = sel->nall;
 	} else {
@@ -276,7 +286,7 @@ fp_select_reductions(struct fp_select *sel, const struct fp_reply *reply,
 	const char *buf = reply->buf;
 	int index = reply->index, count, rc;
 	size_t nheap = 0, alive = 0;
-	bool full = sel->nall <= sel->scan_max;
+	bool full = sel->plan_full;
 	int64_t *reds;
 
 	memset(result, 0, sizeof(*result));
@@ -336,6 +346,8 @@ fp_select_reductions(struct fp_select *sel, const struct fp_reply *reply,
 	}
 	free(reds);
 
+	if (sel->full_scans > 0)
+		sel->full_scans--;
 	result->processes = sel->nall;
 	result->scanned = sel->nplan;
 	result->alive = alive;

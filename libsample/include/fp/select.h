@@ -13,7 +13,9 @@
  * 2 * processes / scan_max selections, while a hot process, once picked,
  * is read every time. The full pid list (erlang:processes()) is refreshed
  * when the window has gone round, and at least every FP_SELECT_REFRESH
- * selections.
+ * selections. The first two selections after fp_select_new() or
+ * fp_select_reset() (the baseline and the first ranking) read every
+ * process, once, so that hot processes are found at once.
  */
 #pragma once
 

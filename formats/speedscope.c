@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "svg-util.h"
 #include "util-hash.h"
 #include "fp/speedscope.h"
 #include "util-mem.h"
@@ -227,7 +228,7 @@ fp_json_write_string(FILE *out, const char *s)
 	putc('"', out);
 	while (*p) {
 		unsigned char c = *p;
-		size_t n = 0;
+		size_t n;
 
 		if (c == '"' || c == '\\') {
 			putc('\\', out);
@@ -246,22 +247,7 @@ fp_json_write_string(FILE *out, const char *s)
 			continue;
 		}
 		/* multi-byte: copy a valid sequence, else U+FFFD */
-		if ((c & 0xe0) == 0xc0 && c >= 0xc2)
-			n = 2;
-		else if ((c & 0xf0) == 0xe0)
-			n = 3;
-		else if ((c & 0xf8) == 0xf0 && c <= 0xf4)
-			n = 4;
-		for (size_t i = 1; i < n; i++) {
-			if ((p[i] & 0xc0) != 0x80)
-				n = 0;
-		}
-		if (n == 3 && ((c == 0xe0 && p[1] < 0xa0) ||
-			       (c == 0xed && p[1] >= 0xa0)))
-			n = 0;
-		if (n == 4 && ((c == 0xf0 && p[1] < 0x90) ||
-			       (c == 0xf4 && p[1] >= 0x90)))
-			n = 0;
+		n = fp_utf8_seq(p, false);
 		if (n) {
 			fwrite(p, 1, n, out);
 			p += n;

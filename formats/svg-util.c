@@ -11,8 +11,8 @@
 
 #include "svg-util.h"
 
-static size_t
-utf8_seq(const unsigned char *p)
+size_t
+fp_utf8_seq(const unsigned char *p, bool xml)
 {
 	unsigned char c = p[0];
 	size_t n = 0;
@@ -32,7 +32,7 @@ utf8_seq(const unsigned char *p)
 	if (n == 4 && ((c == 0xf0 && p[1] < 0x90) || (c == 0xf4 && p[1] >= 0x90)))
 		return 0;
 	/* U+FFFE and U+FFFF are not XML characters either */
-	if (n == 3 && c == 0xef && p[1] == 0xbf && (p[2] == 0xbe || p[2] == 0xbf))
+	if (xml && n == 3 && c == 0xef && p[1] == 0xbf && (p[2] == 0xbe || p[2] == 0xbf))
 		return 0;
 	return n;
 }
@@ -78,7 +78,7 @@ fp_svg_write_escaped(FILE *out, const char *s)
 			p++;
 			continue;
 		}
-		n = utf8_seq(p);
+		n = fp_utf8_seq(p, true);
 		if (n) {
 			fwrite(p, 1, n, out);
 			p += n;

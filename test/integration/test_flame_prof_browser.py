@@ -21,14 +21,8 @@ import tempfile
 
 sys.dont_write_bytecode = True
 
-FLAME_PROF = os.environ.get("FLAME_PROF") or "build/flame_prof/flame_prof"
-BUILD = os.environ.get("FP_BUILD_ROOT") or "build"
-GOLDEN = os.path.join(os.environ.get("FP_GOLDEN_DIR") or "test/golden", "flame_prof")
-NODE_DIR = os.environ.get("FP_NODE_DIR") or os.path.join(BUILD, "node")
-CHROMIUM = os.environ.get("FP_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync"]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from browser import BUILD, FLAME_PROF, GOLDEN, require, run_driver  # noqa: E402
 
 SCRIPT = r"""
 const path = require('path');
@@ -141,22 +135,8 @@ def check(cond, label, detail=""):
         failures.append(label)
 
 
-def skip(why):
-    print("SKIP: " + why)
-    sys.exit(77)
-
-
 def main():
-    if not os.path.exists(FLAME_PROF):
-        skip("flame_prof not built at " + FLAME_PROF)
-    if not os.access(CHROMIUM, os.X_OK):
-        skip("no chromium (Debian package 'chromium'; or set FP_CHROMIUM)")
-    if not shutil.which("node"):
-        skip("no node (Debian package 'nodejs')")
-    if not os.path.isdir(os.path.join(NODE_DIR, "node_modules", "playwright-core")):
-        skip("no playwright-core in %s/node_modules "
-             "(cd %s && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm install playwright-core)"
-             % (NODE_DIR, NODE_DIR))
+    require(["playwright-core"])
 
     shots = os.path.join(BUILD, "flame_prof-browser")
     os.makedirs(shots, exist_ok=True)
@@ -168,20 +148,13 @@ def main():
                         os.path.join(GOLDEN, "demo.perf")], check=True)
         subprocess.run([FLAME_PROF, "heatmap", "-o", heat,
                         os.path.join(GOLDEN, "edge.perf")], check=True)
-        js = os.path.join(tmp, "drive.js")
-        with open(js, "w") as f:
-            f.write(SCRIPT)
         cfg = {"svg": os.path.abspath(svg), "heatmap": os.path.abspath(heat),
-               "chromium": CHROMIUM, "args": CHROMIUM_ARGS,
-               "profile": os.path.join(tmp, "profile"), "shots": os.path.abspath(shots),
+               "shots": os.path.abspath(shots),
                "hover": "running", "zoom": "fp_demo:crunch/1", "search": "deep/2"}
-        env = dict(os.environ, FP_NODE_DIR=os.path.abspath(NODE_DIR))
-        p = subprocess.run(["node", js, json.dumps(cfg)], stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, env=env, timeout=150)
-        if p.returncode != 0:
-            check(False, "browser driver ran", p.stderr.decode()[-2000:])
+        r, err = run_driver(tmp, SCRIPT, cfg)
+        if r is None:
+            check(False, "browser driver ran", err)
             return 1
-        r = json.loads(p.stdout.decode().strip().splitlines()[-1])
         print(json.dumps(r, indent=1))
 
         check(r["errors"] == [], "no script errors", r["errors"])

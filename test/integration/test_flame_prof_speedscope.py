@@ -13,7 +13,6 @@ Skips (77) when chromium, node, playwright-core or speedscope is missing:
 """
 import functools
 import http.server
-import json
 import os
 import shutil
 import subprocess
@@ -23,14 +22,8 @@ import threading
 
 sys.dont_write_bytecode = True
 
-FLAME_PROF = os.environ.get("FLAME_PROF") or "build/flame_prof/flame_prof"
-BUILD = os.environ.get("FP_BUILD_ROOT") or "build"
-GOLDEN = os.path.join(os.environ.get("FP_GOLDEN_DIR") or "test/golden", "flame_prof")
-NODE_DIR = os.environ.get("FP_NODE_DIR") or os.path.join(BUILD, "node")
-CHROMIUM = os.environ.get("FP_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync"]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from browser import BUILD, FLAME_PROF, GOLDEN, NODE_DIR, require, run_driver, skip  # noqa: E402
 
 SCRIPT = r"""
 const path = require('path');
@@ -88,11 +81,6 @@ def check(cond, label, detail=""):
         failures.append(label)
 
 
-def skip(why):
-    print("SKIP: " + why)
-    sys.exit(77)
-
-
 class QuietHandler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args):
         pass
@@ -100,16 +88,7 @@ class QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 def main():
     release = os.path.join(NODE_DIR, "node_modules", "speedscope", "dist", "release")
-    if not os.path.exists(FLAME_PROF):
-        skip("flame_prof not built at " + FLAME_PROF)
-    if not os.access(CHROMIUM, os.X_OK):
-        skip("no chromium (Debian package 'chromium'; or set FP_CHROMIUM)")
-    if not shutil.which("node"):
-        skip("no node (Debian package 'nodejs')")
-    for mod in ["playwright-core", "speedscope"]:
-        if not os.path.isdir(os.path.join(NODE_DIR, "node_modules", mod)):
-            skip("no %s in %s/node_modules (cd %s && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 "
-                 "npm install playwright-core speedscope)" % (mod, NODE_DIR, NODE_DIR))
+    require(["playwright-core", "speedscope"])
     if not os.path.exists(os.path.join(release, "index.html")):
         skip("speedscope package without dist/release/index.html")
 
@@ -130,20 +109,13 @@ def main():
         threading.Thread(target=server.serve_forever, daemon=True).start()
         base = "http://127.0.0.1:%d" % server.server_address[1]
 
-        js = os.path.join(tmp, "drive.js")
-        with open(js, "w") as f:
-            f.write(SCRIPT)
-        cfg = {"base": base, "chromium": CHROMIUM, "args": CHROMIUM_ARGS,
-               "profile": os.path.join(tmp, "profile"), "shots": shots,
+        cfg = {"base": base, "shots": shots,
                "runs": [{"name": "speedscope-demo", "file": "demo.json", "title": "demo.perf"},
                         {"name": "speedscope-edge", "file": "edge.json", "title": "edge.perf"}]}
-        env = dict(os.environ, FP_NODE_DIR=os.path.abspath(NODE_DIR))
-        p = subprocess.run(["node", js, json.dumps(cfg)], stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, env=env, timeout=150)
-        if p.returncode != 0:
-            check(False, "browser driver ran", p.stderr.decode()[-2000:])
+        r, err = run_driver(tmp, SCRIPT, cfg)
+        if r is None:
+            check(False, "browser driver ran", err)
             return 1
-        r = json.loads(p.stdout.decode().strip().splitlines()[-1])
         check(r["errors"] == [], "no script errors or alerts", r["errors"])
         demo, edge = r["runs"]
         check("demo.perf" in demo["body"] and demo["canvases"] > 0,

@@ -293,7 +293,9 @@ rebuild_set(struct daemon *d)
 		d->cursor = 0;
 	fp_sampler_retain(d->sampler, d->set, d->nset);
 
-	/* Requests in flight keep their pids: mark them in the new set. */
+	/* Requests in flight keep their pids: mark them in the new set, and
+	 * point the requests at their new places, so that their replies
+	 * free them there (a pid that left the set has no place). */
 	d->set_gen++;
 	memset(d->busy, 0, set_capacity(d->o) * sizeof(*d->busy));
 	for (int s = 0; s < MAX_INFLIGHT; s++) {
@@ -302,12 +304,17 @@ rebuild_set(struct daemon *d)
 		if (!slot->r.active)
 			continue;
 		for (size_t i = 0; i < slot->n; i++) {
+			slot->idx[i] = SIZE_MAX;
 			for (size_t j = 0; j < d->nset; j++) {
 				if (d->set[j].num == slot->pids[i].num &&
-				    d->set[j].serial == slot->pids[i].serial)
+				    d->set[j].serial == slot->pids[i].serial) {
 					d->busy[j] = true;
+					slot->idx[i] = j;
+					break;
+				}
 			}
 		}
+		slot->gen = d->set_gen;
 	}
 
 	/* proc_lib knows what OTP processes were started as; ask once. */
@@ -560,9 +567,11 @@ slot_done(struct daemon *d, struct sample_slot *slot)
 {
 	slot->r.active = false;
 	if (slot->gen != d->set_gen)
-		return;		/* rebuild_set() marked the new set */
-	for (size_t i = 0; i < slot->n; i++)
-		d->busy[slot->idx[i]] = false;
+		return;		/* not in flight at the last rebuild_set() */
+	for (size_t i = 0; i < slot->n; i++) {
+		if (slot->idx[i] != SIZE_MAX)
+			d->busy[slot->idx[i]] = false;
+	}
 }
 
 static void

@@ -20,6 +20,7 @@
 %%   fp_demo_producer                 floods fp_demo_sink
 %%   fp_demo_bin                      allocates / drops off-heap binaries
 %%   idle_loop/1 x Idle               blocked in receive
+%%   ticker_loop/2 x Tickers          wake every tick_ms ms in deep recursion
 %%
 %% throughput/0 returns a monotonically increasing count of completed work
 %% units (busy crunches + server calls), stored in a `counters' array.
@@ -31,7 +32,7 @@
 %% process entry points (exported so they show up as M:F/A in stacks)
 -export([busy_loop/1, deep/2, crunch/1, 'fp demo quoted'/1,
          'fp+demo;semi\'q\\'/1, client_loop/1, sink_loop/1, producer_loop/1,
-         bin_loop/1, idle_loop/1, owner_init/2]).
+         bin_loop/1, idle_loop/1, owner_init/2, ticker_loop/2]).
 %% gen_server callbacks
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
@@ -54,7 +55,9 @@ defaults() ->
       anon => true,        % start fp_demo_anon
       sink => true,        % start fp_demo_sink + fp_demo_producer
       sink_cap => 20000,   % producer keeps the sink's queue around this length
-      bin => true}.        % start fp_demo_bin
+      bin => true,         % start fp_demo_bin
+      tickers => 0,        % ticker_loop/2 processes: wake every tick_ms
+      tick_ms => 100}.     % ... inside deep/2-like recursion, nearly idle
 
 start() ->
     start(#{}).
@@ -170,10 +173,23 @@ owner_init({Parent, Ref}, Cfg) ->
         true -> register(fp_demo_bin, spawn_link(?MODULE, bin_loop, [queue:new()]));
         false -> ok
     end,
+    [spawn_link(?MODULE, ticker_loop, [maps:get(tick_ms, Cfg), Depth])
+     || _ <- lists:seq(1, maps:get(tickers, Cfg))],
     Hib = maps:get(idle_hibernate, Cfg),
     spawn_idle(Idle, Hib),
     Parent ! {Ref, ok},
     owner_loop().
+
+%% Active in every selection interval, yet nearly idle: sampled processes
+%% whose requests are answered at once.
+ticker_loop(Period, Depth) ->
+    _ = ticker_deep(Depth, Period),
+    ticker_loop(Period, Depth).
+
+ticker_deep(0, Period) ->
+    receive after Period -> 0 end;
+ticker_deep(N, Period) ->
+    1 + ticker_deep(N - 1, Period).
 
 spawn_idle(0, _) -> ok;
 spawn_idle(N, Hib) ->

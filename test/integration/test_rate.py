@@ -1,0 +1,49 @@
+#!/usr/bin/env python3
+"""A set sampled fast keeps its rate across selections.
+
+A quiet node whose only active processes are 20 tickers (they wake every
+50 ms): --top 10 --rate 100 --every 500ms, so every selection rebuilds the
+sampled set while sample requests are in flight. Every interval but the
+first and the last must achieve at least 90% of what it requested and skip
+next to nothing. (A request in flight across a rebuild once left its pids
+marked busy until the next rebuild, and the rate fell to a fraction.)
+"""
+import os
+import sys
+
+sys.dont_write_bytecode = True     # keep __pycache__ out of the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness as h  # noqa: E402
+
+
+def main(t):
+    node = h.start_node(idle=100, busy=0, opts={
+        "clients": 0, "quoted": False, "anon": False, "sink": False,
+        "bin": False, "tickers": 20, "tick_ms": 50})
+    out = h.mkdtemp("out_")
+    for request in ("rex",):
+        args = h.daemon_args(node, out, top=10, rate=100,
+                             every="500ms", duration="6s",
+                             request=None if request == "rex" else request,
+                             max_overhead=0)
+        h.log("running: flame_profd " + " ".join(args))
+        rc, so, se = h.run_daemon(args, timeout=40)
+        if not t.eq(rc, 0, "%s: exit code 0" % request):
+            h.log(se[-4000:])
+        iv = [x for x in h.intervals(se) if int(x.get("selected", 0)) == 10]
+        mid = iv[1:-1]
+        t.check(len(mid) >= 5, "%s: at least 5 full intervals (%d)" % (request, len(mid)))
+        ach = [float(x["achieved"]) / float(x["requested"]) for x in mid]
+        h.log("  %s: achieved/requested per interval: %s"
+              % (request, " ".join("%.2f" % a for a in ach)))
+        t.check(ach and min(ach) >= 0.9,
+                "%s: every interval achieves >= 90%% of requested (min %.2f)"
+                % (request, min(ach) if ach else 0))
+        skipped = sum(int(x["skipped"]) for x in mid)
+        samples = sum(int(x["samples"]) for x in mid)
+        t.check(skipped <= 0.05 * max(samples, 1),
+                "%s: skipped %d of %d" % (request, skipped, samples + skipped))
+
+
+if __name__ == "__main__":
+    h.run(main)

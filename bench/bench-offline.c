@@ -7,7 +7,7 @@
  * disk: what one core can do, stage by stage and all together.
  *
  *   bench-offline [-r RUNS] [-t SECONDS] [-s SEGMENT_BYTES] [-l LEVEL]
- *                 [-o TEXT_OUT] REPLY
+ *                 [-o TEXT_OUT] [-C] REPLY
  *
  * REPLY is a captured sample reply, term_to_binary of the result of the
  * daemon's sample request (bench/gen-reply.escript writes one). Each
@@ -17,8 +17,18 @@
  * (CLOCK_PROCESS_CPUTIME_ID: on a shared machine wall time also counts the
  * time other processes held the core), with wall-clock rates beside them.
  * Run it pinned: bench/offline does `taskset -c 0`.
+ *
+ * The reply is decoded as the daemon receives a sample batch: unchecked
+ * (fp_reply.checked false), the decoder checking what it reads. The same
+ * reply is decoded again and again, so after the first pass every stack
+ * is one the sampler has seen: the *warm* case, a node whose sampled
+ * processes sit where they sat last time. -C drops the sampler's frame
+ * and stack caches before every decode: the *cold* case, every stack and
+ * frame new, so every frame is also formatted anew (the format stage then
+ * formats copies of the samples without cache ids).
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +61,9 @@ struct bench {
 	struct segment seg;
 	size_t segment_bytes;
 	uint64_t time_us;
+	bool cold;
+	struct fp_sample *uncached;	/* -C: the samples without cache ids */
+	struct fp_frame *uncached_frames;
 
 	/* one formatted segment and its sample count, for the compress stage */
 	char *text;
@@ -123,6 +136,8 @@ decode_once(struct bench *b)
 {
 	/* a new timestamp each time: the history (deltas) is exercised */
 	b->time_us += 1000;
+	if (b->cold)
+		fp_sampler_drop_caches(b->sampler);
 	return fp_sampler_decode(b->sampler, &b->reply, b->pids, b->npids,
 				 b->time_us, 8);
 }
@@ -162,7 +177,7 @@ stage_format(struct bench *b)
 	size_t n;
 
 	s = fp_sampler_samples(b->sampler, &n);
-	format_samples(b, s, n);
+	format_samples(b, b->cold ? b->uncached : s, n);
 	if (b->seg.len >= b->segment_bytes)
 		b->seg.len = 0;	/* as if flushed */
 	return (long)n;
@@ -271,7 +286,7 @@ make_text(struct bench *b)
 static void
 usage(FILE *f)
 {
-	fprintf(f, "usage: bench-offline [-r RUNS] [-t SECONDS] [-s SEGMENT_BYTES] [-l ZSTD_LEVEL] [-o TEXT_OUT] REPLY\n");
+	fprintf(f, "usage: bench-offline [-r RUNS] [-t SECONDS] [-s SEGMENT_BYTES] [-l ZSTD_LEVEL] [-o TEXT_OUT] [-C] REPLY\n");
 }
 
 int
@@ -294,13 +309,14 @@ main(int argc, char **argv)
 	double seconds = 0.3;
 	const char *text_out = NULL;
 
-	while ((opt = getopt(argc, argv, "r:t:s:l:o:h")) != -1) {
+	while ((opt = getopt(argc, argv, "r:t:s:l:o:Ch")) != -1) {
 		switch (opt) {
 		case 'r': nruns = atoi(optarg); break;
 		case 't': seconds = atof(optarg); break;
 		case 's': b.segment_bytes = (size_t)strtoull(optarg, NULL, 0); break;
 		case 'l': level = atoi(optarg); break;
 		case 'o': text_out = optarg; break;
+		case 'C': b.cold = true; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 64;
 		}
@@ -322,7 +338,8 @@ main(int argc, char **argv)
 			argv[optind]);
 		return 65;
 	}
-	b.reply = (struct fp_reply){ .buf = b.reply_buf, .index = 1 };
+	b.reply = (struct fp_reply){ .buf = b.reply_buf, .len = b.reply_len,
+				    .index = 1 };
 	b.npids = (size_t)count;
 	b.pids = xzalloc(b.npids * sizeof(*b.pids));
 	for (size_t i = 0; i < b.npids; i++)
@@ -342,6 +359,25 @@ main(int argc, char **argv)
 			argv[optind], b.npids);
 		rc = 65;
 		goto out;
+	}
+	if (b.cold) {
+		const struct fp_sample *smp;
+		size_t n, nf = 0, at = 0;
+
+		smp = fp_sampler_samples(b.sampler, &n);
+		for (size_t i = 0; i < n; i++)
+			nf += smp[i].nframes;
+		b.uncached = xzalloc(n * sizeof(*b.uncached));
+		b.uncached_frames = xzalloc((nf ? nf : 1) * sizeof(*b.uncached_frames));
+		for (size_t i = 0; i < n; i++) {
+			b.uncached[i] = smp[i];
+			b.uncached[i].stack_id = 0;
+			b.uncached[i].frames = b.uncached_frames + at;
+			for (uint32_t k = 0; k < smp[i].nframes; k++) {
+				b.uncached_frames[at] = smp[i].frames[k];
+				b.uncached_frames[at++].id = 0;
+			}
+		}
 	}
 	if (make_text(&b) < 0)
 		goto out;
@@ -392,5 +428,7 @@ out:
 	fp_sampler_destroy(b.sampler);
 	free(b.pids);
 	free(b.reply_buf);
+	free(b.uncached);
+	free(b.uncached_frames);
 	return rc;
 }

@@ -915,6 +915,17 @@ interval_report(struct daemon *d, uint64_t now)
 			 d->breaker.open ? "open" : "closed");
 		fpd_info("%s", text);
 		note(d, "%s", text);
+		if (fp_log_enabled(FP_LOG_DEBUG)) {
+			struct fp_cache_stats cs;
+
+			fp_sampler_cache_stats(d->sampler, &cs);
+			fpd_debug("decoder cache: stacks %llu hit %llu new, frames %llu hit %llu new, %llu dropped",
+				  (unsigned long long)cs.stack_hits,
+				  (unsigned long long)cs.stack_misses,
+				  (unsigned long long)cs.frame_hits,
+				  (unsigned long long)cs.frame_misses,
+				  (unsigned long long)cs.clears);
+		}
 
 		/* a short interval (the last one, at stop) says too little */
 		if (!d->breaker.open && secs * 2e6 >= (double)d->o->every_us &&

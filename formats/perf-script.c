@@ -18,11 +18,115 @@
 #include "fp/perf-script.h"
 #include "util-mem.h"
 
+/*
+ * Text already made for a frame or a whole stack, by the decoder's id
+ * (fp_frame.id, fp_sample.stack_id: unique in the process, never reused,
+ * so an entry can never be stale). Bounded: when the text would outgrow
+ * the arena the whole cache is dropped and refills from what recurs.
+ */
+struct text_slot {
+	uint64_t id;		/* 0: empty */
+	uint32_t off, len;
+};
+
+struct text_cache {
+	struct text_slot *slots;
+	size_t capacity, count;	/* capacity: power of two */
+	char *arena;
+	size_t used, size;
+};
+
+enum {
+	FRAME_TEXT_BYTES = 1024 * 1024,
+	STACK_TEXT_BYTES = 4 * 1024 * 1024,
+};
+
 struct fp_perf_writer {
 	struct fp_perf_options options;
 	char *buf;
 	size_t len, cap;
+	struct text_cache frames, stacks;
+	/* "\tmetric_erlang_NAME: " per metric */
+	char metric_prefix[FP_METRIC_COUNT][48];
+	uint8_t metric_prefix_len[FP_METRIC_COUNT];
 };
+
+static void
+text_cache_init(struct text_cache *c, size_t size)
+{
+	c->capacity = 4096;
+	c->slots = xzalloc(c->capacity * sizeof(*c->slots));
+	c->size = size;
+	c->arena = xzalloc(size);
+}
+
+static void
+text_cache_release(struct text_cache *c)
+{
+	free(c->slots);
+	free(c->arena);
+}
+
+static bool
+text_cache_find(const struct text_cache *c, uint64_t id, const char **text,
+		size_t *len)
+{
+	size_t mask = c->capacity - 1;
+
+	for (size_t i = (size_t)(id * 0x9e3779b97f4a7c15ULL >> 20) & mask;;
+	     i = (i + 1) & mask) {
+		const struct text_slot *e = &c->slots[i];
+
+		if (e->id == id) {
+			*text = c->arena + e->off;
+			*len = e->len;
+			return true;
+		}
+		if (!e->id)
+			return false;
+	}
+}
+
+static void
+text_cache_add(struct text_cache *c, uint64_t id, const char *text,
+	       size_t len)
+{
+	struct text_slot *slots;
+	size_t mask, i;
+
+	if (len > c->size / 16)
+		return;		/* a monster stack: not worth a slot */
+	if (c->size - c->used < len) {
+		memset(c->slots, 0, c->capacity * sizeof(*c->slots));
+		c->count = 0;
+		c->used = 0;
+	}
+	if ((c->count + 1) * 4 > c->capacity * 3) {
+		size_t capacity = c->capacity * 2;
+
+		slots = xzalloc(capacity * sizeof(*slots));
+		for (size_t k = 0; k < c->capacity; k++) {
+			if (!c->slots[k].id)
+				continue;
+			for (i = (size_t)(c->slots[k].id * 0x9e3779b97f4a7c15ULL >> 20) &
+				 (capacity - 1);
+			     slots[i].id; i = (i + 1) & (capacity - 1))
+				;
+			slots[i] = c->slots[k];
+		}
+		free(c->slots);
+		c->slots = slots;
+		c->capacity = capacity;
+	}
+	mask = c->capacity - 1;
+	for (i = (size_t)(id * 0x9e3779b97f4a7c15ULL >> 20) & mask;
+	     c->slots[i].id; i = (i + 1) & mask)
+		;
+	memcpy(c->arena + c->used, text, len);
+	c->slots[i] = (struct text_slot){ id, (uint32_t)c->used, (uint32_t)len };
+	c->used += len;
+	c->count++;
+}
 
 struct fp_perf_writer *
 fp_perf_writer_new(const struct fp_perf_options *options)
@@ -33,6 +137,15 @@ fp_perf_writer_new(const struct fp_perf_options *options)
 		w->options = *options;
 	w->cap = 16384;
 	w->buf = xzalloc(w->cap);
+	text_cache_init(&w->frames, FRAME_TEXT_BYTES);
+	text_cache_init(&w->stacks, STACK_TEXT_BYTES);
+	for (int m = 0; m < FP_METRIC_COUNT; m++) {
+		int n = snprintf(w->metric_prefix[m], sizeof(w->metric_prefix[m]),
+				 "\tmetric_erlang_%s: ",
+				 fp_metric_name((enum fp_metric)m));
+
+		w->metric_prefix_len[m] = (uint8_t)n;
+	}
 	return w;
 }
 
@@ -41,6 +154,8 @@ fp_perf_writer_destroy(struct fp_perf_writer *w)
 {
 	if (!w)
 		return;
+	text_cache_release(&w->frames);
+	text_cache_release(&w->stacks);
 	free(w->buf);
 	free(w);
 }
@@ -281,29 +396,58 @@ flush_to(struct fp_perf_writer *w, FILE *out)
 	return 0;
 }
 
+/* The frame lines of a sample, from the caches when the decoder has seen
+ * the stack or the frames before. */
+static void
+put_stack(struct fp_perf_writer *w, const struct fp_sample *s)
+{
+	size_t start = w->len, len;
+	const char *text;
+
+	if (s->stack_id && text_cache_find(&w->stacks, s->stack_id, &text, &len)) {
+		put(w, text, len);
+		return;
+	}
+	for (uint32_t i = 0; i < s->nframes; i++) {
+		const struct fp_frame *f = &s->frames[i];
+		size_t at = w->len;
+
+		if (f->id && text_cache_find(&w->frames, f->id, &text, &len)) {
+			put(w, text, len);
+			continue;
+		}
+		put_frame(w, f);
+		if (f->id)
+			text_cache_add(&w->frames, f->id, w->buf + at, w->len - at);
+	}
+	if (s->stack_id)
+		text_cache_add(&w->stacks, s->stack_id, w->buf + start,
+			       w->len - start);
+}
+
 int
 fp_perf_write_sample(struct fp_perf_writer *w, FILE *out,
 		     const struct fp_sample *s)
 {
-	char ts[64];
-	int n;
+	uint64_t usec = s->time_us % 1000000;
+	char frac[6];
 
 	w->len = 0;
 	puts_(w, fp_status_name(s->status));
-	putc_(w, ' ');
-	puts_(w, "0.");
+	put(w, " 0.", 3);
 	put_u64(w, s->pid.num);
 	putc_(w, '.');
 	put_u64(w, s->pid.serial);
-	n = snprintf(ts, sizeof(ts), " [000] %llu.%06llu: cpu-clock:",
-		     (unsigned long long)(s->time_us / 1000000),
-		     (unsigned long long)(s->time_us % 1000000));
-	put(w, ts, (size_t)n);
+	put(w, " [000] ", 7);
+	put_u64(w, s->time_us / 1000000);
+	putc_(w, '.');
+	for (int i = 5; i >= 0; i--, usec /= 10)
+		frac[i] = (char)('0' + usec % 10);
+	put(w, frac, 6);
+	put(w, ": cpu-clock:", 12);
 
 	for (int m = 0; m < FP_METRIC_COUNT; m++) {
-		puts_(w, "\tmetric_erlang_");
-		puts_(w, fp_metric_name((enum fp_metric)m));
-		put(w, ": ", 2);
+		put(w, w->metric_prefix[m], w->metric_prefix_len[m]);
 		put_i64(w, s->value[m]);
 		put(w, ", ", 2);
 		put_i64(w, s->delta[m]);
@@ -317,9 +461,7 @@ fp_perf_write_sample(struct fp_perf_writer *w, FILE *out,
 		put_mfa(w, &s->initial_call);
 	}
 	putc_(w, '\n');
-
-	for (uint32_t i = 0; i < s->nframes; i++)
-		put_frame(w, &s->frames[i]);
+	put_stack(w, s);
 	putc_(w, '\n');
 
 	return flush_to(w, out);

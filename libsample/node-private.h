@@ -36,6 +36,21 @@ node_decode_int(const char *buf, int *index, int64_t *value);
 int
 node_term_check(const char *buf, size_t len, size_t start);
 
-/* Recognise a reply to one of our requests in a checked message. */
+/* The same for one term at *pos that need not end the buffer: 0 and *pos
+ * past it, or -EBADMSG. */
 int
-node_parse_reply(const char *buf, struct fp_reply *reply);
+node_term_skip(const char *buf, size_t len, size_t *pos);
+
+/*
+ * Recognise a reply to one of our requests: 1 (reply filled), 0 (a
+ * well-formed message that is not ours), -EBADMSG (malformed). Every
+ * message is checked (node_term_check) except the result of a request
+ * sent unchecked, which is left to its decoder (reply->checked false).
+ */
+int
+node_parse_reply(const char *buf, size_t len, struct fp_reply *reply);
+
+/* 0 if the result of @reply is checked or passes the check now. Every
+ * decoder that hands a reply to ei calls this first. */
+int
+node_reply_check(const struct fp_reply *reply);

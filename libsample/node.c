@@ -18,6 +18,7 @@
 
 #include <ei.h>
 
+#include "etf.h"
 #include "fp/log.h"
 #include "node-private.h"
 #include "util-mem.h"
@@ -29,6 +30,9 @@
 /* The tag in the third word of our references: lets us tell our own
  * replies from anything else a confused peer might send. */
 #define REF_MAGIC 0x66707264u	/* "fprd" */
+/* The same for requests whose reply the caller checks as it decodes
+ * (sample batches: see fp_reply.checked). */
+#define REF_MAGIC_UNCHECKED 0x66707275u	/* "fpru" */
 
 struct fp_node {
 	char *target;
@@ -221,7 +225,7 @@ fp_node_decode_int(const struct fp_reply *reply, int64_t *value)
 {
 	int index = reply->index;
 
-	if (reply->badrpc)
+	if (reply->badrpc || node_reply_check(reply) < 0)
 		return -EBADMSG;
 	return node_decode_int(reply->buf, &index, value);
 }
@@ -423,7 +427,7 @@ make_self_name(struct fp_node *node, const struct in_addr *target_addr,
 }
 
 static void
-encode_ref(struct fp_node *node, ei_x_buff *x, uint64_t id)
+encode_ref(struct fp_node *node, ei_x_buff *x, uint64_t id, bool unchecked)
 {
 	erlang_ref ref;
 
@@ -432,14 +436,14 @@ encode_ref(struct fp_node *node, ei_x_buff *x, uint64_t id)
 	ref.len = 3;
 	ref.n[0] = (unsigned)(id & 0x3ffff);
 	ref.n[1] = (unsigned)(id >> 18);
-	ref.n[2] = REF_MAGIC;
+	ref.n[2] = unchecked ? REF_MAGIC_UNCHECKED : REF_MAGIC;
 	ref.creation = node->ec.creation;
 	ei_x_encode_ref(x, &ref);
 }
 
-int
-node_rpc_send(struct fp_node *node, const char *mod, const char *fun,
-	      const ei_x_buff *args, uint64_t *id)
+static int
+rpc_send(struct fp_node *node, const char *mod, const char *fun,
+	 const ei_x_buff *args, uint64_t *id, bool unchecked)
 {
 	ei_x_buff *x = &node->tx;
 	int rc;
@@ -457,7 +461,7 @@ node_rpc_send(struct fp_node *node, const char *mod, const char *fun,
 	ei_x_encode_tuple_header(x, 2);
 	ei_x_encode_pid(x, ei_self(&node->ec));
 	*id = ++node->next_id;
-	encode_ref(node, x, *id);
+	encode_ref(node, x, *id, unchecked);
 	ei_x_encode_tuple_header(x, 5);
 	ei_x_encode_atom(x, "call");
 	ei_x_encode_atom(x, mod);
@@ -472,14 +476,22 @@ node_rpc_send(struct fp_node *node, const char *mod, const char *fun,
 	return 0;
 }
 
+int
+node_rpc_send(struct fp_node *node, const char *mod, const char *fun,
+	      const ei_x_buff *args, uint64_t *id)
+{
+	return rpc_send(node, mod, fun, args, id, false);
+}
+
 /*
  * The same call wrapped in timer:tc(Mod, Fun, Args): the reply is
  * {Microseconds, Result}, the node-side wall time of the call, which is
- * what the daemon's cost budget counts (fp_reply_take_time()).
+ * what the daemon's cost budget counts (fp_reply_take_time()). With
+ * @unchecked the result reaches the caller unchecked (fp_reply.checked).
  */
 static int
 node_rpc_send_timed(struct fp_node *node, const char *mod, const char *fun,
-		    const ei_x_buff *args, uint64_t *id)
+		    const ei_x_buff *args, uint64_t *id, bool unchecked)
 {
 	ei_x_buff tc;
 	int rc;
@@ -490,7 +502,7 @@ node_rpc_send_timed(struct fp_node *node, const char *mod, const char *fun,
 	ei_x_encode_atom(&tc, fun);
 	ei_x_append_buf(&tc, args->buff, args->index);
 	ei_x_encode_empty_list(&tc);
-	rc = node_rpc_send(node, "timer", "tc", &tc, id);
+	rc = rpc_send(node, "timer", "tc", &tc, id, unchecked);
 	ei_x_free(&tc);
 	return rc;
 }
@@ -498,14 +510,30 @@ node_rpc_send_timed(struct fp_node *node, const char *mod, const char *fun,
 int
 fp_reply_take_time(struct fp_reply *reply, uint64_t *us)
 {
-	int index = reply->index, arity;
+	const unsigned char *b = (const unsigned char *)reply->buf;
+	size_t p = (size_t)reply->index, end;
+	int index;
 	int64_t v;
 
-	if (reply->badrpc || ei_decode_tuple_header(reply->buf, &index, &arity) < 0 ||
-	    arity != 2 || node_decode_int(reply->buf, &index, &v) < 0 || v < 0)
+	/* {Microseconds, Result}, read without trusting an unchecked reply */
+	if (reply->badrpc || reply->len - p < 2 || b[p] != ERL_SMALL_TUPLE_EXT ||
+	    b[p + 1] != 2)
+		return -EBADMSG;
+	p += 2;
+	end = p;
+	if (etf_int(b, reply->len, &end, &v) < 0) {
+		/* a bignum: check it before ei reads it */
+		if (node_term_skip(reply->buf, reply->len, &end) < 0)
+			return -EBADMSG;
+		index = (int)p;
+		if (node_decode_int(reply->buf, &index, &v) < 0 ||
+		    (size_t)index != end)
+			return -EBADMSG;
+	}
+	if (v < 0)
 		return -EBADMSG;
 	*us = (uint64_t)v;
-	reply->index = index;
+	reply->index = (int)end;
 	return 0;
 }
 
@@ -548,39 +576,61 @@ node_decode_int(const char *buf, int *index, int64_t *value)
 }
 
 int
-node_parse_reply(const char *buf, struct fp_reply *reply)
+node_parse_reply(const char *buf, size_t len, struct fp_reply *reply)
 {
-	int index = 0, arity, version, type, size;
+	const unsigned char *b = (const unsigned char *)buf;
+	int index = 3, type, size;
+	size_t p = 3;
 	erlang_ref ref;
+	bool checked;
 
-	if (ei_decode_version(buf, &index, &version) < 0 ||
-	    ei_decode_tuple_header(buf, &index, &arity) < 0 || arity != 2)
-		return 0;
+	/* {Ref, Result}: the envelope is checked here; the result too, unless
+	 * the request asked to check it itself */
+	if (len < 3 || b[0] != 131)
+		return -EBADMSG;
+	if (b[1] != ERL_SMALL_TUPLE_EXT || b[2] != 2)
+		return node_term_check(buf, len, 1) < 0 ? -EBADMSG : 0;
+	if (node_term_skip(buf, len, &p) < 0)
+		return -EBADMSG;
 	if (ei_get_type(buf, &index, &type, &size) < 0 ||
 	    (type != ERL_NEW_REFERENCE_EXT && type != ERL_NEWER_REFERENCE_EXT &&
-	     type != ERL_REFERENCE_EXT))
-		return 0;
-	if (ei_decode_ref(buf, &index, &ref) < 0 || ref.len < 3 ||
-	    ref.n[2] != REF_MAGIC)
-		return 0;
+	     type != ERL_REFERENCE_EXT) ||
+	    ei_decode_ref(buf, &index, &ref) < 0 || ref.len < 3 ||
+	    (ref.n[2] != REF_MAGIC && ref.n[2] != REF_MAGIC_UNCHECKED))
+		return node_term_check(buf, len, 1) < 0 ? -EBADMSG : 0;
+	checked = ref.n[2] == REF_MAGIC;
+	if (checked && node_term_check(buf, len, p) < 0)
+		return -EBADMSG;
 
 	reply->id = (uint64_t)ref.n[0] | ((uint64_t)ref.n[1] << 18);
 	reply->buf = buf;
-	reply->index = index;
+	reply->len = len;
+	reply->index = (int)p;
+	reply->checked = checked;
 	reply->badrpc = false;
 
-	/* {badrpc, Reason} */
-	if (ei_get_type(buf, &index, &type, &size) == 0 &&
-	    type == ERL_SMALL_TUPLE_EXT && size == 2) {
-		char atom[MAXATOMLEN_UTF8];
-		int i = reply->index;
+	/* {badrpc, Reason}: small, and printed by ei; always checked */
+	if (len - p >= 2 && b[p] == ERL_SMALL_TUPLE_EXT && b[p + 1] == 2) {
+		size_t q = p + 2, n;
+		const char *name;
 
-		if (ei_decode_tuple_header(buf, &i, &arity) == 0 &&
-		    node_decode_atom(buf, &i, atom) == 0 &&
-		    strcmp(atom, "badrpc") == 0)
+		if (etf_atom(b, len, &q, &name, &n) == 0 &&
+		    etf_atom_is(name, n, "badrpc", 6)) {
+			if (!checked && node_term_check(buf, len, p) < 0)
+				return -EBADMSG;
+			reply->checked = true;
 			reply->badrpc = true;
+		}
 	}
 	return 1;
+}
+
+int
+node_reply_check(const struct fp_reply *reply)
+{
+	if (reply->checked)
+		return 0;
+	return node_term_check(reply->buf, reply->len, (size_t)reply->index);
 }
 
 static int
@@ -588,13 +638,13 @@ decode_reply(struct fp_node *node, struct fp_reply *reply)
 {
 	int rc;
 
-	if (node->rx.index < 1 || (unsigned char)node->rx.buff[0] != 131 ||
-	    node_term_check(node->rx.buff, (size_t)node->rx.index, 1) < 0) {
+	rc = node->rx.index < 1 ? -EBADMSG :
+	     node_parse_reply(node->rx.buff, (size_t)node->rx.index, reply);
+	if (rc < 0) {
 		fp_log(FP_LOG_WARNING, "malformed message from %s dropped (%d bytes)",
 		       node->target, node->rx.index);
 		return -EBADMSG;
 	}
-	rc = node_parse_reply(node->rx.buff, reply);
 	if (rc == 1 && reply->badrpc && fp_log_enabled(FP_LOG_WARNING)) {
 		char *s = NULL;
 		int i = reply->index, arity;
@@ -661,8 +711,11 @@ node_wait(struct fp_node *node, uint64_t id, unsigned timeout_ms,
 		rc = fp_node_receive(node, timeout_ms, reply);
 		if (rc < 0)
 			return rc;
-		if (rc == 1 && reply->id == id)
+		if (rc == 1 && reply->id == id) {
+			if (node_reply_check(reply) < 0)
+				return -EBADMSG;
 			return reply->badrpc ? -EPROTO : 0;
+		}
 	}
 }
 
@@ -888,7 +941,7 @@ fp_node_processes_request(struct fp_node *node, uint64_t *id)
 
 	ei_x_new(&args);
 	ei_x_encode_empty_list(&args);
-	rc = node_rpc_send_timed(node, "erlang", "processes", &args, id);
+	rc = node_rpc_send_timed(node, "erlang", "processes", &args, id, false);
 	ei_x_free(&args);
 	return rc;
 }
@@ -912,7 +965,7 @@ fp_node_reductions_request(struct fp_node *node, const struct fp_pid *pids,
 	}
 	ei_x_encode_empty_list(&args);
 	ei_x_encode_empty_list(&args);
-	rc = node_rpc_send_timed(node, "lists", "zipwith", &args, id);
+	rc = node_rpc_send_timed(node, "lists", "zipwith", &args, id, false);
 	ei_x_free(&args);
 	return rc;
 }
@@ -971,11 +1024,31 @@ static const char *const sample_items[] = {
 	"garbage_collection_info",
 };
 
+static void
+encode_item_lists(ei_x_buff *x, const bool *with_initial_call, size_t n)
+{
+	const size_t nitems = sizeof(sample_items) / sizeof(sample_items[0]);
+
+	if (n) {
+		ei_x_encode_list_header(x, (long)n);
+		for (size_t i = 0; i < n; i++) {
+			bool ic = with_initial_call && with_initial_call[i];
+
+			ei_x_encode_list_header(x, (long)(nitems + ic));
+			for (size_t k = 0; k < nitems; k++)
+				ei_x_encode_atom(x, sample_items[k]);
+			if (ic)
+				ei_x_encode_atom(x, "initial_call");
+			ei_x_encode_empty_list(x);
+		}
+	}
+	ei_x_encode_empty_list(x);
+}
+
 int
 fp_node_sample_request(struct fp_node *node, const struct fp_pid *pids,
 		       const bool *with_initial_call, size_t n, uint64_t *id)
 {
-	const size_t nitems = sizeof(sample_items) / sizeof(sample_items[0]);
 	ei_x_buff args;
 	int rc;
 
@@ -983,22 +1056,9 @@ fp_node_sample_request(struct fp_node *node, const struct fp_pid *pids,
 	ei_x_encode_list_header(&args, 3);
 	encode_export_fun(&args, "erlang", "process_info", 2);
 	encode_pid_list(node, &args, pids, n);
-	if (n) {
-		ei_x_encode_list_header(&args, (long)n);
-		for (size_t i = 0; i < n; i++) {
-			bool ic = with_initial_call && with_initial_call[i];
-
-			ei_x_encode_list_header(&args, (long)(nitems + ic));
-			for (size_t k = 0; k < nitems; k++)
-				ei_x_encode_atom(&args, sample_items[k]);
-			if (ic)
-				ei_x_encode_atom(&args, "initial_call");
-			ei_x_encode_empty_list(&args);
-		}
-	}
+	encode_item_lists(&args, with_initial_call, n);
 	ei_x_encode_empty_list(&args);
-	ei_x_encode_empty_list(&args);
-	rc = node_rpc_send_timed(node, "lists", "zipwith", &args, id);
+	rc = node_rpc_send_timed(node, "lists", "zipwith", &args, id, true);
 	ei_x_free(&args);
 	return rc;
 }
@@ -1011,7 +1071,8 @@ fp_node_decode_pids(const struct fp_reply *reply, struct fp_pid *out,
 	int index = reply->index, count, type, size;
 	size_t n = 0;
 
-	if (reply->badrpc || ei_decode_list_header(buf, &index, &count) < 0)
+	if (reply->badrpc || node_reply_check(reply) < 0 ||
+	    ei_decode_list_header(buf, &index, &count) < 0)
 		return -EBADMSG;
 	for (int i = 0; i < count; i++) {
 		if (ei_get_type(buf, &index, &type, &size) < 0)

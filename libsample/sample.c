@@ -5,10 +5,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "etf.h"
 #include "fp/sample.h"
+#include "intern.h"
 #include "node-private.h"
 #include "pidmap.h"
+#include "util-hash.h"
 #include "util-mem.h"
+
+/* A whole stacktrace seen before: its bytes and its frames, in order. */
+struct cached_stack {
+	uint64_t id;
+	const unsigned char *key;
+	size_t len;
+	uint32_t nframes;
+	struct fp_frame frames[];
+};
 
 struct proc_state {
 	bool have_prev;
@@ -17,6 +29,9 @@ struct proc_state {
 	char *ic_module;	/* NULL when the initial call is unknown */
 	char *ic_function;
 	uint32_t ic_arity;
+	/* the stack of the last sample, while the cache holds it */
+	const struct cached_stack *last_stack;
+	uint64_t last_gen;
 };
 
 /* Strings of one batch: chunks that never move. */
@@ -29,6 +44,21 @@ struct arena_chunk {
 struct fp_sampler {
 	struct pidmap procs;
 
+	/*
+	 * Frames and whole stacktraces by the bytes the node sent for them.
+	 * A process blocked where it was at the last sample sends the same
+	 * bytes again, and most frames recur across processes: a hit costs a
+	 * skip, a hash and a compare. Both are dropped together (stacks point
+	 * at the frames' strings) when they outgrow CACHE_BYTES, between two
+	 * decodes, never during one.
+	 */
+	struct intern frame_cache, stack_cache;
+	uint64_t cache_gen;	/* bumped when the caches are dropped */
+	struct fp_cache_stats stats;
+	size_t len;		/* of the reply being decoded */
+	bool trusted;		/* ...and it was checked on arrival */
+	const struct cached_stack **sample_stack;	/* per sample */
+
 	struct fp_sample *samples;
 	size_t nsamples, samples_cap;
 	size_t *frame_start;	/* per sample, index into frames */
@@ -39,6 +69,17 @@ struct fp_sampler {
 };
 
 enum { ARENA_CHUNK = 64 * 1024 };
+enum { CACHE_BYTES = 8 * 1024 * 1024 };
+
+/* Ids of cached frames and stacks: unique in the process, never reused,
+ * so a writer keying its own cache on them can never see a stale entry. */
+static uint64_t
+next_cache_id(void)
+{
+	static uint64_t last;
+
+	return __atomic_add_fetch(&last, 1, __ATOMIC_RELAXED);
+}
 
 static char *
 arena_strdup(struct fp_sampler *s, const char *str, size_t len)
@@ -92,6 +133,8 @@ fp_sampler_new(void)
 	struct fp_sampler *s = xnew(struct fp_sampler);
 
 	pidmap_init(&s->procs, sizeof(struct proc_state));
+	intern_init(&s->frame_cache);
+	intern_init(&s->stack_cache);
 	return s;
 }
 
@@ -114,6 +157,8 @@ fp_sampler_destroy(struct fp_sampler *s)
 		return;
 	forget_all(s);
 	pidmap_release(&s->procs);
+	intern_release(&s->frame_cache);
+	intern_release(&s->stack_cache);
 	while (s->arena) {
 		struct arena_chunk *next = s->arena->next;
 
@@ -122,6 +167,7 @@ fp_sampler_destroy(struct fp_sampler *s)
 	}
 	free(s->samples);
 	free(s->frame_start);
+	free(s->sample_stack);
 	free(s->frames);
 	free(s);
 }
@@ -217,8 +263,8 @@ fp_sampler_initial_calls(struct fp_sampler *s, const struct fp_reply *reply,
 	int index = reply->index, count, type, size;
 	char m[MAXATOMLEN_UTF8], f[MAXATOMLEN_UTF8];
 
-	if (reply->badrpc || ei_decode_list_header(buf, &index, &count) < 0 ||
-	    (size_t)count != n)
+	if (reply->badrpc || node_reply_check(reply) < 0 ||
+	    ei_decode_list_header(buf, &index, &count) < 0 || (size_t)count != n)
 		return -EBADMSG;
 	for (size_t i = 0; i < n; i++) {
 		struct proc_state *st;
@@ -334,148 +380,392 @@ new_frame(struct fp_sampler *s)
 	return &s->frames[s->nframes++];
 }
 
-/* [{M, F, ArityOrArgs, Location}] */
+/*
+ * An unchecked reply (fp_reply.checked) is read by the bounds-checked
+ * readers of etf.h; a term goes to ei only after guard() has walked it.
+ */
 static int
-decode_stacktrace(struct fp_sampler *s, const char *buf, int *index,
-		  uint32_t *nframes)
+guard(const struct fp_sampler *s, const char *buf, int index)
+{
+	size_t p = (size_t)index;
+
+	return s->trusted ? 0 : node_term_skip(buf, s->len, &p);
+}
+
+/* Skip a term, checking it on the way. */
+static int
+skip(const struct fp_sampler *s, const char *buf, int *index)
+{
+	size_t p = (size_t)*index;
+
+	if (node_term_skip(buf, s->len, &p) < 0)
+		return -EBADMSG;
+	*index = (int)p;
+	return 0;
+}
+
+/* An atom into @dst (MAXATOMLEN_UTF8 bytes), NUL-terminated. */
+static int
+read_atom(const struct fp_sampler *s, const char *buf, int *index, char *dst)
+{
+	size_t p = (size_t)*index, n;
+	const char *name;
+
+	if (etf_atom((const unsigned char *)buf, s->len, &p, &name, &n) == 0) {
+		memcpy(dst, name, n);
+		dst[n] = '\0';
+		*index = (int)p;
+		return 0;
+	}
+	if (guard(s, buf, *index) < 0)
+		return -EBADMSG;
+	return node_decode_atom(buf, index, dst);
+}
+
+/* The tag of the next term, or -1 at the end of the buffer. */
+static int
+peek_tag(const struct fp_sampler *s, const char *buf, int index)
+{
+	return (size_t)index < s->len ? (unsigned char)buf[index] : -1;
+}
+
+/* {M, F, ArityOrArgs, Location} with ei, strings in the batch arena. */
+static int
+decode_frame_slow(struct fp_sampler *s, const char *buf, int *index,
+		  struct fp_frame *fr)
 {
 	char m[MAXATOMLEN_UTF8], f[MAXATOMLEN_UTF8], key[MAXATOMLEN_UTF8];
-	int count, n, type, size;
+	int n, type, size, nloc;
 
-	if (ei_decode_list_header(buf, index, &count) < 0)
+	if (ei_decode_tuple_header(buf, index, &n) < 0 || n != 4 ||
+	    node_decode_atom(buf, index, m) < 0 ||
+	    node_decode_atom(buf, index, f) < 0 ||
+	    ei_get_type(buf, index, &type, &size) < 0)
 		return -EBADMSG;
-	for (int i = 0; i < count; i++) {
-		struct fp_frame *fr;
-		int nloc;
-
-		if (ei_decode_tuple_header(buf, index, &n) < 0 || n != 4 ||
-		    node_decode_atom(buf, index, m) < 0 ||
-		    node_decode_atom(buf, index, f) < 0 ||
-		    ei_get_type(buf, index, &type, &size) < 0)
+	fr->module = arena_strdup(s, m, strlen(m));
+	fr->function = arena_strdup(s, f, strlen(f));
+	if (type == ERL_LIST_EXT || type == ERL_NIL_EXT ||
+	    type == ERL_STRING_EXT) {
+		fr->arity = (uint32_t)size;
+		if (node_skip_term(buf, index) < 0)
 			return -EBADMSG;
-		fr = new_frame(s);
-		fr->module = arena_strdup(s, m, strlen(m));
-		fr->function = arena_strdup(s, f, strlen(f));
-		if (type == ERL_LIST_EXT || type == ERL_NIL_EXT ||
-		    type == ERL_STRING_EXT) {
-			fr->arity = (uint32_t)size;
-			if (node_skip_term(buf, index) < 0)
-				return -EBADMSG;
-		} else {
-			int64_t a;
+	} else {
+		int64_t a;
 
-			if (node_decode_int(buf, index, &a) < 0 || a < 0 || a > 255)
-				return -EBADMSG;
-			fr->arity = (uint32_t)a;
-		}
-		if (ei_decode_list_header(buf, index, &nloc) < 0)
+		if (node_decode_int(buf, index, &a) < 0 || a < 0 || a > 255)
 			return -EBADMSG;
-		for (int k = 0; k < nloc; k++) {
-			if (ei_decode_tuple_header(buf, index, &n) < 0 || n != 2 ||
-			    node_decode_atom(buf, index, key) < 0)
-				return -EBADMSG;
-			if (strcmp(key, "file") == 0) {
-				if (decode_charlist(s, buf, index, &fr->file) < 0)
-					return -EBADMSG;
-			} else if (strcmp(key, "line") == 0) {
-				int64_t line;
-
-				if (node_decode_int(buf, index, &line) < 0)
-					return -EBADMSG;
-				fr->line = line > 0 && line < UINT32_MAX ? (uint32_t)line : 0;
-			} else if (node_skip_term(buf, index) < 0) {
-				return -EBADMSG;
-			}
-		}
-		if (nloc > 0 && (ei_decode_list_header(buf, index, &nloc) < 0 || nloc != 0))
-			return -EBADMSG;
+		fr->arity = (uint32_t)a;
 	}
-	*nframes = (uint32_t)(count > 0 ? count : 0);
-	if (count > 0 && (ei_decode_list_header(buf, index, &count) < 0 || count != 0))
+	if (ei_decode_list_header(buf, index, &nloc) < 0)
+		return -EBADMSG;
+	for (int k = 0; k < nloc; k++) {
+		if (ei_decode_tuple_header(buf, index, &n) < 0 || n != 2 ||
+		    node_decode_atom(buf, index, key) < 0)
+			return -EBADMSG;
+		if (strcmp(key, "file") == 0) {
+			if (decode_charlist(s, buf, index, &fr->file) < 0)
+				return -EBADMSG;
+		} else if (strcmp(key, "line") == 0) {
+			int64_t line;
+
+			if (node_decode_int(buf, index, &line) < 0)
+				return -EBADMSG;
+			fr->line = line > 0 && line < UINT32_MAX ? (uint32_t)line : 0;
+		} else if (node_skip_term(buf, index) < 0) {
+			return -EBADMSG;
+		}
+	}
+	if (nloc > 0 && (ei_decode_list_header(buf, index, &nloc) < 0 || nloc != 0))
 		return -EBADMSG;
 	return 0;
 }
 
+/*
+ * One frame, from the cache when its bytes were seen before. A frame
+ * decoded anew is cached when its bytes are context-free; *cached says
+ * whether the frame (and its strings) now lives in the cache.
+ */
+static int
+decode_frame(struct fp_sampler *s, const char *buf, int *index,
+	     struct fp_frame *fr, bool *cached)
+{
+	const unsigned char *b = (const unsigned char *)buf;
+	size_t start = (size_t)*index, end = start;
+	const struct fp_frame *hit;
+	struct fp_frame *e;
+	uint64_t h;
+
+	*cached = false;
+	if (etf_skip_plain(b, s->len, &end) < 0)
+		return decode_frame_slow(s, buf, index, fr);
+	h = hash_bytes(b + start, end - start);
+	hit = intern_find(&s->frame_cache, h, b + start, end - start);
+	if (hit) {
+		*fr = *hit;
+		*index = (int)end;
+		*cached = true;
+		s->stats.frame_hits++;
+		return 0;
+	}
+	s->stats.frame_misses++;
+	if (decode_frame_slow(s, buf, index, fr) < 0)
+		return -EBADMSG;
+	if ((size_t)*index != end)
+		return -EBADMSG;
+	e = intern_add(&s->frame_cache, h, b + start, end - start, sizeof(*e),
+		       NULL);
+	e->module = intern_strdup(&s->frame_cache, fr->module, strlen(fr->module));
+	e->function = intern_strdup(&s->frame_cache, fr->function,
+				    strlen(fr->function));
+	e->file = fr->file ? intern_strdup(&s->frame_cache, fr->file,
+					   strlen(fr->file)) : NULL;
+	e->arity = fr->arity;
+	e->line = fr->line;
+	e->id = next_cache_id();
+	*fr = *e;
+	*cached = true;
+	return 0;
+}
+
+static void
+take_cached_stack(struct fp_sampler *s, const struct cached_stack *cs,
+		  struct fp_sample *smp, const struct cached_stack **used)
+{
+	for (uint32_t i = 0; i < cs->nframes; i++)
+		*new_frame(s) = cs->frames[i];
+	smp->nframes = cs->nframes;
+	smp->stack_id = cs->id;
+	*used = cs;
+	s->stats.stack_hits++;
+}
+
+/*
+ * [{M, F, ArityOrArgs, Location}]: the whole list from the cache when its
+ * bytes were seen before, else frame by frame. @prev is the process's
+ * stack at its last sample: a process still where it was sends the same
+ * bytes, and since an encoded term determines its own length, bytes equal
+ * to a whole earlier term *are* that term — one memcmp, no walk.
+ */
+static int
+decode_stacktrace(struct fp_sampler *s, const char *buf, int *index,
+		  struct fp_sample *smp, const struct cached_stack *prev,
+		  const struct cached_stack **used)
+{
+	const unsigned char *b = (const unsigned char *)buf;
+	size_t start = (size_t)*index, end = start, first = s->nframes;
+	const struct cached_stack *hit = NULL;
+	bool plain, all_cached;
+	struct cached_stack *cs;
+	const void *key;
+	uint64_t h = 0;
+	int count;
+
+	if (prev && s->len - start >= prev->len &&
+	    memcmp(b + start, prev->key, prev->len) == 0) {
+		take_cached_stack(s, prev, smp, used);
+		*index = (int)(start + prev->len);
+		return 0;
+	}
+	plain = all_cached = etf_skip_plain(b, s->len, &end) == 0;
+	if (plain) {
+		h = hash_bytes(b + start, end - start);
+		hit = intern_find(&s->stack_cache, h, b + start, end - start);
+	}
+	if (hit) {
+		take_cached_stack(s, hit, smp, used);
+		*index = (int)end;
+		return 0;
+	}
+	if (plain)
+		s->stats.stack_misses++;
+
+	if (guard(s, buf, *index) < 0 ||
+	    ei_decode_list_header(buf, index, &count) < 0)
+		return -EBADMSG;
+	for (int i = 0; i < count; i++) {
+		bool cached;
+
+		if (decode_frame(s, buf, index, new_frame(s), &cached) < 0)
+			return -EBADMSG;
+		all_cached = all_cached && cached;
+	}
+	if (count > 0 && (ei_decode_list_header(buf, index, &count) < 0 || count != 0))
+		return -EBADMSG;
+	smp->nframes = (uint32_t)(s->nframes - first);
+	if (!all_cached || (size_t)*index != end)
+		return 0;
+
+	cs = intern_add(&s->stack_cache, h, b + start, end - start,
+			sizeof(*cs) + smp->nframes * sizeof(struct fp_frame), &key);
+	cs->id = next_cache_id();
+	cs->key = key;
+	cs->len = end - start;
+	cs->nframes = smp->nframes;
+	memcpy(cs->frames, s->frames + first, smp->nframes * sizeof(struct fp_frame));
+	smp->stack_id = cs->id;
+	*used = cs;
+	return 0;
+}
+
+#define ATOM_IS(name, n, lit) etf_atom_is((name), (n), (lit), sizeof(lit) - 1)
+
+/* {Key, _}: the tuple header and the key atom; the bytes themselves when
+ * they are the name (the usual case), else through ei into @tmp. */
+static int
+read_keyed(const struct fp_sampler *s, const char *buf, int *index,
+	   char *tmp, const char **name, size_t *n)
+{
+	const unsigned char *b = (const unsigned char *)buf;
+	size_t p = (size_t)*index;
+	int arity;
+
+	if (s->len - p >= 2 && b[p] == ERL_SMALL_TUPLE_EXT && b[p + 1] == 2) {
+		p += 2;
+		if (etf_atom(b, s->len, &p, name, n) == 0) {
+			*index = (int)p;
+			return 0;
+		}
+	}
+	if (guard(s, buf, *index) < 0 ||
+	    ei_decode_tuple_header(buf, index, &arity) < 0 || arity != 2 ||
+	    node_decode_atom(buf, index, tmp) < 0)
+		return -EBADMSG;
+	*name = tmp;
+	*n = strlen(tmp);
+	return 0;
+}
+
+static int
+read_int(const struct fp_sampler *s, const char *buf, int *index,
+	 int64_t *value)
+{
+	size_t p = (size_t)*index;
+
+	if (etf_int((const unsigned char *)buf, s->len, &p, value) == 0) {
+		*index = (int)p;
+		return 0;
+	}
+	if (guard(s, buf, *index) < 0)
+		return -EBADMSG;
+	return node_decode_int(buf, index, value);
+}
+
+/* A list header, fast for the LIST_EXT and NIL_EXT every reply uses. */
+static int
+read_list(const struct fp_sampler *s, const char *buf, int *index, int *count)
+{
+	const unsigned char *b = (const unsigned char *)buf;
+	size_t p = (size_t)*index;
+
+	if (p < s->len && b[p] == ERL_NIL_EXT) {
+		*count = 0;
+		*index = (int)p + 1;
+		return 0;
+	}
+	if (s->len - p >= 5 && b[p] == ERL_LIST_EXT && etf_be32(b + p + 1) <= INT32_MAX) {
+		*count = (int)etf_be32(b + p + 1);
+		*index = (int)p + 5;
+		return 0;
+	}
+	if (guard(s, buf, *index) < 0)
+		return -EBADMSG;
+	return ei_decode_list_header(buf, index, count) < 0 ? -EBADMSG : 0;
+}
+
+/* The [] that ends a proper list of @count > 0 elements. */
+static int
+read_tail(const struct fp_sampler *s, const char *buf, int *index, int count)
+{
+	int n;
+
+	if (count <= 0)
+		return 0;
+	return read_list(s, buf, index, &n) < 0 || n != 0 ? -EBADMSG : 0;
+}
+
 /* [{Key, Int} | {Key, Other}]: pick the integer keys we want. */
 static int
-decode_int_proplist(const char *buf, int *index, const char *const *keys,
-		    int64_t *values, size_t nkeys)
+decode_int_proplist(const struct fp_sampler *s, const char *buf, int *index,
+		    const char *const *keys, int64_t *values, size_t nkeys)
 {
-	char key[MAXATOMLEN_UTF8];
-	int count, n, type, size;
+	char tmp[MAXATOMLEN_UTF8];
+	int count, type;
 
-	if (ei_decode_list_header(buf, index, &count) < 0)
+	if (read_list(s, buf, index, &count) < 0)
 		return -EBADMSG;
 	for (int i = 0; i < count; i++) {
 		bool taken = false;
+		const char *key;
+		size_t n;
 
-		if (ei_decode_tuple_header(buf, index, &n) < 0 || n != 2 ||
-		    node_decode_atom(buf, index, key) < 0 ||
-		    ei_get_type(buf, index, &type, &size) < 0)
+		if (read_keyed(s, buf, index, tmp, &key, &n) < 0)
 			return -EBADMSG;
+		type = peek_tag(s, buf, *index);
 		if (type == ERL_SMALL_INTEGER_EXT || type == ERL_INTEGER_EXT ||
 		    type == ERL_SMALL_BIG_EXT) {
 			for (size_t k = 0; k < nkeys; k++) {
-				if (strcmp(key, keys[k]) == 0) {
-					if (node_decode_int(buf, index, &values[k]) < 0)
+				if (etf_atom_is(key, n, keys[k], strlen(keys[k]))) {
+					if (read_int(s, buf, index, &values[k]) < 0)
 						return -EBADMSG;
 					taken = true;
 					break;
 				}
 			}
 		}
-		if (!taken && node_skip_term(buf, index) < 0)
+		if (!taken && skip(s, buf, index) < 0)
 			return -EBADMSG;
 	}
-	if (count > 0 && (ei_decode_list_header(buf, index, &count) < 0 || count != 0))
-		return -EBADMSG;
-	return 0;
+	return read_tail(s, buf, index, count);
 }
 
 static const struct {
 	const char *item;
+	size_t len;
 	enum fp_metric metric;
 } int_items[] = {
-	{ "reductions", FP_METRIC_REDUCTIONS },
-	{ "memory", FP_METRIC_MEMORY },
-	{ "message_queue_len", FP_METRIC_MESSAGE_QUEUE_LEN },
-	{ "total_heap_size", FP_METRIC_TOTAL_HEAP_SIZE },
-	{ "heap_size", FP_METRIC_HEAP_SIZE },
-	{ "stack_size", FP_METRIC_STACK_SIZE },
+#define INT_ITEM(name, metric) { name, sizeof(name) - 1, metric }
+	INT_ITEM("reductions", FP_METRIC_REDUCTIONS),
+	INT_ITEM("memory", FP_METRIC_MEMORY),
+	INT_ITEM("message_queue_len", FP_METRIC_MESSAGE_QUEUE_LEN),
+	INT_ITEM("total_heap_size", FP_METRIC_TOTAL_HEAP_SIZE),
+	INT_ITEM("heap_size", FP_METRIC_HEAP_SIZE),
+	INT_ITEM("stack_size", FP_METRIC_STACK_SIZE),
+#undef INT_ITEM
 };
 
 /* One element of the zipwith result: undefined, or [{Item, Value}]. */
 static int
 decode_one(struct fp_sampler *s, const char *buf, int *index,
-	   struct fp_sample *smp, unsigned wordsize)
+	   struct fp_sample *smp, unsigned wordsize,
+	   const struct cached_stack *prev, const struct cached_stack **used)
 {
 	static const char *const gc_keys[] = { "minor_gcs" };
 	static const char *const gci_keys[] = { "bin_vheap_size",
 						"bin_old_vheap_size" };
-	char item[MAXATOMLEN_UTF8], atom[MAXATOMLEN_UTF8];
+	char tmp[MAXATOMLEN_UTF8], atom[MAXATOMLEN_UTF8];
 	char m[MAXATOMLEN_UTF8], f[MAXATOMLEN_UTF8];
-	int count, n, type, size;
+	int count;
 
-	if (ei_get_type(buf, index, &type, &size) < 0)
-		return -EBADMSG;
-	if (is_atom_type(type)) {	/* undefined: the process is gone */
-		if (node_decode_atom(buf, index, atom) < 0)
+	if (is_atom_type(peek_tag(s, buf, *index))) {
+		/* undefined: the process is gone */
+		if (read_atom(s, buf, index, atom) < 0)
 			return -EBADMSG;
 		return 0;
 	}
-	if (ei_decode_list_header(buf, index, &count) < 0)
+	if (read_list(s, buf, index, &count) < 0)
 		return -EBADMSG;
 	for (int i = 0; i < count; i++) {
+		const char *item;
 		bool done = false;
+		size_t n;
 
-		if (ei_decode_tuple_header(buf, index, &n) < 0 || n != 2 ||
-		    node_decode_atom(buf, index, item) < 0)
+		if (read_keyed(s, buf, index, tmp, &item, &n) < 0)
 			return -EBADMSG;
 
 		for (size_t k = 0; k < sizeof(int_items) / sizeof(int_items[0]); k++) {
-			if (strcmp(item, int_items[k].item) == 0) {
-				if (node_decode_int(buf, index,
-						    &smp->value[int_items[k].metric]) < 0)
+			if (etf_atom_is(item, n, int_items[k].item, int_items[k].len)) {
+				if (read_int(s, buf, index,
+					     &smp->value[int_items[k].metric]) < 0)
 					return -EBADMSG;
 				done = true;
 				break;
@@ -484,62 +774,62 @@ decode_one(struct fp_sampler *s, const char *buf, int *index,
 		if (done)
 			continue;
 
-		if (strcmp(item, "status") == 0) {
-			if (node_decode_atom(buf, index, atom) < 0)
+		if (ATOM_IS(item, n, "status")) {
+			if (read_atom(s, buf, index, atom) < 0)
 				return -EBADMSG;
 			smp->status = fp_status_from_name(atom);
-		} else if (strcmp(item, "registered_name") == 0) {
-			if (ei_get_type(buf, index, &type, &size) < 0)
-				return -EBADMSG;
-			if (is_atom_type(type)) {
-				if (node_decode_atom(buf, index, atom) < 0)
+		} else if (ATOM_IS(item, n, "registered_name")) {
+			if (is_atom_type(peek_tag(s, buf, *index))) {
+				if (read_atom(s, buf, index, atom) < 0)
 					return -EBADMSG;
 				smp->registered_name = arena_strdup(s, atom, strlen(atom));
-			} else if (node_skip_term(buf, index) < 0) {
+			} else if (skip(s, buf, index) < 0) {
 				return -EBADMSG;	/* [] when not registered */
 			}
-		} else if (strcmp(item, "current_stacktrace") == 0) {
+		} else if (ATOM_IS(item, n, "current_stacktrace")) {
 			/* frames are appended; the caller fixes the pointer */
-			if (decode_stacktrace(s, buf, index, &smp->nframes) < 0)
+			if (decode_stacktrace(s, buf, index, smp, prev, used) < 0)
 				return -EBADMSG;
-		} else if (strcmp(item, "garbage_collection") == 0) {
-			if (decode_int_proplist(buf, index, gc_keys,
+		} else if (ATOM_IS(item, n, "garbage_collection")) {
+			if (decode_int_proplist(s, buf, index, gc_keys,
 						&smp->value[FP_METRIC_MINOR_GCS], 1) < 0)
 				return -EBADMSG;
-		} else if (strcmp(item, "garbage_collection_info") == 0) {
+		} else if (ATOM_IS(item, n, "garbage_collection_info")) {
 			int64_t v[2] = { 0, 0 };
 
-			if (decode_int_proplist(buf, index, gci_keys, v, 2) < 0)
+			if (decode_int_proplist(s, buf, index, gci_keys, v, 2) < 0)
 				return -EBADMSG;
 			if (__builtin_add_overflow(v[0], v[1], &v[0]) ||
 			    __builtin_mul_overflow(v[0], (int64_t)wordsize, &v[0]))
 				v[0] = INT64_MAX;
 			smp->value[FP_METRIC_BINARY_BYTES] = v[0];
-		} else if (strcmp(item, "initial_call") == 0) {
+		} else if (ATOM_IS(item, n, "initial_call")) {
 			uint32_t arity;
 
-			if (decode_mfa(buf, index, m, f, &arity) < 0)
+			if (guard(s, buf, *index) < 0 ||
+			    decode_mfa(buf, index, m, f, &arity) < 0)
 				return -EBADMSG;
 			smp->has_initial_call = true;
 			smp->initial_call.module = arena_strdup(s, m, strlen(m));
 			smp->initial_call.function = arena_strdup(s, f, strlen(f));
 			smp->initial_call.arity = arity;
-		} else if (node_skip_term(buf, index) < 0) {
+		} else if (skip(s, buf, index) < 0) {
 			return -EBADMSG;
 		}
 	}
-	if (count > 0 && (ei_decode_list_header(buf, index, &count) < 0 || count != 0))
-		return -EBADMSG;
-	return 1;
+	return read_tail(s, buf, index, count) < 0 ? -EBADMSG : 1;
 }
 
 static void
-apply_history(struct fp_sampler *s, struct fp_sample *smp)
+apply_history(struct fp_sampler *s, struct fp_sample *smp,
+	      const struct cached_stack *stack)
 {
 	struct proc_state *st;
 	bool created;
 
 	st = pidmap_insert(&s->procs, fp_pid_key(smp->pid), &created);
+	st->last_stack = stack;
+	st->last_gen = s->cache_gen;
 	for (int m = 0; m < FP_METRIC_COUNT; m++) {
 		int64_t v = smp->value[m], d = 0;
 
@@ -582,25 +872,38 @@ fp_sampler_decode(struct fp_sampler *s, const struct fp_reply *reply,
 	s->nsamples = 0;
 	s->nframes = 0;
 	s->gone = 0;
+	s->len = reply->len;
+	s->trusted = reply->checked;
 	arena_reset(s);
+	if (s->frame_cache.bytes + s->stack_cache.bytes > CACHE_BYTES)
+		fp_sampler_drop_caches(s);
 
-	if (reply->badrpc || ei_decode_list_header(buf, &index, &count) < 0 ||
+	if (reply->badrpc || read_list(s, buf, &index, &count) < 0 ||
 	    (size_t)count != n)
 		return -EBADMSG;
 	if (n > s->samples_cap) {
 		s->samples_cap = n;
 		s->samples = xrealloc(s->samples, n * sizeof(*s->samples));
 		s->frame_start = xrealloc(s->frame_start, n * sizeof(*s->frame_start));
+		s->sample_stack = xrealloc(s->sample_stack,
+					   n * sizeof(*s->sample_stack));
 	}
 
 	for (size_t i = 0; i < n; i++) {
 		struct fp_sample *smp = &s->samples[s->nsamples];
+		const struct proc_state *st = pidmap_find(&s->procs,
+							  fp_pid_key(pids[i]));
+		const struct cached_stack *prev = NULL;
 
+		if (st && st->last_gen == s->cache_gen)
+			prev = st->last_stack;
 		memset(smp, 0, sizeof(*smp));
 		smp->pid = pids[i];
 		smp->time_us = time_us;
 		s->frame_start[s->nsamples] = s->nframes;
-		rc = decode_one(s, buf, &index, smp, wordsize);
+		s->sample_stack[s->nsamples] = NULL;
+		rc = decode_one(s, buf, &index, smp, wordsize, prev,
+				&s->sample_stack[s->nsamples]);
 		if (rc < 0)
 			goto fail;
 		if (rc == 0) {
@@ -610,14 +913,17 @@ fp_sampler_decode(struct fp_sampler *s, const struct fp_reply *reply,
 		}
 		s->nsamples++;
 	}
-	if (n > 0 && (ei_decode_list_header(buf, &index, &count) < 0 || count != 0))
+	if (read_tail(s, buf, &index, (int)n) < 0)
+		goto fail;
+	/* an unchecked result must end the message, as a checked one does */
+	if (!s->trusted && (size_t)index != s->len)
 		goto fail;
 
 	/* Only now, with the whole reply understood, touch the history. */
 	for (size_t i = 0; i < s->nsamples; i++) {
 		s->samples[i].frames = s->samples[i].nframes ?
 				       s->frames + s->frame_start[i] : NULL;
-		apply_history(s, &s->samples[i]);
+		apply_history(s, &s->samples[i], s->sample_stack[i]);
 	}
 	return (int)s->nsamples;
 
@@ -632,6 +938,21 @@ fp_sampler_samples(const struct fp_sampler *s, size_t *n)
 {
 	*n = s->nsamples;
 	return s->samples;
+}
+
+void
+fp_sampler_drop_caches(struct fp_sampler *s)
+{
+	intern_clear(&s->stack_cache);
+	intern_clear(&s->frame_cache);
+	s->cache_gen++;		/* every last_stack is gone */
+	s->stats.clears++;
+}
+
+void
+fp_sampler_cache_stats(const struct fp_sampler *s, struct fp_cache_stats *stats)
+{
+	*stats = s->stats;
 }
 
 size_t

@@ -92,8 +92,8 @@ fp_select_processes(struct fp_select *sel, const struct fp_reply *reply)
 	int index = reply->index, count;
 	struct pidmap alive;
 
-	if (reply->badrpc || ei_decode_list_header(buf, &index, &count) < 0 ||
-	    count < 0)
+	if (reply->badrpc || node_reply_check(reply) < 0 ||
+	    ei_decode_list_header(buf, &index, &count) < 0 || count < 0)
 		return -EBADMSG;
 	if ((size_t)count > sel->all_cap) {
 		sel->all_cap = (size_t)count;
@@ -293,7 +293,8 @@ fp_select_reductions(struct fp_select *sel, const struct fp_reply *reply,
 	if (!sel->pending)
 		return -EINVAL;
 	sel->pending = false;
-	if (reply->badrpc || ei_decode_list_header(buf, &index, &count) < 0 ||
+	if (reply->badrpc || node_reply_check(reply) < 0 ||
+	    ei_decode_list_header(buf, &index, &count) < 0 ||
 	    (size_t)count != sel->nplan)
 		return -EBADMSG;
 

@@ -67,16 +67,16 @@ need(size_t len, size_t pos, size_t n)
 }
 
 int
-node_term_check(const char *buf, size_t len, size_t start)
+node_term_skip(const char *buf, size_t len, size_t *pos)
 {
 	const unsigned char *b = (const unsigned char *)buf;
 	/* elements still to read at each open level; a list also owes its
 	 * tail, counted as one more element */
 	uint64_t pending[MAX_DEPTH];
 	int depth = 0;
-	size_t p = start;
+	size_t p = *pos;
 
-	if (start > len)
+	if (p > len)
 		return -EBADMSG;
 	pending[0] = 1;
 	while (depth >= 0) {
@@ -235,5 +235,16 @@ node_term_check(const char *buf, size_t len, size_t start)
 			return -EBADMSG;	/* funs, compressed, unknown */
 		}
 	}
+	*pos = p;
+	return 0;
+}
+
+int
+node_term_check(const char *buf, size_t len, size_t start)
+{
+	size_t p = start;
+
+	if (node_term_skip(buf, len, &p) < 0)
+		return -EBADMSG;
 	return p == len ? 0 : -EBADMSG;
 }

@@ -10,20 +10,20 @@
 #include "fp/perf-script.h"
 
 static const struct fp_frame frames_a[] = {
-	{ "lists", "foldl_1", 3, 1263, "lists.erl" },
-	{ "fp_demo", "-busy/1-fun-0-", 1, 40, "/src/fp_demo.erl" },
-	{ "erlang", "+", 2, 0, NULL },
-	{ "erlang", ">=", 2, 0, NULL },
-	{ "weird", "a->b", 0, 0, "dir (copy)/weird.erl" },
-	{ "fp_demo", "fp demo quoted", 1, 7, "fp_demo.erl" },
-	{ "m\xc3\xb6" "d", "receive", 0, 0, "" },
-	{ "Elixir.MyApp.Worker", "handle_call", 3, 12, "lib/my_app/worker.ex" },
-	{ "gen_server", "loop", 7, 437, "gen_server.erl" },
-	{ "semi", "a;b", 1, 0, "x\ty.erl" },
+	{ "lists", "foldl_1", 3, 1263, "lists.erl", 0 },
+	{ "fp_demo", "-busy/1-fun-0-", 1, 40, "/src/fp_demo.erl", 0 },
+	{ "erlang", "+", 2, 0, NULL, 0 },
+	{ "erlang", ">=", 2, 0, NULL, 0 },
+	{ "weird", "a->b", 0, 0, "dir (copy)/weird.erl", 0 },
+	{ "fp_demo", "fp demo quoted", 1, 7, "fp_demo.erl", 0 },
+	{ "m\xc3\xb6" "d", "receive", 0, 0, "", 0 },
+	{ "Elixir.MyApp.Worker", "handle_call", 3, 12, "lib/my_app/worker.ex", 0 },
+	{ "gen_server", "loop", 7, 437, "gen_server.erl", 0 },
+	{ "semi", "a;b", 1, 0, "x\ty.erl", 0 },
 };
 
 static const struct fp_frame frames_b[] = {
-	{ "gen_server", "loop", 7, 437, "gen_server.erl" },
+	{ "gen_server", "loop", 7, 437, "gen_server.erl", 0 },
 };
 
 static void
@@ -57,7 +57,7 @@ render(bool lines)
 	}
 	s.registered_name = "my_server";
 	s.has_initial_call = true;
-	s.initial_call = (struct fp_frame){ "my_server", "init", 1, 0, NULL };
+	s.initial_call = (struct fp_frame){ "my_server", "init", 1, 0, NULL, 0 };
 	fp_assert_int_eq(fp_perf_write_sample(w, f, &s), 0);
 
 	fill(&s, frames_b, 1);
@@ -106,6 +106,72 @@ check_golden(const char *name, const char *got)
 	fp_assert_str_eq(want, got);
 	free(want);
 }
+
+/* One sample's text, written by @w. */
+static char *
+write_one(struct fp_perf_writer *w, const struct fp_sample *smp)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	fp_assert_int_eq(fp_perf_write_sample(w, f, smp), 0);
+	fclose(f);
+	return buf;
+}
+
+/* Frames and stacks with cache ids come out as they do without: on the
+ * first write (cache filled) and on later ones (cache used), also when a
+ * cached frame turns up in another stack. */
+START_TEST(cached_text)
+{
+	const size_t na = sizeof(frames_a) / sizeof(frames_a[0]);
+	struct fp_perf_options o = { .lines = _i == 1 };
+	struct fp_perf_writer *plain = fp_perf_writer_new(&o);
+	struct fp_perf_writer *w = fp_perf_writer_new(&o);
+	struct fp_frame a[sizeof(frames_a) / sizeof(frames_a[0])], b[2];
+	struct fp_sample sa, sb, sa_plain, sb_plain;
+	char *want_a, *want_b;
+
+	for (size_t i = 0; i < na; i++) {
+		a[i] = frames_a[i];
+		a[i].id = (1ULL << 40) + i;
+	}
+	b[0] = frames_b[0];
+	b[0].id = (1ULL << 40) + 8;	/* the same frame as a[8] */
+	b[1] = frames_a[0];
+	b[1].id = (1ULL << 40);
+	fill(&sa_plain, frames_a, (uint32_t)na);
+	sa_plain.time_us = 1795247790018286ULL;
+	sa = sa_plain;
+	sa.frames = a;
+	sa.stack_id = (1ULL << 41) + 1;
+	fill(&sb, b, 2);
+	sb.time_us = 1795247790018287ULL;
+	sb.stack_id = (1ULL << 41) + 2;
+	sb_plain = sb;
+	sb_plain.stack_id = 0;
+	{
+		struct fp_frame bp[2] = { frames_b[0], frames_a[0] };
+
+		sb_plain.frames = bp;
+		want_a = write_one(plain, &sa_plain);
+		want_b = write_one(plain, &sb_plain);
+	}
+	for (int k = 0; k < 3; k++) {
+		char *got_a = write_one(w, &sa), *got_b = write_one(w, &sb);
+
+		fp_assert_str_eq(got_a, want_a);
+		fp_assert_str_eq(got_b, want_b);
+		free(got_a);
+		free(got_b);
+	}
+	free(want_a);
+	free(want_b);
+	fp_perf_writer_destroy(w);
+	fp_perf_writer_destroy(plain);
+}
+END_TEST
 
 START_TEST(golden_basic)
 {
@@ -201,6 +267,7 @@ suite(void)
 	tc = tcase_create("golden");
 	tcase_add_test(tc, golden_basic);
 	tcase_add_test(tc, golden_lines);
+	tcase_add_loop_test(tc, cached_text, 0, 2);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("escaping");

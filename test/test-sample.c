@@ -3,6 +3,7 @@
  * as the node sends them, built here with ei's encoder.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <ei.h>
@@ -42,6 +43,7 @@ struct proc {
 	long bin_vheap, bin_old_vheap;
 	bool unicode_file;	/* file as a list of code points */
 	bool with_initial_call;
+	long line;		/* of the first frame; 0: 1263 */
 };
 
 /* One element of the zipwith result. */
@@ -83,7 +85,7 @@ enc_proc(ei_x_buff *x, const struct proc *p)
 	} else {
 		ei_x_encode_string(x, "lists.erl");
 	}
-	enc_kv_long(x, "line", 1263);
+	enc_kv_long(x, "line", p->line ? p->line : 1263);
 	ei_x_encode_empty_list(x);
 	ei_x_encode_tuple_header(x, 4);
 	ei_x_encode_atom(x, "erlang");
@@ -134,7 +136,8 @@ enc_proc(ei_x_buff *x, const struct proc *p)
 static struct fp_reply
 reply_of(ei_x_buff *x)
 {
-	return (struct fp_reply){ .id = 1, .buf = x->buff, .index = 1 };
+	return (struct fp_reply){ .id = 1, .buf = x->buff,
+				   .len = (size_t)x->index, .index = 1 };
 }
 
 static const struct proc proc_a = {
@@ -187,6 +190,114 @@ START_TEST(decode_sample)
 	fp_assert(out[0].has_initial_call);
 	fp_assert_str_eq(out[0].initial_call.module, "proc_lib");
 
+	ei_x_free(&x);
+	fp_sampler_destroy(s);
+}
+END_TEST
+
+/* Frames and stacks seen before come from the decoder's caches, with ids
+ * the writers key on; a changed stack is decoded anew. */
+START_TEST(decode_cache)
+{
+	struct fp_sampler *s = fp_sampler_new();
+	struct fp_pid pids[2] = { { 80, 0 }, { 81, 0 } };
+	struct proc moved = proc_a;
+	const struct fp_sample *out;
+	struct fp_cache_stats st;
+	uint64_t stack_id, plus_id;
+	struct fp_reply r;
+	ei_x_buff x;
+	size_t n;
+
+	ei_x_new_with_version(&x);
+	ei_x_encode_list_header(&x, 2);
+	enc_proc(&x, &proc_a);
+	enc_proc(&x, &proc_a);
+	ei_x_encode_empty_list(&x);
+	r = reply_of(&x);
+
+	fp_assert_int_eq(fp_sampler_decode(s, &r, pids, 2, 1, 8), 2);
+	out = fp_sampler_samples(s, &n);
+	stack_id = out[0].stack_id;
+	plus_id = out[0].frames[1].id;
+	fp_assert(stack_id != 0);
+	fp_assert_int_eq(out[1].stack_id, stack_id);
+	fp_assert(out[0].frames[0].id != 0 && plus_id != 0);
+	fp_assert(out[0].frames[0].id != plus_id);
+	fp_assert_int_eq(out[1].frames[1].id, plus_id);
+	fp_assert_str_eq(out[1].frames[0].file, "lists.erl");
+	fp_sampler_cache_stats(s, &st);
+	fp_assert_int_eq(st.stack_misses, 1);
+	fp_assert_int_eq(st.stack_hits, 1);
+	fp_assert_int_eq(st.frame_misses, 2);
+
+	/* again: both from the cache, through each process's last stack */
+	fp_assert_int_eq(fp_sampler_decode(s, &r, pids, 2, 2, 8), 2);
+	out = fp_sampler_samples(s, &n);
+	fp_assert_int_eq(out[0].stack_id, stack_id);
+	fp_assert_int_eq(out[1].stack_id, stack_id);
+	fp_assert_int_eq(out[0].frames[0].line, 1263);
+	fp_assert_str_eq(out[0].frames[1].module, "erlang");
+	fp_sampler_cache_stats(s, &st);
+	fp_assert_int_eq(st.stack_hits, 3);
+	ei_x_free(&x);
+
+	/* the first process moved to another line: a new stack whose second
+	 * frame is the one cached before */
+	moved.line = 1264;
+	ei_x_new_with_version(&x);
+	ei_x_encode_list_header(&x, 2);
+	enc_proc(&x, &moved);
+	enc_proc(&x, &proc_a);
+	ei_x_encode_empty_list(&x);
+	r = reply_of(&x);
+	fp_assert_int_eq(fp_sampler_decode(s, &r, pids, 2, 3, 8), 2);
+	out = fp_sampler_samples(s, &n);
+	fp_assert(out[0].stack_id != 0 && out[0].stack_id != stack_id);
+	fp_assert_int_eq(out[0].frames[0].line, 1264);
+	fp_assert_int_eq(out[0].frames[1].id, plus_id);
+	fp_assert_int_eq(out[1].stack_id, stack_id);
+	fp_assert_int_eq(out[1].frames[0].line, 1263);
+
+	/* dropped caches: the same content under new ids */
+	fp_sampler_drop_caches(s);
+	fp_assert_int_eq(fp_sampler_decode(s, &r, pids, 2, 4, 8), 2);
+	out = fp_sampler_samples(s, &n);
+	fp_assert(out[1].stack_id != stack_id);
+	fp_assert_int_eq(out[1].frames[0].line, 1263);
+	fp_assert_str_eq(out[1].frames[0].module, "lists");
+
+	ei_x_free(&x);
+	fp_sampler_destroy(s);
+}
+END_TEST
+
+/* A sample batch arrives unchecked: cut anywhere, it is refused, and
+ * nothing is read past the end (an exact-size copy, for the sanitizers). */
+START_TEST(decode_unchecked_truncated)
+{
+	struct fp_sampler *s = fp_sampler_new();
+	struct fp_pid pids[2] = { { 80, 0 }, { 81, 0 } };
+	struct fp_reply r;
+	ei_x_buff x;
+
+	ei_x_new_with_version(&x);
+	ei_x_encode_list_header(&x, 2);
+	enc_proc(&x, &proc_a);
+	enc_proc(&x, &proc_a);
+	ei_x_encode_empty_list(&x);
+
+	for (int len = 1; len <= x.index; len++) {
+		char *copy = malloc((size_t)len);
+
+		memcpy(copy, x.buff, (size_t)len);
+		r = (struct fp_reply){ .buf = copy, .len = (size_t)len, .index = 1 };
+		/* twice: the second pass takes the cached paths */
+		for (int pass = 0; pass < 2; pass++)
+			fp_assert_int_eq(fp_sampler_decode(s, &r, pids, 2, 1, 8),
+					 len == x.index ? 2 : -EBADMSG);
+		free(copy);
+	}
 	ei_x_free(&x);
 	fp_sampler_destroy(s);
 }
@@ -651,6 +762,8 @@ suite(void)
 
 	tc = tcase_create("decode");
 	tcase_add_test(tc, decode_sample);
+	tcase_add_test(tc, decode_cache);
+	tcase_add_test(tc, decode_unchecked_truncated);
 	tcase_add_test(tc, decode_deltas);
 	tcase_add_test(tc, decode_unicode_file);
 	tcase_add_test(tc, decode_proc_lib_initial_call);

@@ -101,7 +101,13 @@ struct fp_reply {
 	uint64_t id;
 	bool badrpc;		/* {badrpc, Reason}: the call failed on the node */
 	const char *buf;	/* external term format */
+	size_t len;		/* bytes in buf */
 	int index;		/* where the result term starts in buf */
+	/* The result passed the bounds check on arrival. Sample batches
+	 * arrive unchecked: fp_sampler_decode() checks what it reads as it
+	 * reads it, so a stack it has seen before is compared, not walked
+	 * twice. Every other decoder checks an unchecked result first. */
+	bool checked;
 };
 
 /**

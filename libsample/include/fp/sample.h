@@ -73,6 +73,21 @@ fp_sampler_decode(struct fp_sampler *sampler, const struct fp_reply *reply,
 const struct fp_sample *
 fp_sampler_samples(const struct fp_sampler *sampler, size_t *n);
 
+/** What the frame and stack caches saved, since the sampler was made. */
+struct fp_cache_stats {
+	uint64_t stack_hits, stack_misses;
+	uint64_t frame_hits, frame_misses;
+	uint64_t clears;
+};
+
+/** Forget every cached frame and stack (benchmarks: the cold case). */
+void
+fp_sampler_drop_caches(struct fp_sampler *sampler);
+
+void
+fp_sampler_cache_stats(const struct fp_sampler *sampler,
+		       struct fp_cache_stats *stats);
+
 /** Processes found dead in the last decode. */
 size_t
 fp_sampler_gone(const struct fp_sampler *sampler);

@@ -89,6 +89,9 @@ struct fp_frame {
 	uint32_t arity;
 	uint32_t line;		/* 0 when unknown */
 	const char *file;	/* NULL when unknown */
+	uint64_t id;		/* 0, or unique in the process to this frame:
+				 * equal ids are equal frames (writers cache
+				 * what they make of one by it) */
 };
 
 struct fp_sample {
@@ -102,4 +105,6 @@ struct fp_sample {
 	struct fp_frame initial_call;
 	const struct fp_frame *frames;	/* leaf first */
 	uint32_t nframes;
+	uint64_t stack_id;		/* 0, or unique in the process to this
+					 * list of frames, as fp_frame.id */
 };

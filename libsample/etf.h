@@ -1,0 +1,196 @@
+/*
+ * flame_profd — reading external term format bytes directly.
+ *
+ * Private to libsample. The hot path of the sample decoder looks at tags
+ * and lengths itself instead of going through ei for every atom and
+ * integer; anything unusual makes these return -1 and the caller takes
+ * ei's path. Every read is checked against @len, so they are safe on any
+ * input, checked or not.
+ */
+#pragma once
+
+#include <ei.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+static inline uint32_t
+etf_be32(const unsigned char *p)
+{
+	return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) |
+	       ((uint32_t)p[2] << 8) | p[3];
+}
+
+static inline uint32_t
+etf_be16(const unsigned char *p)
+{
+	return ((uint32_t)p[0] << 8) | p[1];
+}
+
+/*
+ * An atom whose bytes are its UTF-8 name: UTF-8 atoms, and latin-1 atoms
+ * that are plain ASCII. 0 with the name and its length set and *pos past
+ * it, -1 else.
+ */
+static inline int
+etf_atom(const unsigned char *b, size_t len, size_t *pos,
+	 const char **name, size_t *n)
+{
+	size_t p = *pos, k, hdr;
+	unsigned char tag;
+
+	if (p >= len)
+		return -1;
+	tag = b[p];
+	if (tag == ERL_SMALL_ATOM_UTF8_EXT || tag == ERL_SMALL_ATOM_EXT) {
+		if (len - p < 2)
+			return -1;
+		k = b[p + 1];
+		hdr = 2;
+	} else if (tag == ERL_ATOM_UTF8_EXT || tag == ERL_ATOM_EXT) {
+		if (len - p < 3)
+			return -1;
+		k = etf_be16(b + p + 1);
+		hdr = 3;
+	} else {
+		return -1;
+	}
+	if (len - p - hdr < k || k >= MAXATOMLEN_UTF8)
+		return -1;
+	if (tag == ERL_SMALL_ATOM_EXT || tag == ERL_ATOM_EXT) {
+		for (size_t i = 0; i < k; i++)
+			if (b[p + hdr + i] >= 0x80)
+				return -1;	/* latin-1: ei re-encodes it */
+	}
+	*name = (const char *)b + p + hdr;
+	*n = k;
+	*pos = p + hdr + k;
+	return 0;
+}
+
+static inline bool
+etf_atom_is(const char *name, size_t n, const char *want, size_t wn)
+{
+	return n == wn && memcmp(name, want, n) == 0;
+}
+
+/* A small or 32-bit integer; -1 for anything else (bignums go to ei). */
+static inline int
+etf_int(const unsigned char *b, size_t len, size_t *pos, int64_t *v)
+{
+	size_t p = *pos;
+
+	if (p >= len)
+		return -1;
+	if (b[p] == ERL_SMALL_INTEGER_EXT && len - p >= 2) {
+		*v = b[p + 1];
+		*pos = p + 2;
+		return 0;
+	}
+	if (b[p] == ERL_INTEGER_EXT && len - p >= 5) {
+		*v = (int32_t)etf_be32(b + p + 1);
+		*pos = p + 5;
+		return 0;
+	}
+	return -1;
+}
+
+/*
+ * Skip one term made only of numbers, atoms, strings, binaries, tuples,
+ * lists and maps — terms whose bytes mean the same in any message. Pids,
+ * references, ports, funs and atom-cache references make it return -1, as
+ * does nesting deeper than 64 or a length past @len.
+ */
+static inline int
+etf_skip_plain(const unsigned char *b, size_t len, size_t *pos)
+{
+	uint64_t pending[64];
+	int depth = 0;
+	size_t p = *pos;
+
+	pending[0] = 1;
+	while (depth >= 0) {
+		uint64_t n;
+
+		if (pending[depth] == 0) {
+			depth--;
+			continue;
+		}
+		pending[depth]--;
+		if (p >= len)
+			return -1;
+		switch (b[p]) {
+		case ERL_SMALL_INTEGER_EXT:
+			n = 2;
+			break;
+		case ERL_INTEGER_EXT:
+			n = 5;
+			break;
+		case NEW_FLOAT_EXT:
+			n = 9;
+			break;
+		case ERL_NIL_EXT:
+			n = 1;
+			break;
+		case ERL_SMALL_ATOM_EXT:
+		case ERL_SMALL_ATOM_UTF8_EXT:
+			if (len - p < 2)
+				return -1;
+			n = 2 + (uint64_t)b[p + 1];
+			break;
+		case ERL_ATOM_EXT:
+		case ERL_ATOM_UTF8_EXT:
+		case ERL_STRING_EXT:
+			if (len - p < 3)
+				return -1;
+			n = 3 + (uint64_t)etf_be16(b + p + 1);
+			break;
+		case ERL_BINARY_EXT:
+			if (len - p < 5)
+				return -1;
+			n = 5 + (uint64_t)etf_be32(b + p + 1);
+			break;
+		case ERL_SMALL_BIG_EXT:
+			if (len - p < 2)
+				return -1;
+			n = 3 + (uint64_t)b[p + 1];
+			break;
+		case ERL_LARGE_BIG_EXT:
+			if (len - p < 5)
+				return -1;
+			n = 6 + (uint64_t)etf_be32(b + p + 1);
+			break;
+		case ERL_SMALL_TUPLE_EXT:
+		case ERL_LARGE_TUPLE_EXT:
+		case ERL_LIST_EXT:
+		case ERL_MAP_EXT:
+			if (depth + 1 >= (int)(sizeof(pending) / sizeof(pending[0])))
+				return -1;
+			if (b[p] == ERL_SMALL_TUPLE_EXT) {
+				if (len - p < 2)
+					return -1;
+				n = b[p + 1];
+				p += 2;
+			} else {
+				if (len - p < 5)
+					return -1;
+				n = etf_be32(b + p + 1);
+				p += 5;
+				if (b[p - 5] == ERL_LIST_EXT)
+					n += 1;		/* the tail */
+				else if (b[p - 5] == ERL_MAP_EXT)
+					n *= 2;
+			}
+			pending[++depth] = n;
+			continue;
+		default:
+			return -1;
+		}
+		if (len - p < n)
+			return -1;
+		p += n;
+	}
+	*pos = p;
+	return 0;
+}

@@ -59,6 +59,7 @@ struct fpd_options {
 	char *connect_host;	/* --connect HOST:PORT, or NULL */
 	unsigned connect_port;
 	double max_overhead;	/* percent of the node's schedulers; 0: off */
+	bool request_eval;	/* --request eval */
 	unsigned breaker_run_queue;	/* 0: 50 per scheduler */
 	uid_t uid;
 	gid_t gid;

@@ -36,10 +36,12 @@
  * the sampled processes to be scheduled, and one at a time would cap the
  * rate at batch/rtt. Each takes other pids, so no process is in two. */
 #define MAX_INFLIGHT 3
-/* Node scheduler time per sample and per pid read in a selection, as
- * scheduler_wall_time measured it on a quiet node (bench/run, 2-core
- * reference machine): floors for the cost estimate. */
-#define SAMPLE_COST_US 25.0
+/* Node scheduler time per sample (by request path) and per pid read in a
+ * selection, as scheduler_wall_time measured it on a quiet node (bench/run,
+ * 2-core reference machine, docs/PERFORMANCE.md): floors for the cost
+ * estimate. */
+#define SAMPLE_COST_REX_US 17.0
+#define SAMPLE_COST_EVAL_US 15.0
 #define SCAN_COST_US 0.65
 
 struct request {
@@ -884,9 +886,11 @@ interval_report(struct daemon *d, uint64_t now)
 	 * (docs/PERFORMANCE.md): much of the work of answering process_info
 	 * happens in the sampled processes and the distribution encoding,
 	 * outside the worker that timer:tc times. */
+	double sample_floor = d->o->request_eval ? SAMPLE_COST_EVAL_US :
+						   SAMPLE_COST_REX_US;
 	double work_us = (double)d->st_procs_us +
 		fmax(d->min_sample_us > 0 ? d->min_sample_us * (double)d->st_sampled : 0,
-		     SAMPLE_COST_US * (double)d->st_sampled) +
+		     sample_floor * (double)d->st_sampled) +
 		fmax(d->min_scan_us > 0 ? d->min_scan_us * (double)d->st_scanned : 0,
 		     SCAN_COST_US * (double)d->st_scanned);
 	double cost = secs > 0 ? work_us / (secs * 1e6) * 100.0 /
@@ -1078,10 +1082,10 @@ make_header(const struct fpd_options *o)
 		     "# flame_profd %s perf-script (docs/FORMAT.md)\n"
 		     "# node: %s\n"
 		     "# daemon_started: %s\n"
-		     "# options: top=%u every=%s rate=%g pids=%zu names=%zu rotate=%s backtrace_depth=%u lines=%s\n",
+		     "# options: top=%u every=%s rate=%g pids=%zu names=%zu rotate=%s backtrace_depth=%u lines=%s request=%s\n",
 		     FP_VERSION, o->node, stamp, o->top, every, o->rate,
 		     o->npids, o->nnames, rotate, o->backtrace_depth,
-		     o->lines ? "yes" : "no") < 0)
+		     o->lines ? "yes" : "no", o->request_eval ? "eval" : "rex") < 0)
 		return NULL;
 	return h;
 }
@@ -1097,7 +1101,8 @@ make_options_json(const struct fpd_options *o)
 		     "\"names\": %zu, \"scan_max\": %u, \"rotate_us\": %llu, "
 		     "\"rotate_bytes\": %llu, \"compress\": \"%s\", \"compress_level\": %d, "
 		     "\"keep_files\": %u, \"keep_bytes\": %llu, \"keep_age_us\": %llu, "
-		     "\"backtrace_depth\": %u, \"lines\": %s, \"duration_us\": %llu}",
+		     "\"backtrace_depth\": %u, \"lines\": %s, \"duration_us\": %llu, "
+		     "\"max_overhead\": %g, \"request\": \"%s\"}",
 		     o->top, (unsigned long long)o->every_us, o->rate, o->npids,
 		     o->nnames, o->scan_max, (unsigned long long)o->rotate_us,
 		     (unsigned long long)o->rotate_bytes, compress[o->compress],
@@ -1105,7 +1110,8 @@ make_options_json(const struct fpd_options *o)
 		     (unsigned long long)o->keep_bytes,
 		     (unsigned long long)o->keep_age_us, o->backtrace_depth,
 		     o->lines ? "true" : "false",
-		     (unsigned long long)o->duration_us) < 0)
+		     (unsigned long long)o->duration_us, o->max_overhead,
+		     o->request_eval ? "eval" : "rex") < 0)
 		return NULL;
 	return j;
 }
@@ -1199,6 +1205,8 @@ fpd_run(const struct fpd_options *o, const char *cookie)
 	d.node = fp_node_new(o->node, cookie);
 	if (o->connect_host)
 		fp_node_set_address(d.node, o->connect_host, o->connect_port);
+	fp_node_set_request_path(d.node, o->request_eval ? FP_REQUEST_EVAL :
+							  FP_REQUEST_REX);
 	d.select = fp_select_new(o->scan_max);
 	d.sampler = fp_sampler_new();
 	d.writer = fp_perf_writer_new(&popts);

@@ -64,6 +64,12 @@ usage(FILE *f)
 "                            (default 10);\n"
 "                            over it the rate, then the top-N, come down;\n"
 "                            0 turns the budget off\n"
+"      --request rex|eval    how sample batches are asked for: rex (default) is\n"
+"                            an rpc per batch to stock functions, nothing left\n"
+"                            running on the node; eval starts 3 sampling\n"
+"                            processes from a fun the node's erl_eval\n"
+"                            interprets (no module loaded), linked to the\n"
+"                            connection: less node time per sample\n"
 "      --breaker-run-queue N pause sampling while the node's run queues hold more\n"
 "                            than N processes (default 50 per scheduler); a\n"
 "                            request timeout pauses it too; probes to resume\n"
@@ -151,7 +157,7 @@ parse_options(int argc, char **argv, struct fpd_options *o)
 		OPT_SCAN_MAX, OPT_ROTATE_SIZE, OPT_COMPRESS, OPT_LEVEL,
 		OPT_KEEP_FILES, OPT_KEEP_BYTES, OPT_KEEP_AGE,
 		OPT_FILE_MODE, OPT_DIR_MODE, OPT_USER, OPT_CONNECT,
-		OPT_MAX_OVERHEAD, OPT_BREAKER_RUNQ,
+		OPT_MAX_OVERHEAD, OPT_BREAKER_RUNQ, OPT_REQUEST,
 	};
 	static const struct option longopts[] = {
 		{ "node", required_argument, NULL, 'n' },
@@ -180,6 +186,7 @@ parse_options(int argc, char **argv, struct fpd_options *o)
 		{ "connect", required_argument, NULL, OPT_CONNECT },
 		{ "max-overhead", required_argument, NULL, OPT_MAX_OVERHEAD },
 		{ "breaker-run-queue", required_argument, NULL, OPT_BREAKER_RUNQ },
+		{ "request", required_argument, NULL, OPT_REQUEST },
 		{ "log-file", required_argument, NULL, OPT_LOG_FILE },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "quiet", no_argument, NULL, 'q' },
@@ -378,6 +385,15 @@ parse_options(int argc, char **argv, struct fpd_options *o)
 				return bad_value("--breaker-run-queue", optarg,
 						 "expected a whole number of at least 1");
 			o->breaker_run_queue = (unsigned)ul;
+			break;
+		case OPT_REQUEST:
+			if (strcmp(optarg, "rex") == 0)
+				o->request_eval = false;
+			else if (strcmp(optarg, "eval") == 0)
+				o->request_eval = true;
+			else
+				return bad_value("--request", optarg,
+						 "expected rex or eval");
 			break;
 		case OPT_CONNECT: {
 			char *colon = strrchr(optarg, ':');

@@ -56,6 +56,11 @@ struct fp_node {
 	unsigned schedulers;
 	struct fp_pid rex;
 	unsigned creation;	/* of the target, for the pids we send */
+
+	/* FP_REQUEST_EVAL: sampling processes erl_eval started on the node */
+	enum fp_request_path path;
+	erlang_pid samplers[FP_EVAL_SAMPLERS];
+	unsigned nsamplers, next_sampler;
 };
 
 static int ei_initialised;
@@ -131,6 +136,12 @@ fp_node_new(const char *target, const char *cookie)
 }
 
 void
+fp_node_set_request_path(struct fp_node *node, enum fp_request_path path)
+{
+	node->path = path;
+}
+
+void
 fp_node_set_address(struct fp_node *node, const char *host, unsigned port)
 {
 	free(node->via_host);
@@ -154,10 +165,13 @@ fp_node_destroy(struct fp_node *node)
 	free(node);
 }
 
+static void stop_eval_samplers(struct fp_node *node);
+
 void
 fp_node_disconnect(struct fp_node *node)
 {
 	if (node->fd >= 0) {
+		stop_eval_samplers(node);
 		ei_close_connection(node->fd);
 		node->fd = -1;
 	}
@@ -805,6 +819,134 @@ out:
 	return rc;
 }
 
+/*
+ * The eval request path (--request eval). Each sampling process is a fun
+ * that the node's own erl_eval interprets: no module is loaded. It links
+ * itself to this C node, so it dies with the connection, and answers
+ * {flame_profd_sample, From, Ref, Pids, ItemLists} with the same
+ * {Ref, {Micros, Result}} a timed rex call answers, from a process whose
+ * heap stays grown between batches (rex spawns a fresh worker per call,
+ * and the worker's heap grows from 233 words, garbage collecting as the
+ * reply is built). Every collection is a full sweep: a batch is garbage
+ * once sent, so nothing is worth an old generation, which would otherwise
+ * hold megabytes for good.
+ *
+ * The node scans and parses the source itself (erl_scan:string/1,
+ * erl_parse:parse_exprs/1): we only pass its terms back.
+ */
+static const char eval_sampler_source[] =
+	"erlang:spawn_opt(fun() ->"
+	"  true = link(Daemon),"
+	"  Loop = fun Next() ->"
+	"    receive"
+	"      {flame_profd_sample, From, Ref, Pids, Items} ->"
+	"        From ! {Ref, timer:tc(lists, zipwith,"
+	"                              [fun erlang:process_info/2, Pids, Items])},"
+	"        Next();"
+	"      flame_profd_stop -> ok"
+	"    end"
+	"  end,"
+	"  Loop()"
+	" end, [{min_heap_size, 131072}, {fullsweep_after, 0},"
+	"       {message_queue_data, off_heap}]).";
+
+/* {Tag, Term, ...}: the bytes of the second element of a checked reply. */
+static int
+reply_element(const struct fp_reply *reply, const char *tag, int *start,
+	      int *end)
+{
+	char atom[MAXATOMLEN_UTF8];
+	int index = reply->index, arity;
+
+	if (ei_decode_tuple_header(reply->buf, &index, &arity) < 0 || arity < 2 ||
+	    node_decode_atom(reply->buf, &index, atom) < 0 ||
+	    strcmp(atom, tag) != 0)
+		return -EPROTO;
+	*start = index;
+	if (ei_skip_term(reply->buf, &index) < 0)
+		return -EPROTO;
+	*end = index;
+	return 0;
+}
+
+static int
+start_eval_samplers(struct fp_node *node, unsigned timeout_ms)
+{
+	struct fp_reply reply;
+	ei_x_buff args, exprs;
+	int rc, start, end;
+
+	ei_x_new(&args);
+	ei_x_new(&exprs);
+	node->nsamplers = 0;
+
+	/* erl_scan:string(Source) -> {ok, Tokens, End} */
+	ei_x_encode_list_header(&args, 1);
+	ei_x_encode_string(&args, eval_sampler_source);
+	ei_x_encode_empty_list(&args);
+	rc = node_call(node, "erl_scan", "string", &args, timeout_ms, &reply);
+	if (rc < 0 || (rc = reply_element(&reply, "ok", &start, &end)) < 0)
+		goto out;
+
+	/* erl_parse:parse_exprs(Tokens) -> {ok, Exprs} */
+	args.index = 0;
+	ei_x_encode_list_header(&args, 1);
+	ei_x_append_buf(&args, reply.buf + start, end - start);
+	ei_x_encode_empty_list(&args);
+	rc = node_call(node, "erl_parse", "parse_exprs", &args, timeout_ms, &reply);
+	if (rc < 0 || (rc = reply_element(&reply, "ok", &start, &end)) < 0)
+		goto out;
+	ei_x_append_buf(&exprs, reply.buf + start, end - start);
+
+	/* erl_eval:exprs(Exprs, [{'Daemon', Self}]) -> {value, Pid, _} */
+	for (unsigned k = 0; k < FP_EVAL_SAMPLERS; k++) {
+		int index;
+
+		args.index = 0;
+		ei_x_encode_list_header(&args, 2);
+		ei_x_append_buf(&args, exprs.buff, exprs.index);
+		ei_x_encode_list_header(&args, 1);
+		ei_x_encode_tuple_header(&args, 2);
+		ei_x_encode_atom(&args, "Daemon");
+		ei_x_encode_pid(&args, ei_self(&node->ec));
+		ei_x_encode_empty_list(&args);
+		ei_x_encode_empty_list(&args);
+		rc = node_call(node, "erl_eval", "exprs", &args, timeout_ms, &reply);
+		if (rc < 0 || (rc = reply_element(&reply, "value", &start, &end)) < 0)
+			goto out;
+		index = start;
+		if (ei_decode_pid(reply.buf, &index, &node->samplers[k]) < 0) {
+			rc = -EPROTO;
+			goto out;
+		}
+		node->nsamplers++;
+	}
+	node->next_sampler = 0;
+	rc = 0;
+out:
+	if (rc < 0)
+		fp_log(FP_LOG_WARNING, "%s: could not start the eval sampler: %s",
+		       node->target, rc == -EPROTO ? "unexpected reply" :
+		       strerror(-rc));
+	ei_x_free(&args);
+	ei_x_free(&exprs);
+	return rc;
+}
+
+/* Best effort: the link ends them anyway when the connection goes. */
+static void
+stop_eval_samplers(struct fp_node *node)
+{
+	ei_x_buff x;
+
+	ei_x_new_with_version(&x);
+	ei_x_encode_atom(&x, "flame_profd_stop");
+	for (unsigned k = 0; k < node->nsamplers; k++)
+		ei_send_tmo(node->fd, &node->samplers[k], x.buff, x.index, 200);
+	node->nsamplers = 0;
+	ei_x_free(&x);
+}
+
 int
 fp_node_connect(struct fp_node *node, unsigned timeout_ms)
 {
@@ -860,6 +1002,8 @@ fp_node_connect(struct fp_node *node, unsigned timeout_ms)
 	node->fd = fd;
 
 	rc = setup_calls(node, timeout_ms);
+	if (rc == 0 && node->path == FP_REQUEST_EVAL)
+		rc = start_eval_samplers(node, timeout_ms);
 	if (rc < 0) {
 		fp_node_disconnect(node);
 		return rc == -ETIMEDOUT || rc == -ECONNRESET ? rc : -EPROTO;
@@ -1045,12 +1189,42 @@ encode_item_lists(ei_x_buff *x, const bool *with_initial_call, size_t n)
 	ei_x_encode_empty_list(x);
 }
 
+/* {flame_profd_sample, Self, Ref, Pids, ItemLists} to a sampling process */
+static int
+eval_sample_send(struct fp_node *node, const struct fp_pid *pids,
+		 const bool *with_initial_call, size_t n, uint64_t *id)
+{
+	ei_x_buff *x = &node->tx;
+	erlang_pid *to;
+	int rc;
+
+	if (node->fd < 0 || node->nsamplers == 0)
+		return -ENOTCONN;
+	to = &node->samplers[node->next_sampler++ % node->nsamplers];
+	x->index = 0;
+	ei_x_encode_version(x);
+	ei_x_encode_tuple_header(x, 5);
+	ei_x_encode_atom(x, "flame_profd_sample");
+	ei_x_encode_pid(x, ei_self(&node->ec));
+	*id = ++node->next_id;
+	encode_ref(node, x, *id, true);
+	encode_pid_list(node, x, pids, n);
+	encode_item_lists(x, with_initial_call, n);
+	rc = ei_send_tmo(node->fd, to, x->buff, x->index, 10000);
+	if (rc < 0)
+		return erl_errno == ETIMEDOUT ? -ETIMEDOUT : -ECONNRESET;
+	return 0;
+}
+
 int
 fp_node_sample_request(struct fp_node *node, const struct fp_pid *pids,
 		       const bool *with_initial_call, size_t n, uint64_t *id)
 {
 	ei_x_buff args;
 	int rc;
+
+	if (node->path == FP_REQUEST_EVAL)
+		return eval_sample_send(node, pids, with_initial_call, n, id);
 
 	ei_x_new(&args);
 	ei_x_encode_list_header(&args, 3);

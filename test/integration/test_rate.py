@@ -21,7 +21,7 @@ def main(t):
         "clients": 0, "quoted": False, "anon": False, "sink": False,
         "bin": False, "tickers": 20, "tick_ms": 50})
     out = h.mkdtemp("out_")
-    for request in ("rex",):
+    for request in ("rex", "eval"):
         args = h.daemon_args(node, out, top=10, rate=100,
                              every="500ms", duration="6s",
                              request=None if request == "rex" else request,

@@ -17,6 +17,19 @@
 
 struct fp_node;
 
+/** How sample batches are requested (fp_node_set_request_path()). */
+enum fp_request_path {
+	/* rpc through rex to lists:zipwith/3 over erlang:process_info/2:
+	 * stock functions only, nothing runs on the node between batches */
+	FP_REQUEST_REX = 0,
+	/* FP_EVAL_SAMPLERS long-lived processes running a fun that the
+	 * node's erl_eval interprets (no module loaded), linked to the
+	 * daemon's connection: less node time per sample, opt-in */
+	FP_REQUEST_EVAL,
+};
+
+#define FP_EVAL_SAMPLERS 3
+
 /**
  * Check a node name of the form alive@host.
  *
@@ -33,6 +46,10 @@ fp_node_name_check(const char *name, const char **why);
  */
 struct fp_node *
 fp_node_new(const char *target, const char *cookie);
+
+/** Before fp_node_connect(): how sample batches are requested. */
+void
+fp_node_set_request_path(struct fp_node *node, enum fp_request_path path);
 
 /**
  * Connect to @host:@port instead of asking epmd on the node's host (a

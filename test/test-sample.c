@@ -272,6 +272,50 @@ START_TEST(decode_cache)
 }
 END_TEST
 
+/* Many distinct stacks: the caches are dropped when they outgrow their
+ * bound, between two decodes, and what comes out stays right. */
+START_TEST(decode_cache_bound)
+{
+	struct fp_sampler *s = fp_sampler_new();
+	struct fp_pid pids[50];
+	struct fp_cache_stats st;
+	struct proc p = proc_a;
+	long line = 1;
+
+	for (int i = 0; i < 50; i++)
+		pids[i] = (struct fp_pid){ (unsigned)(100 + i), 0 };
+	for (int round = 0; round < 1600; round++) {
+		const struct fp_sample *out;
+		struct fp_reply r;
+		ei_x_buff x;
+		size_t n;
+
+		ei_x_new_with_version(&x);
+		ei_x_encode_list_header(&x, 50);
+		for (int i = 0; i < 50; i++) {
+			p.line = line + i;
+			enc_proc(&x, &p);
+		}
+		ei_x_encode_empty_list(&x);
+		r = reply_of(&x);
+		fp_assert_int_eq(fp_sampler_decode(s, &r, pids, 50, 1, 8), 50);
+		out = fp_sampler_samples(s, &n);
+		for (int i = 0; i < 50; i++) {
+			fp_assert_int_eq(out[i].frames[0].line, line + i);
+			fp_assert_str_eq(out[i].frames[0].file, "lists.erl");
+			fp_assert_str_eq(out[i].frames[1].function, "+");
+			fp_assert(out[i].stack_id != 0);
+		}
+		line += 50;
+		ei_x_free(&x);
+	}
+	fp_sampler_cache_stats(s, &st);
+	fp_assert_int_eq(st.stack_misses, 80000);
+	fp_assert(st.clears >= 1);
+	fp_sampler_destroy(s);
+}
+END_TEST
+
 /* A sample batch arrives unchecked: cut anywhere, it is refused, and
  * nothing is read past the end (an exact-size copy, for the sanitizers). */
 START_TEST(decode_unchecked_truncated)
@@ -764,6 +808,7 @@ suite(void)
 	tcase_add_test(tc, decode_sample);
 	tcase_add_test(tc, decode_cache);
 	tcase_add_test(tc, decode_unchecked_truncated);
+	tcase_add_test(tc, decode_cache_bound);
 	tcase_add_test(tc, decode_deltas);
 	tcase_add_test(tc, decode_unicode_file);
 	tcase_add_test(tc, decode_proc_lib_initial_call);

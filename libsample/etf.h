@@ -101,6 +101,11 @@ etf_int(const unsigned char *b, size_t len, size_t *pos, int64_t *v)
  * lists and maps — terms whose bytes mean the same in any message. Pids,
  * references, ports, funs and atom-cache references make it return -1, as
  * does nesting deeper than 64 or a length past @len.
+ *
+ * The same walk as node_term_skip() (term-check.c), narrowed, and inline:
+ * it runs over every stack the decoder has not seen before, where sharing
+ * term-check's out-of-line walker cost 20% of the cold path (bench/offline
+ * -C: 3.2 against 4.0 µs a sample).
  */
 static inline int
 etf_skip_plain(const unsigned char *b, size_t len, size_t *pos)

@@ -11,22 +11,10 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "etf.h"
 #include "node-private.h"
 
 #define MAX_DEPTH 256
-
-static inline uint32_t
-be32(const unsigned char *p)
-{
-	return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) |
-	       ((uint32_t)p[2] << 8) | p[3];
-}
-
-static inline uint32_t
-be16(const unsigned char *p)
-{
-	return ((uint32_t)p[0] << 8) | p[1];
-}
 
 /* Skip an atom (any encoding) at *pos; a node name inside pids etc. */
 static int
@@ -41,7 +29,7 @@ skip_atom(const unsigned char *b, size_t len, size_t *pos)
 	case ERL_ATOM_UTF8_EXT:
 		if (len - p < 3)
 			return -EBADMSG;
-		n = be16(b + p + 1);
+		n = etf_be16(b + p + 1);
 		p += 3;
 		break;
 	case ERL_SMALL_ATOM_EXT:
@@ -121,7 +109,7 @@ node_term_skip(const char *buf, size_t len, size_t *pos)
 		case ERL_STRING_EXT:
 			if (need(len, p, 3) < 0)
 				return -EBADMSG;
-			n = be16(b + p + 1);
+			n = etf_be16(b + p + 1);
 			if (need(len, p + 3, n) < 0)
 				return -EBADMSG;
 			p += 3 + n;
@@ -129,7 +117,7 @@ node_term_skip(const char *buf, size_t len, size_t *pos)
 		case ERL_BINARY_EXT:
 			if (need(len, p, 5) < 0)
 				return -EBADMSG;
-			n = be32(b + p + 1);
+			n = etf_be32(b + p + 1);
 			if (need(len, p + 5, n) < 0)
 				return -EBADMSG;
 			p += 5 + n;
@@ -137,7 +125,7 @@ node_term_skip(const char *buf, size_t len, size_t *pos)
 		case ERL_BIT_BINARY_EXT:
 			if (need(len, p, 6) < 0)
 				return -EBADMSG;
-			n = be32(b + p + 1);
+			n = etf_be32(b + p + 1);
 			if (need(len, p + 6, n) < 0)
 				return -EBADMSG;
 			p += 6 + n;
@@ -153,7 +141,7 @@ node_term_skip(const char *buf, size_t len, size_t *pos)
 		case ERL_LARGE_BIG_EXT:
 			if (need(len, p, 6) < 0)
 				return -EBADMSG;
-			n = be32(b + p + 1);
+			n = etf_be32(b + p + 1);
 			if (need(len, p + 6, n) < 0)
 				return -EBADMSG;
 			p += 6 + n;
@@ -185,7 +173,7 @@ node_term_skip(const char *buf, size_t len, size_t *pos)
 		case ERL_NEWER_REFERENCE_EXT:
 			if (need(len, p, 3) < 0)
 				return -EBADMSG;
-			n = be16(b + p + 1);
+			n = etf_be16(b + p + 1);
 			if (n > 5)
 				return -EBADMSG;	/* ei's erlang_ref holds 5 words */
 			q = p + 3;
@@ -215,7 +203,7 @@ node_term_skip(const char *buf, size_t len, size_t *pos)
 			} else {
 				if (need(len, p, 5) < 0)
 					return -EBADMSG;
-				n = be32(b + p + 1);
+				n = etf_be32(b + p + 1);
 				if (b[p] == ERL_MAP_EXT)
 					n *= 2;
 				else if (b[p] == ERL_LIST_EXT)

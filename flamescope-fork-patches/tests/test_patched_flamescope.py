@@ -154,6 +154,19 @@ print(json.dumps([config.PROFILE_DIR, config.PORT, r.status_code, r.get_json()])
     assert listing == [{'filename': 'linux-perf.perf', 'type': 'perf'}]
 
 
+def test_list_leaves_out_flame_profd_manifest(fs, profile_dir, tmp_path):
+    client = fs[1]
+    shutil.copy(os.path.join(FIXTURES, 'flame_profd-demo.perf'), str(tmp_path / 'a.perf'))
+    (tmp_path / 'manifest.json').write_text(
+        '{\n  "flame_profd_version": "0.1.0",\n  "node": "app@host",\n  "files": []\n}\n')
+    other = tmp_path / 'sub'
+    other.mkdir()
+    (other / 'manifest.json').write_text('{"something": "else"}\n')
+    profile_dir(tmp_path)
+    names = sorted(p['filename'] for p in get(client, '/profile/'))
+    assert names == ['a.perf', 'sub/manifest.json']
+
+
 # --- 1: plain, gzip and zstd ---
 
 def test_plain_gzip_zstd_read_alike(fs, profile_dir, tmp_path):

@@ -601,7 +601,9 @@ decode_stacktrace(struct fp_sampler *s, const char *buf, int *index,
 	cs->key = key;
 	cs->len = end - start;
 	cs->nframes = smp->nframes;
-	memcpy(cs->frames, s->frames + first, smp->nframes * sizeof(struct fp_frame));
+	if (smp->nframes)
+		memcpy(cs->frames, s->frames + first,
+		       smp->nframes * sizeof(struct fp_frame));
 	smp->stack_id = cs->id;
 	*used = cs;
 	return 0;

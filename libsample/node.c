@@ -60,10 +60,18 @@ struct fp_node {
 	/* FP_REQUEST_EVAL: sampling processes erl_eval started on the node */
 	enum fp_request_path path;
 	erlang_pid samplers[FP_EVAL_SAMPLERS];
+	uint64_t sampler_busy[FP_EVAL_SAMPLERS];	/* request id, 0: free */
 	unsigned nsamplers, next_sampler;
 };
 
 static int ei_initialised;
+
+static bool
+same_pid(const erlang_pid *a, const erlang_pid *b)
+{
+	return a->num == b->num && a->serial == b->serial &&
+	       a->creation == b->creation && strcmp(a->node, b->node) == 0;
+}
 
 int
 fp_node_name_check(const char *name, const char **why)
@@ -600,9 +608,9 @@ node_parse_reply(const char *buf, size_t len, struct fp_reply *reply)
 
 	/* {Ref, Result}: the envelope is checked here; the result too, unless
 	 * the request asked to check it itself */
-	if (len < 3 || b[0] != 131)
+	if (len < 1 || b[0] != 131)
 		return -EBADMSG;
-	if (b[1] != ERL_SMALL_TUPLE_EXT || b[2] != 2)
+	if (len < 3 || b[1] != ERL_SMALL_TUPLE_EXT || b[2] != 2)
 		return node_term_check(buf, len, 1) < 0 ? -EBADMSG : 0;
 	if (node_term_skip(buf, len, &p) < 0)
 		return -EBADMSG;
@@ -697,9 +705,30 @@ fp_node_receive(struct fp_node *node, unsigned timeout_ms,
 			return 0;
 		return -ECONNRESET;
 	}
+	if (msg.msgtype == ERL_EXIT || msg.msgtype == ERL_EXIT2) {
+		/* A sampling process of --request eval is linked to us: if
+		 * one dies, start over (a new connection starts new ones)
+		 * rather than send every third batch into the void. */
+		for (unsigned k = 0; k < node->nsamplers; k++) {
+			if (same_pid(&msg.from, &node->samplers[k])) {
+				fp_log(FP_LOG_WARNING,
+				       "%s: eval sampler <%u.%u> exited; reconnecting",
+				       node->target, msg.from.num, msg.from.serial);
+				return -ECONNRESET;
+			}
+		}
+		return 0;
+	}
 	if (msg.msgtype != ERL_SEND && msg.msgtype != ERL_REG_SEND)
 		return 0;
-	return decode_reply(node, reply);
+	rc = decode_reply(node, reply);
+	if (rc == 1) {
+		for (unsigned k = 0; k < node->nsamplers; k++) {
+			if (node->sampler_busy[k] == reply->id)
+				node->sampler_busy[k] = 0;
+		}
+	}
+	return rc;
 }
 
 /* Wait for the reply to @id, dropping anything else. */
@@ -840,8 +869,10 @@ static const char eval_sampler_source[] =
 	"  Loop = fun Next() ->"
 	"    receive"
 	"      {flame_profd_sample, From, Ref, Pids, Items} ->"
-	"        From ! {Ref, timer:tc(lists, zipwith,"
-	"                              [fun erlang:process_info/2, Pids, Items])},"
+	"        From ! {Ref, try timer:tc(lists, zipwith,"
+	"                                  [fun erlang:process_info/2, Pids, Items])"
+	"                     catch Class:Reason -> {badrpc, {'EXIT', {Class, Reason}}}"
+	"                     end},"
 	"        Next();"
 	"      flame_profd_stop -> ok"
 	"    end"
@@ -879,6 +910,7 @@ start_eval_samplers(struct fp_node *node, unsigned timeout_ms)
 	ei_x_new(&args);
 	ei_x_new(&exprs);
 	node->nsamplers = 0;
+	memset(node->sampler_busy, 0, sizeof(node->sampler_busy));
 
 	/* erl_scan:string(Source) -> {ok, Tokens, End} */
 	ei_x_encode_list_header(&args, 1);
@@ -1195,12 +1227,25 @@ eval_sample_send(struct fp_node *node, const struct fp_pid *pids,
 		 const bool *with_initial_call, size_t n, uint64_t *id)
 {
 	ei_x_buff *x = &node->tx;
+	unsigned k = node->next_sampler;
 	erlang_pid *to;
 	int rc;
 
 	if (node->fd < 0 || node->nsamplers == 0)
 		return -ENOTCONN;
-	to = &node->samplers[node->next_sampler++ % node->nsamplers];
+	/* a free one if there is one: a batch never queues behind a sampler
+	 * still waiting on a slow process (or on a request given up on) */
+	for (unsigned i = 0; i < node->nsamplers; i++) {
+		unsigned c = (node->next_sampler + i) % node->nsamplers;
+
+		if (!node->sampler_busy[c]) {
+			k = c;
+			break;
+		}
+	}
+	k %= node->nsamplers;
+	node->next_sampler = k + 1;
+	to = &node->samplers[k];
 	x->index = 0;
 	ei_x_encode_version(x);
 	ei_x_encode_tuple_header(x, 5);
@@ -1210,6 +1255,7 @@ eval_sample_send(struct fp_node *node, const struct fp_pid *pids,
 	encode_ref(node, x, *id, true);
 	encode_pid_list(node, x, pids, n);
 	encode_item_lists(x, with_initial_call, n);
+	node->sampler_busy[k] = *id;
 	rc = ei_send_tmo(node->fd, to, x->buff, x->index, 10000);
 	if (rc < 0)
 		return erl_errno == ETIMEDOUT ? -ETIMEDOUT : -ECONNRESET;

@@ -7,7 +7,9 @@ default path (busy workers in fp_demo:deep/2, metrics, header request=eval);
 while the daemon runs, exactly three processes on the node are linked to it
 (the samplers) and no module was loaded for them; after SIGTERM they are
 gone, and after SIGKILL of the daemon too (the link goes with the
-connection); backtrace_depth is restored in both cases.
+connection); backtrace_depth is restored in both cases. A sampler killed
+on the node makes the daemon reconnect with three new ones, and sampling
+goes on.
 """
 import os
 import signal
@@ -70,6 +72,23 @@ def main(t):
                 for s in samples), "every sample carries the metrics")
     t.check(any("request=eval" in line for _, line in files[0].comments),
             "header comment says request=eval")
+
+    # a sampler killed on the node: reconnect, three new samplers, samples
+    d = h.start_daemon(h.daemon_args(node, h.mkdtemp("out_"), top=5, rate=20,
+                                     every="1s", request="eval"))
+    d.wait_samples(timeout=30)
+    t.eq(wait_samplers(node, 3), 3, "three samplers")
+    victim = node.eval("hd([P || P <- processes(),"
+                       " {links, L} <- [erlang:process_info(P, links)],"
+                       " lists:any(fun(X) -> node(X) =/= node() end, L)])")
+    node.eval("exit(%s, kill)" % ("list_to_pid(\"%s\")" % victim.strip()))
+    d.wait_log(r"eval sampler <\d+\.\d+> exited; reconnecting", timeout=15)
+    d.wait_log(r"info: reconnected to ", timeout=30)
+    t.eq(wait_samplers(node, 3), 3, "three samplers after the reconnect")
+    d.wait_samples(after=r"info: reconnected to ", timeout=30)
+    t.check(True, "samples after the reconnect")
+    t.eq(d.stop(), 0, "SIGTERM: exit code 0")
+    t.eq(wait_samplers(node, 0), 0, "samplers gone")
 
     # SIGKILL: the connection goes, and the link takes the samplers with it
     d = h.start_daemon(h.daemon_args(node, h.mkdtemp("out_"), top=5, rate=20,

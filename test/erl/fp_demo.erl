@@ -104,9 +104,21 @@ stop() ->
             receive
                 {'DOWN', MRef, process, Pid, _} -> ok
             after 30000 ->
-                exit(Pid, kill),
-                ok
-            end
+                exit(Pid, kill)
+            end,
+            %% the workers die of the owner's exit signal, a little later:
+            %% return once their names are free, so start/1 can follow
+            wait_unregistered(1000)
+    end.
+
+wait_unregistered(0) ->
+    ok;
+wait_unregistered(N) ->
+    Names = [fp_demo_server, fp_demo_busy, fp_demo_quoted, fp_demo_anon,
+             fp_demo_sink, fp_demo_producer, fp_demo_bin],
+    case [X || X <- Names, whereis(X) =/= undefined] of
+        [] -> ok;
+        _ -> receive after 10 -> wait_unregistered(N - 1) end
     end.
 
 running() ->

@@ -62,6 +62,7 @@ struct fp_node {
 	erlang_pid samplers[FP_EVAL_SAMPLERS];
 	uint64_t sampler_busy[FP_EVAL_SAMPLERS];	/* request id, 0: free */
 	unsigned nsamplers, next_sampler;
+	unsigned connects;
 };
 
 static int ei_initialised;
@@ -1012,9 +1013,11 @@ fp_node_connect(struct fp_node *node, unsigned timeout_ms)
 	make_self_name(node, &addr, host, sizeof(host));
 	snprintf(alive, sizeof(alive), "flame_profd_%ld", (long)getpid());
 	snprintf(node->self_name, sizeof(node->self_name), "%s@%s", alive, host);
-	/* A new creation per connection: a pid or ref of ours from an
-	 * earlier connection never matches a new one. */
-	creation = (unsigned)((time(NULL) ^ (getpid() << 8)) & 0x3fffffff) | 4;
+	/* A new creation per connection, even two in one second: a pid or
+	 * ref of ours from an earlier connection never matches a new one
+	 * (nor links a late-spawned eval sampler to it). */
+	creation = (unsigned)(((time(NULL) ^ (getpid() << 8)) +
+			       (++node->connects << 20)) & 0x3fffffff) | 4;
 	if (ei_connect_xinit(&node->ec, host, alive, node->self_name, NULL,
 			     node->cookie, creation) < 0)
 		return -EIO;

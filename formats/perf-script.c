@@ -51,6 +51,13 @@ struct fp_perf_writer {
 	uint8_t metric_prefix_len[FP_METRIC_COUNT];
 };
 
+/* Where the probe for @id starts (ids are sequential: spread them). */
+static inline size_t
+text_slot_home(uint64_t id, size_t capacity)
+{
+	return (size_t)(id * 0x9e3779b97f4a7c15ULL >> 20) & (capacity - 1);
+}
+
 static void
 text_cache_init(struct text_cache *c, size_t size)
 {
@@ -73,8 +80,7 @@ text_cache_find(const struct text_cache *c, uint64_t id, const char **text,
 {
 	size_t mask = c->capacity - 1;
 
-	for (size_t i = (size_t)(id * 0x9e3779b97f4a7c15ULL >> 20) & mask;;
-	     i = (i + 1) & mask) {
+	for (size_t i = text_slot_home(id, c->capacity);; i = (i + 1) & mask) {
 		const struct text_slot *e = &c->slots[i];
 
 		if (e->id == id) {
@@ -108,8 +114,7 @@ text_cache_add(struct text_cache *c, uint64_t id, const char *text,
 		for (size_t k = 0; k < c->capacity; k++) {
 			if (!c->slots[k].id)
 				continue;
-			for (i = (size_t)(c->slots[k].id * 0x9e3779b97f4a7c15ULL >> 20) &
-				 (capacity - 1);
+			for (i = text_slot_home(c->slots[k].id, capacity);
 			     slots[i].id; i = (i + 1) & (capacity - 1))
 				;
 			slots[i] = c->slots[k];
@@ -119,8 +124,8 @@ text_cache_add(struct text_cache *c, uint64_t id, const char *text,
 		c->capacity = capacity;
 	}
 	mask = c->capacity - 1;
-	for (i = (size_t)(id * 0x9e3779b97f4a7c15ULL >> 20) & mask;
-	     c->slots[i].id; i = (i + 1) & mask)
+	for (i = text_slot_home(id, c->capacity); c->slots[i].id;
+	     i = (i + 1) & mask)
 		;
 	memcpy(c->arena + c->used, text, len);
 	c->slots[i] = (struct text_slot){ id, (uint32_t)c->used, (uint32_t)len };

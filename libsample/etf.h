@@ -100,7 +100,8 @@ etf_int(const unsigned char *b, size_t len, size_t *pos, int64_t *v)
  * Skip one term made only of numbers, atoms, strings, binaries, tuples,
  * lists and maps — terms whose bytes mean the same in any message. Pids,
  * references, ports, funs and atom-cache references make it return -1, as
- * does nesting deeper than 64 or a length past @len.
+ * does nesting deeper than 64 or a length past @len. A term it passes is
+ * one node_term_skip() passes too, so ei may read it.
  *
  * The same walk as node_term_skip() (term-check.c), narrowed, and inline:
  * it runs over every stack the decoder has not seen before, where sharing
@@ -150,6 +151,9 @@ etf_skip_plain(const unsigned char *b, size_t len, size_t *pos)
 			if (len - p < 3)
 				return -1;
 			n = 3 + (uint64_t)etf_be16(b + p + 1);
+			/* as node_term_skip(): no atom ei could not hold */
+			if (b[p] != ERL_STRING_EXT && n > 3 + 255 * 4)
+				return -1;
 			break;
 		case ERL_BINARY_EXT:
 			if (len - p < 5)

@@ -110,6 +110,17 @@ intern_find(const struct intern *t, uint64_t hash, const void *key,
 	}
 }
 
+/* Put @e in the first free slot from its hash on (a free one exists). */
+static void
+place(struct intern_entry **slots, size_t capacity, struct intern_entry *e)
+{
+	size_t i;
+
+	for (i = e->hash & (capacity - 1); slots[i]; i = (i + 1) & (capacity - 1))
+		;
+	slots[i] = e;
+}
+
 static void
 grow(struct intern *t)
 {
@@ -117,15 +128,8 @@ grow(struct intern *t)
 	struct intern_entry **slots = xzalloc(capacity * sizeof(*slots));
 
 	for (size_t k = 0; k < t->capacity; k++) {
-		struct intern_entry *e = t->slots[k];
-		size_t i;
-
-		if (!e)
-			continue;
-		for (i = e->hash & (capacity - 1); slots[i];
-		     i = (i + 1) & (capacity - 1))
-			;
-		slots[i] = e;
+		if (t->slots[k])
+			place(slots, capacity, t->slots[k]);
 	}
 	free(t->slots);
 	t->slots = slots;
@@ -138,7 +142,6 @@ intern_add(struct intern *t, uint64_t hash, const void *key, size_t len,
 {
 	struct intern_entry *e;
 	unsigned char *k;
-	size_t i;
 
 	if ((t->count + 1) * 4 > t->capacity * 3)	/* load <= 3/4 */
 		grow(t);
@@ -152,10 +155,7 @@ intern_add(struct intern *t, uint64_t hash, const void *key, size_t len,
 	memset(e->value, 0, value_size);
 	if (copy)
 		*copy = k;
-	for (i = hash & (t->capacity - 1); t->slots[i];
-	     i = (i + 1) & (t->capacity - 1))
-		;
-	t->slots[i] = e;
+	place(t->slots, t->capacity, e);
 	t->count++;
 	return e->value;
 }

@@ -579,7 +579,8 @@ decode_stacktrace(struct fp_sampler *s, const char *buf, int *index,
 	if (plain)
 		s->stats.stack_misses++;
 
-	if (guard(s, buf, *index) < 0 ||
+	/* a plain span was walked within bounds already */
+	if ((!plain && guard(s, buf, *index) < 0) ||
 	    ei_decode_list_header(buf, index, &count) < 0)
 		return -EBADMSG;
 	for (int i = 0; i < count; i++) {

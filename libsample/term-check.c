@@ -54,6 +54,25 @@ need(size_t len, size_t pos, size_t n)
 	return len - pos >= n ? 0 : -EBADMSG;
 }
 
+/* A leaf of @hdr header bytes whose payload length is the @lenbytes
+ * bytes after the tag. */
+static inline int
+skip_sized(const unsigned char *b, size_t len, size_t *pos, size_t hdr,
+	   int lenbytes)
+{
+	size_t p = *pos;
+	uint64_t n;
+
+	if (need(len, p, hdr) < 0)
+		return -EBADMSG;
+	n = lenbytes == 1 ? b[p + 1] :
+	    lenbytes == 2 ? etf_be16(b + p + 1) : etf_be32(b + p + 1);
+	if (need(len, p + hdr, n) < 0)
+		return -EBADMSG;
+	*pos = p + hdr + n;
+	return 0;
+}
+
 int
 node_term_skip(const char *buf, size_t len, size_t *pos)
 {
@@ -106,45 +125,26 @@ node_term_skip(const char *buf, size_t len, size_t *pos)
 		case ERL_NIL_EXT:
 			p += 1;
 			continue;
+		/* tag, length (1, 2 or 4 bytes), maybe more header, payload */
 		case ERL_STRING_EXT:
-			if (need(len, p, 3) < 0)
+			if (skip_sized(b, len, &p, 3, 2) < 0)
 				return -EBADMSG;
-			n = etf_be16(b + p + 1);
-			if (need(len, p + 3, n) < 0)
-				return -EBADMSG;
-			p += 3 + n;
 			continue;
 		case ERL_BINARY_EXT:
-			if (need(len, p, 5) < 0)
+			if (skip_sized(b, len, &p, 5, 4) < 0)
 				return -EBADMSG;
-			n = etf_be32(b + p + 1);
-			if (need(len, p + 5, n) < 0)
-				return -EBADMSG;
-			p += 5 + n;
 			continue;
-		case ERL_BIT_BINARY_EXT:
-			if (need(len, p, 6) < 0)
+		case ERL_BIT_BINARY_EXT:	/* + bits in the last byte */
+			if (skip_sized(b, len, &p, 6, 4) < 0)
 				return -EBADMSG;
-			n = etf_be32(b + p + 1);
-			if (need(len, p + 6, n) < 0)
-				return -EBADMSG;
-			p += 6 + n;
 			continue;
-		case ERL_SMALL_BIG_EXT:
-			if (need(len, p, 3) < 0)
+		case ERL_SMALL_BIG_EXT:		/* + sign */
+			if (skip_sized(b, len, &p, 3, 1) < 0)
 				return -EBADMSG;
-			n = b[p + 1];
-			if (need(len, p + 3, n) < 0)
-				return -EBADMSG;
-			p += 3 + n;
 			continue;
-		case ERL_LARGE_BIG_EXT:
-			if (need(len, p, 6) < 0)
+		case ERL_LARGE_BIG_EXT:		/* + sign */
+			if (skip_sized(b, len, &p, 6, 4) < 0)
 				return -EBADMSG;
-			n = etf_be32(b + p + 1);
-			if (need(len, p + 6, n) < 0)
-				return -EBADMSG;
-			p += 6 + n;
 			continue;
 		case ERL_PID_EXT:
 		case ERL_NEW_PID_EXT:

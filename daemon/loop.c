@@ -99,6 +99,7 @@ struct daemon {
 	/* per interval */
 	uint64_t interval_mono;
 	uint64_t st_samples, st_skipped, st_gone;
+	uint64_t st_requests;		/* sample requests sent */
 	uint64_t dropped_before;
 	uint64_t total_samples;
 	uint32_t rtt_us[MAX_RTT];
@@ -528,6 +529,7 @@ sample_send(struct daemon *d, uint64_t now)
 			return;
 		}
 		request_sent(&slot->r, id, now);
+		d->st_requests++;
 		for (size_t i = 0; i < k; i++)
 			d->busy[slot->idx[i]] = true;
 	}
@@ -908,12 +910,13 @@ interval_report(struct daemon *d, uint64_t now)
 		char text[512];
 
 		snprintf(text, sizeof(text),
-			 "interval: selected=%zu pinned=%zu samples=%llu skipped=%llu gone=%llu dropped=%llu achieved=%.1f/s requested=%.1f/s rtt_ms=%.1f/%.1f/%.1f target_ms=%.1f cost=%.2f%% rate=%g top=%u breaker=%s",
+			 "interval: selected=%zu pinned=%zu samples=%llu skipped=%llu gone=%llu dropped=%llu achieved=%.1f/s requested=%.1f/s requests=%llu rtt_ms=%.1f/%.1f/%.1f target_ms=%.1f cost=%.2f%% rate=%g top=%u breaker=%s",
 			 d->nset, d->o->npids + d->nnamed,
 			 (unsigned long long)d->st_samples,
 			 (unsigned long long)d->st_skipped,
 			 (unsigned long long)d->st_gone,
 			 (unsigned long long)dropped, achieved, requested,
+			 (unsigned long long)d->st_requests,
 			 p50, p99, pmax, (double)d->st_target_us / 1000.0, cost,
 			 d->budget.rate, d->budget.top,
 			 d->breaker.open ? "open" : "closed");
@@ -944,6 +947,7 @@ interval_report(struct daemon *d, uint64_t now)
 	}
 	d->interval_mono = now;
 	d->st_samples = d->st_skipped = d->st_gone = 0;
+	d->st_requests = 0;
 	d->st_target_us = d->st_procs_us = 0;
 	d->st_sampled = d->st_scanned = 0;
 	d->min_sample_us = d->min_scan_us = -1;

@@ -7,6 +7,9 @@ sampled set while sample requests are in flight. Every interval but the
 first and the last must achieve at least 90% of what it requested and skip
 next to nothing. (A request in flight across a rebuild once left its pids
 marked busy until the next rebuild, and the rate fell to a fraction.)
+Each interval also counts the sample requests sent: none carries more than
+a third of the set (ceil(10 / 3) = 4 processes), so samples <= 4 x
+requests, and a request is not sent per sample either.
 """
 import os
 import sys
@@ -43,6 +46,13 @@ def main(t):
         samples = sum(int(x["samples"]) for x in mid)
         t.check(skipped <= 0.05 * max(samples, 1),
                 "%s: skipped %d of %d" % (request, skipped, samples + skipped))
+        requests = sum(int(x.get("requests", 0)) for x in mid)
+        t.check(requests > 0 and samples <= 4 * requests,
+                "%s: at most a third of the set per request (%d samples in %d requests)"
+                % (request, samples, requests))
+        t.check(samples >= 2 * requests,
+                "%s: requests carry batches, not single samples (%d samples in %d requests)"
+                % (request, samples, requests))
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@
  *
  * Over budget, the sample rate comes down first (it is what costs), then
  * the top-N; with room to spare (below half the budget) they go back up,
- * top-N first, a step per interval.
+ * top-N first, a step per check (once a second, loop.c); a change of top-N
+ * waits for the selection that uses it before the next.
  *
  * The breaker stops all requests when the node is in trouble (a request
  * timed out, or its run queues are long), and probes it with one cheap
@@ -32,6 +33,7 @@ fpd_budget_init(struct fpd_budget *b, double max_pct, double rate,
 	b->max_pct = max_pct;
 	b->rate_req = b->rate = rate;
 	b->top_req = b->top = top;
+	b->top_pending = false;
 	b->min_rate = rate < 1.0 ? rate : 1.0;
 }
 
@@ -53,7 +55,7 @@ fpd_budget_update(struct fpd_budget *b, double cost_pct, char *what,
 			b->rate = r;
 			return true;
 		}
-		if (b->top > 1) {
+		if (b->top > 1 && !b->top_pending) {
 			unsigned t = (unsigned)fmax(1.0, floor(b->top * f));
 
 			if (t == b->top)
@@ -61,6 +63,7 @@ fpd_budget_update(struct fpd_budget *b, double cost_pct, char *what,
 			snprintf(what, size, "cost %.2f%% over budget %.2f%%: top %u -> %u",
 				 cost_pct, b->max_pct, b->top, t);
 			b->top = t;
+			b->top_pending = true;
 			return true;
 		}
 		return false;
@@ -71,9 +74,12 @@ fpd_budget_update(struct fpd_budget *b, double cost_pct, char *what,
 
 			if (t == b->top)
 				t++;
+			if (b->top_pending)
+				return false;
 			snprintf(what, size, "cost %.2f%% under budget %.2f%%: top %u -> %u",
 				 cost_pct, b->max_pct, b->top, t);
 			b->top = t;
+			b->top_pending = true;
 			return true;
 		}
 		if (b->rate < b->rate_req) {
@@ -86,6 +92,12 @@ fpd_budget_update(struct fpd_budget *b, double cost_pct, char *what,
 		}
 	}
 	return false;
+}
+
+void
+fpd_budget_top_applied(struct fpd_budget *b)
+{
+	b->top_pending = false;
 }
 
 void

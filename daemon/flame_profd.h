@@ -270,6 +270,7 @@ struct fpd_budget {
 	double rate_req, rate;	/* requested and effective samples/s */
 	unsigned top_req, top;	/* requested and effective top-N */
 	double min_rate;
+	bool top_pending;	/* top changed; no selection has used it yet */
 };
 
 void
@@ -277,13 +278,19 @@ fpd_budget_init(struct fpd_budget *b, double max_pct, double rate,
 		unsigned top);
 
 /**
- * Take an interval's measured cost (percent of the node's schedulers) and
- * adjust the effective rate or top-N one step. Returns true, with @what
- * saying what changed and why, when something did.
+ * Take the measured cost (percent of the node's schedulers) and adjust the
+ * effective rate or top-N one step. Returns true, with @what saying what
+ * changed and why, when something did. A change of top-N waits for
+ * fpd_budget_top_applied() before the next one: until a selection has
+ * used it, the cost still shows the old set.
  */
 bool
 fpd_budget_update(struct fpd_budget *b, double cost_pct, char *what,
 		  size_t size);
+
+/** A selection has ranked with the effective top-N. */
+void
+fpd_budget_top_applied(struct fpd_budget *b);
 
 struct fpd_breaker {
 	bool open;		/* no requests but the probe */

@@ -43,6 +43,17 @@
 #define SAMPLE_COST_REX_US 17.0
 #define SAMPLE_COST_EVAL_US 15.0
 #define SCAN_COST_US 0.65
+/* The budget looks at the last second of sampling (and the last
+ * selection, spread over its interval), whatever --every is: a node is
+ * never sampled over budget for more than about a second. */
+#define BUDGET_WINDOW_US 1000000u
+
+/* What flame_profd's requests cost the node, over some span of time. */
+struct work {
+	uint64_t procs_us;		/* erlang:processes(), timer:tc */
+	uint64_t sampled, scanned;	/* processes asked for */
+	double min_sample_us, min_scan_us;	/* cheapest per process; <0: none */
+};
 
 struct request {
 	bool active;
@@ -111,9 +122,11 @@ struct daemon {
 	struct request req_health;
 	unsigned runq_limit;
 	uint64_t st_target_us;		/* node-side time of our requests */
-	uint64_t st_procs_us;		/* ... of which erlang:processes() */
-	uint64_t st_sampled, st_scanned; /* processes asked for */
-	double min_sample_us, min_scan_us;	/* cheapest per process; <0: none */
+	struct work st_work;		/* ... in the interval */
+	struct work bw_work;		/* sampling in the budget window */
+	uint64_t bw_mono;		/* the budget window's start */
+	double select_us;		/* work of the last whole selection */
+	uint64_t select_procs_us;	/* ... its erlang:processes() so far */
 	size_t nplanned;
 	char *pending[PENDING_MAX];
 	size_t npending;
@@ -401,6 +414,12 @@ take_time(struct daemon *d, struct fp_reply *reply)
 }
 
 static void
+work_reset(struct work *w)
+{
+	*w = (struct work){ .min_sample_us = -1, .min_scan_us = -1 };
+}
+
+static void
 count_work(uint64_t us, size_t n, double *min_per, uint64_t *total)
 {
 	double per;
@@ -413,11 +432,57 @@ count_work(uint64_t us, size_t n, double *min_per, uint64_t *total)
 	*total += n;
 }
 
+/*
+ * The node work in w, in µs: measured, but never less than what
+ * scheduler_wall_time charged per sample and per pid read on the
+ * reference machine (docs/PERFORMANCE.md): much of the work of answering
+ * process_info happens in the sampled processes and the distribution
+ * encoding, outside the worker that timer:tc times. On a busy node
+ * timer:tc's time is mostly waiting for the sampled processes to be
+ * scheduled, so the cheapest time per process seen stands for them all.
+ */
+static double
+work_us(const struct daemon *d, const struct work *w)
+{
+	double sample_floor = d->o->request_eval ? SAMPLE_COST_EVAL_US :
+						   SAMPLE_COST_REX_US;
+
+	return (double)w->procs_us +
+	       fmax(w->min_sample_us > 0 ? w->min_sample_us * (double)w->sampled : 0,
+		    sample_floor * (double)w->sampled) +
+	       fmax(w->min_scan_us > 0 ? w->min_scan_us * (double)w->scanned : 0,
+		    SCAN_COST_US * (double)w->scanned);
+}
+
+/* work_us per µs of the node's scheduler time, in percent */
+static double
+work_pct(const struct daemon *d, double us, double secs)
+{
+	return secs > 0 ? us / (secs * 1e6) * 100.0 /
+		(double)(d->connected ? fp_node_schedulers(d->node) : 1) : 0;
+}
+
+/* A selection's reductions scan took us: the interval's work, and the
+ * selection's whole work for the budget. */
+static void
+count_selection(struct daemon *d, uint64_t us)
+{
+	struct work sel;
+
+	work_reset(&sel);
+	sel.procs_us = d->select_procs_us;
+	count_work(us, d->nplanned, &sel.min_scan_us, &sel.scanned);
+	d->select_us = work_us(d, &sel);
+	d->select_procs_us = 0;
+	count_work(us, d->nplanned, &d->st_work.min_scan_us, &d->st_work.scanned);
+}
+
 static void
 on_processes(struct daemon *d, struct fp_reply *reply, uint64_t now)
 {
 	d->req_procs.active = false;
-	d->st_procs_us += take_time(d, reply);
+	d->select_procs_us = take_time(d, reply);
+	d->st_work.procs_us += d->select_procs_us;
 	if (fp_select_processes(d->select, reply) < 0) {
 		fpd_warn("unexpected reply to erlang:processes(); selection skipped");
 		return;
@@ -433,8 +498,7 @@ on_reductions(struct daemon *d, struct fp_reply *reply, uint64_t now)
 	int n;
 
 	d->req_reds.active = false;
-	count_work(take_time(d, reply), d->nplanned, &d->min_scan_us,
-		   &d->st_scanned);
+	count_selection(d, take_time(d, reply));
 	n = fp_select_reductions(d->select, reply, now, &rex, 1, d->budget.top,
 				 d->top, &res);
 	if (n < 0) {
@@ -452,6 +516,7 @@ on_reductions(struct daemon *d, struct fp_reply *reply, uint64_t now)
 	}
 	d->ntop = (size_t)n;
 	rebuild_set(d);
+	fpd_budget_top_applied(&d->budget);
 }
 
 static void
@@ -583,12 +648,13 @@ on_sample(struct daemon *d, struct sample_slot *slot, struct fp_reply *reply,
 	  uint64_t now)
 {
 	uint64_t rtt = now - slot->r.sent_mono;
-	uint64_t stamp;
+	uint64_t stamp, us;
 	int n;
 
 	slot_done(d, slot);
-	count_work(take_time(d, reply), slot->n, &d->min_sample_us,
-		   &d->st_sampled);
+	us = take_time(d, reply);
+	count_work(us, slot->n, &d->st_work.min_sample_us, &d->st_work.sampled);
+	count_work(us, slot->n, &d->bw_work.min_sample_us, &d->bw_work.sampled);
 	if (d->nrtt < MAX_RTT)
 		d->rtt_us[d->nrtt++] = (uint32_t)(rtt > UINT32_MAX ? UINT32_MAX : rtt);
 	/* The samples were taken somewhere between send and reply; a reply
@@ -702,6 +768,8 @@ try_connect(struct daemon *d, uint64_t now)
 	}
 
 	d->connected = true;
+	d->bw_mono = now;
+	work_reset(&d->bw_work);
 	fpd_info("%s to %s (OTP %s) as %s",
 		 d->ever_connected ? "reconnected" : "connected",
 		 d->o->node, fp_node_otp_release(d->node),
@@ -803,6 +871,8 @@ on_health(struct daemon *d, const struct fp_reply *reply, uint64_t now)
 		if (runq >= 0 && runq <= (int64_t)d->runq_limit &&
 		    rtt < d->o->timeout_us / 2) {
 			fpd_breaker_close(&d->breaker, now);
+			d->bw_mono = now;
+			work_reset(&d->bw_work);
 			fpd_info("circuit breaker closed: run queues %lld, probe %.1f ms; sampling resumes",
 				 (long long)runq, (double)rtt / 1000.0);
 			note(d, "circuit breaker closed: run queues %lld, probe %.1f ms",
@@ -883,22 +953,8 @@ interval_report(struct daemon *d, uint64_t now)
 	double achieved = secs > 0 ? (double)d->st_samples / secs : 0;
 	double requested = (double)d->nset * d->budget.rate;
 	uint64_t dropped = fpd_output_dropped(d->out) - d->dropped_before;
-	/* Measured work, but never less than what scheduler_wall_time
-	 * charged per sample and per pid read on the reference machine
-	 * (docs/PERFORMANCE.md): much of the work of answering process_info
-	 * happens in the sampled processes and the distribution encoding,
-	 * outside the worker that timer:tc times. */
-	double sample_floor = d->o->request_eval ? SAMPLE_COST_EVAL_US :
-						   SAMPLE_COST_REX_US;
-	double work_us = (double)d->st_procs_us +
-		fmax(d->min_sample_us > 0 ? d->min_sample_us * (double)d->st_sampled : 0,
-		     sample_floor * (double)d->st_sampled) +
-		fmax(d->min_scan_us > 0 ? d->min_scan_us * (double)d->st_scanned : 0,
-		     SCAN_COST_US * (double)d->st_scanned);
-	double cost = secs > 0 ? work_us / (secs * 1e6) * 100.0 /
-			  (double)(d->connected ? fp_node_schedulers(d->node) : 1) : 0;
+	double cost = work_pct(d, work_us(d, &d->st_work), secs);
 	double p50 = 0, p99 = 0, pmax = 0;
-	char what[200];
 
 	if (d->nrtt) {
 		qsort(d->rtt_us, d->nrtt, sizeof(d->rtt_us[0]), cmp_u32);
@@ -934,13 +990,6 @@ interval_report(struct daemon *d, uint64_t now)
 				  (unsigned long long)cs.clears);
 		}
 
-		/* a short interval (the last one, at stop) says too little */
-		if (!d->breaker.open && secs * 2e6 >= (double)d->o->every_us &&
-		    fpd_budget_update(&d->budget, cost, what, sizeof(what))) {
-			fpd_info("budget: %s", what);
-			note(d, "budget: %s", what);
-			fpd_output_event(d->out);
-		}
 		fpd_breaker_calm(&d->breaker, now, 6 * d->o->every_us);
 		if (!d->breaker.open)
 			send_health(d, now);
@@ -948,11 +997,37 @@ interval_report(struct daemon *d, uint64_t now)
 	d->interval_mono = now;
 	d->st_samples = d->st_skipped = d->st_gone = 0;
 	d->st_requests = 0;
-	d->st_target_us = d->st_procs_us = 0;
-	d->st_sampled = d->st_scanned = 0;
-	d->min_sample_us = d->min_scan_us = -1;
+	d->st_target_us = 0;
+	work_reset(&d->st_work);
 	d->dropped_before += dropped;
 	d->nrtt = 0;
+}
+
+/*
+ * Once a second: the sampling of the last second plus the last selection
+ * (spread over its interval) against the budget. Not while the breaker is
+ * open (nothing is sampled then), nor before a set is being sampled.
+ */
+static void
+budget_tick(struct daemon *d, uint64_t now)
+{
+	double secs = (double)(now - d->bw_mono) / 1e6;
+	double cost;
+	char what[200];
+
+	if (now - d->bw_mono < BUDGET_WINDOW_US)
+		return;
+	if (!d->breaker.open && !d->stopping && d->bw_work.sampled) {
+		cost = work_pct(d, work_us(d, &d->bw_work), secs) +
+		       work_pct(d, d->select_us, (double)d->o->every_us / 1e6);
+		if (fpd_budget_update(&d->budget, cost, what, sizeof(what))) {
+			fpd_info("budget: %s", what);
+			note(d, "budget: %s", what);
+			fpd_output_event(d->out);
+		}
+	}
+	d->bw_mono = now;
+	work_reset(&d->bw_work);
 }
 
 static void
@@ -1036,6 +1111,7 @@ tick(struct daemon *d)
 			return;
 	}
 	sample_tick(d, now);
+	budget_tick(d, now);
 
 	if (now - d->interval_mono >= d->o->every_us)
 		interval_report(d, now);
@@ -1226,7 +1302,9 @@ fpd_run(const struct fpd_options *o, const char *cookie)
 	d.busy = calloc(cap ? cap : 1, sizeof(*d.busy));
 	d.start_mono = d.interval_mono = fpd_now_mono_us();
 	fpd_budget_init(&d.budget, o->max_overhead, o->rate, o->top);
-	d.min_sample_us = d.min_scan_us = -1;
+	work_reset(&d.st_work);
+	work_reset(&d.bw_work);
+	d.bw_mono = d.start_mono;
 	d.backoff_us = BACKOFF_MIN_US;
 
 	rc = try_connect(&d, d.start_mono);

@@ -61,7 +61,7 @@ usage(FILE *f)
 "      --lines               put source line numbers in frame names (NAME:LINE)\n"
 "      --max-overhead PCT    cost budget: node-side work of flame_profd's\n"
 "                            requests as a share of the node's schedulers\n"
-"                            (default 10);\n"
+"                            (default 10), checked once a second;\n"
 "                            over it the rate, then the top-N, come down;\n"
 "                            0 turns the budget off\n"
 "      --request rex|eval    how sample batches are asked for: rex (default) is\n"

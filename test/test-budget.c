@@ -35,13 +35,21 @@ START_TEST(budget_steps)
 	fp_assert(b.top == 100);
 	fp_assert(fpd_budget_update(&b, 4.0, what, sizeof(what)));
 	fp_assert_int_eq(b.top, 45);
+	/* no selection has used top 45 yet: the cost still shows 100 */
+	fp_assert(!fpd_budget_update(&b, 4.0, what, sizeof(what)));
+	fp_assert(!fpd_budget_update(&b, 0.5, what, sizeof(what)));
+	fp_assert_int_eq(b.top, 45);
+	fpd_budget_top_applied(&b);
 	/* within budget: nothing moves */
 	fp_assert(!fpd_budget_update(&b, 1.5, what, sizeof(what)));
 	/* room: top back first, then the rate */
 	fp_assert(fpd_budget_update(&b, 0.5, what, sizeof(what)));
 	fp_assert_int_eq(b.top, 90);
+	fp_assert(!fpd_budget_update(&b, 0.5, what, sizeof(what)));
+	fpd_budget_top_applied(&b);
 	fp_assert(fpd_budget_update(&b, 0.5, what, sizeof(what)));
 	fp_assert_int_eq(b.top, 100);
+	fpd_budget_top_applied(&b);
 	fp_assert(b.rate == 1.0);
 	steps = 0;
 	while (fpd_budget_update(&b, 0.1, what, sizeof(what)) && steps++ < 20)

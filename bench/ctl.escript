@@ -8,7 +8,8 @@
 %% answers one line on stdout: "FPCTL ok [VALUES...]" or "FPCTL err REASON".
 %%
 %%   info                     schedulers_online otp_release process_count
-%%   throughput               fp_demo:throughput()
+%%   throughput               fp_demo:throughput(), then its parts: busy
+%%                            crunches and server calls
 %%   workload ERLANG_MAP      fp_demo:stop(), fp_demo:start(Map); waits for
 %%                            the process count to settle; answers it
 %%   load                     compile bench/fp_bench.erl, load it on the node
@@ -78,7 +79,9 @@ command(Node, "info", _) ->
           call(Node, erlang, system_info, [otp_release]),
           call(Node, erlang, system_info, [process_count])]};
 command(Node, "throughput", _) ->
-    {ok, [call(Node, fp_demo, throughput, [])]};
+    Busy = call(Node, fp_demo, throughput, [busy]),
+    Calls = call(Node, fp_demo, throughput, [calls]),
+    {ok, [Busy + Calls, Busy, Calls]};
 command(Node, "workload", [Text]) ->
     {ok, Toks, _} = erl_scan:string(Text ++ "."),
     {ok, [Expr]} = erl_parse:parse_exprs(Toks),

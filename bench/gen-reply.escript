@@ -1,8 +1,9 @@
 #!/usr/bin/env escript
 %% gen-reply.escript OUT [PROCS [DEPTH]] -- a real sample reply for
 %% bench/offline: the result of the request flame_profd sends per sample
-%% batch (lists:zipwith(fun erlang:process_info/2, Pids, ItemLists), same
-%% items as fp_node_sample_request() in libsample/node.c), made by this VM
+%% batch (lists:zipwith(fun erlang:process_info/2, Pids, ItemLists), every
+%% pid twice, same items as fp_node_sample_request() in libsample/node.c),
+%% made by this VM
 %% for PROCS processes (default 100) blocked in receive under DEPTH frames
 %% of non-tail recursion (default 40; backtrace_depth 64 as the daemon sets
 %% it), a third of them registered, written as term_to_binary/1 (version
@@ -10,10 +11,14 @@
 -module(fp_bench_reply).
 -mode(compile).
 
-items() ->
-    [status, registered_name, current_stacktrace, reductions, memory,
-     message_queue_len, total_heap_size, heap_size, stack_size,
-     garbage_collection, garbage_collection_info].
+%% each process twice: what the caller reads, then what the process answers
+instant_items() ->
+    [status, registered_name].
+
+signalled_items() ->
+    [current_stacktrace, reductions, memory, message_queue_len,
+     total_heap_size, heap_size, stack_size, garbage_collection,
+     garbage_collection_info].
 
 main([Out]) -> main([Out, "100"]);
 main([Out, Procs]) -> main([Out, Procs, "40"]);
@@ -23,9 +28,10 @@ main([Out, Procs0, Depth0]) ->
     erlang:system_flag(backtrace_depth, 64),
     Pids = [spawn(fun() -> start(I, Depth) end) || I <- lists:seq(1, Procs)],
     timer:sleep(200),
-    Items = items(),
-    Reply = lists:zipwith(fun erlang:process_info/2, Pids,
-                          lists:duplicate(Procs, Items)),
+    Reply = lists:zipwith(fun erlang:process_info/2,
+                          lists:append([[P, P] || P <- Pids]),
+                          lists:append(lists:duplicate(Procs, [instant_items(),
+                                                               signalled_items()]))),
     Bin = term_to_binary(Reply),
     ok = file:write_file(Out, Bin),
     [exit(P, kill) || P <- Pids],

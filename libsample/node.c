@@ -1188,10 +1188,24 @@ fp_node_initial_call_request(struct fp_node *node, const struct fp_pid *pids,
 	return rc;
 }
 
-/* The order the sample decoder expects nothing of: it reads by key. */
-static const char *const sample_items[] = {
+/*
+ * Each process is asked twice, in one zipwith over [P1, P1, P2, P2, ...]:
+ * first for its status (and its names), which the caller may read from
+ * the process's state, then for everything else. A process that answers
+ * a signal is running while it does, and current_stacktrace, memory and
+ * total_heap_size always make it answer one (OTP's process_info_bif()):
+ * asked together, status never reads runnable; asked apart, it does
+ * whenever the process sits in a run queue with no signals in flight.
+ * The counters go with the stack, so that they all come from one moment
+ * (total_heap_size >= heap_size, and so on). The order within a list the
+ * decoder expects nothing of: it reads by key.
+ */
+static const char *const instant_items[] = {
 	"status",
 	"registered_name",
+};
+
+static const char *const signalled_items[] = {
 	"current_stacktrace",
 	"reductions",
 	"memory",
@@ -1204,21 +1218,44 @@ static const char *const sample_items[] = {
 };
 
 static void
+encode_atoms(ei_x_buff *x, const char *const *atoms, size_t n, bool ic)
+{
+	ei_x_encode_list_header(x, (long)(n + ic));
+	for (size_t k = 0; k < n; k++)
+		ei_x_encode_atom(x, atoms[k]);
+	if (ic)
+		ei_x_encode_atom(x, "initial_call");
+	ei_x_encode_empty_list(x);
+}
+
+/* the pids of a sample request: each twice */
+static void
+encode_pid_pairs(struct fp_node *node, ei_x_buff *x, const struct fp_pid *pids,
+		 size_t n)
+{
+	if (n) {
+		ei_x_encode_list_header(x, (long)(2 * n));
+		for (size_t i = 0; i < n; i++) {
+			encode_local_pid(node, x, pids[i]);
+			encode_local_pid(node, x, pids[i]);
+		}
+	}
+	ei_x_encode_empty_list(x);
+}
+
+static void
 encode_item_lists(ei_x_buff *x, const bool *with_initial_call, size_t n)
 {
-	const size_t nitems = sizeof(sample_items) / sizeof(sample_items[0]);
+	const size_t ninstant = sizeof(instant_items) / sizeof(instant_items[0]);
+	const size_t nsignalled = sizeof(signalled_items) / sizeof(signalled_items[0]);
 
 	if (n) {
-		ei_x_encode_list_header(x, (long)n);
+		ei_x_encode_list_header(x, (long)(2 * n));
 		for (size_t i = 0; i < n; i++) {
 			bool ic = with_initial_call && with_initial_call[i];
 
-			ei_x_encode_list_header(x, (long)(nitems + ic));
-			for (size_t k = 0; k < nitems; k++)
-				ei_x_encode_atom(x, sample_items[k]);
-			if (ic)
-				ei_x_encode_atom(x, "initial_call");
-			ei_x_encode_empty_list(x);
+			encode_atoms(x, instant_items, ninstant, ic);
+			encode_atoms(x, signalled_items, nsignalled, false);
 		}
 	}
 	ei_x_encode_empty_list(x);
@@ -1256,7 +1293,7 @@ eval_sample_send(struct fp_node *node, const struct fp_pid *pids,
 	ei_x_encode_pid(x, ei_self(&node->ec));
 	*id = ++node->next_id;
 	encode_ref(node, x, *id, true);
-	encode_pid_list(node, x, pids, n);
+	encode_pid_pairs(node, x, pids, n);
 	encode_item_lists(x, with_initial_call, n);
 	node->sampler_busy[k] = *id;
 	rc = ei_send_tmo(node->fd, to, x->buff, x->index, 10000);
@@ -1278,7 +1315,7 @@ fp_node_sample_request(struct fp_node *node, const struct fp_pid *pids,
 	ei_x_new(&args);
 	ei_x_encode_list_header(&args, 3);
 	encode_export_fun(&args, "erlang", "process_info", 2);
-	encode_pid_list(node, &args, pids, n);
+	encode_pid_pairs(node, &args, pids, n);
 	encode_item_lists(&args, with_initial_call, n);
 	ei_x_encode_empty_list(&args);
 	rc = node_rpc_send_timed(node, "lists", "zipwith", &args, id, true);

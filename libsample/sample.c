@@ -871,6 +871,7 @@ fp_sampler_decode(struct fp_sampler *s, const struct fp_reply *reply,
 {
 	const char *buf = reply->buf;
 	int index = reply->index, count, rc;
+	bool pairs;
 
 	s->nsamples = 0;
 	s->nframes = 0;
@@ -881,9 +882,12 @@ fp_sampler_decode(struct fp_sampler *s, const struct fp_reply *reply,
 	if (s->frame_cache.bytes + s->stack_cache.bytes > CACHE_BYTES)
 		fp_sampler_drop_caches(s);
 
+	/* one item list per pid, or two: what the caller read, then what the
+	 * process answered (fp_node_sample_request()) */
 	if (reply->badrpc || read_list(s, buf, &index, &count) < 0 ||
-	    (size_t)count != n)
+	    ((size_t)count != n && (size_t)count != 2 * n))
 		return -EBADMSG;
+	pairs = n && (size_t)count == 2 * n;
 	if (n > s->samples_cap) {
 		s->samples_cap = n;
 		s->samples = xrealloc(s->samples, n * sizeof(*s->samples));
@@ -905,6 +909,21 @@ fp_sampler_decode(struct fp_sampler *s, const struct fp_reply *reply,
 		smp->time_us = time_us;
 		s->frame_start[s->nsamples] = s->nframes;
 		s->sample_stack[s->nsamples] = NULL;
+		if (pairs) {
+			const struct cached_stack *unused = NULL;
+
+			rc = decode_one(s, buf, &index, smp, wordsize, NULL, &unused);
+			if (rc < 0)
+				goto fail;
+			if (rc == 0) {
+				/* gone before the first question: skip the second */
+				if (skip(s, buf, &index) < 0)
+					goto fail;
+				s->nframes = s->frame_start[s->nsamples];
+				s->gone++;
+				continue;
+			}
+		}
 		rc = decode_one(s, buf, &index, smp, wordsize, prev,
 				&s->sample_stack[s->nsamples]);
 		if (rc < 0)
@@ -916,7 +935,7 @@ fp_sampler_decode(struct fp_sampler *s, const struct fp_reply *reply,
 		}
 		s->nsamples++;
 	}
-	if (read_tail(s, buf, &index, (int)n) < 0)
+	if (read_tail(s, buf, &index, count) < 0)
 		goto fail;
 	/* an unchecked result must end the message, as a checked one does */
 	if (!s->trusted && (size_t)index != s->len)

@@ -43,6 +43,7 @@ struct proc {
 	long bin_vheap, bin_old_vheap;
 	bool unicode_file;	/* file as a list of code points */
 	bool with_initial_call;
+	bool no_status;		/* leave {status, _} out */
 	long line;		/* of the first frame; 0: 1263 */
 };
 
@@ -50,11 +51,13 @@ struct proc {
 static void
 enc_proc(ei_x_buff *x, const struct proc *p)
 {
-	ei_x_encode_list_header(x, 11 + p->with_initial_call);
+	ei_x_encode_list_header(x, 11 + p->with_initial_call - p->no_status);
 
-	ei_x_encode_tuple_header(x, 2);
-	ei_x_encode_atom(x, "status");
-	ei_x_encode_atom(x, p->status);
+	if (!p->no_status) {
+		ei_x_encode_tuple_header(x, 2);
+		ei_x_encode_atom(x, "status");
+		ei_x_encode_atom(x, p->status);
+	}
 
 	ei_x_encode_tuple_header(x, 2);
 	ei_x_encode_atom(x, "registered_name");
@@ -190,6 +193,59 @@ START_TEST(decode_sample)
 	fp_assert(out[0].has_initial_call);
 	fp_assert_str_eq(out[0].initial_call.module, "proc_lib");
 
+	ei_x_free(&x);
+	fp_sampler_destroy(s);
+}
+END_TEST
+
+/* [{status, S}] as the first of a pair */
+static void
+enc_status(ei_x_buff *x, const char *status)
+{
+	ei_x_encode_list_header(x, 1);
+	ei_x_encode_tuple_header(x, 2);
+	ei_x_encode_atom(x, "status");
+	ei_x_encode_atom(x, status);
+	ei_x_encode_empty_list(x);
+}
+
+/* Two item lists per pid (what the caller read, then what the process
+ * answered) make one sample; undefined in either makes it gone. */
+START_TEST(decode_pairs)
+{
+	struct fp_sampler *s = fp_sampler_new();
+	struct fp_pid pids[3] = { { 80, 0 }, { 81, 0 }, { 82, 0 } };
+	struct proc rest = proc_a;
+	const struct fp_sample *out;
+	struct fp_reply r;
+	ei_x_buff x;
+	size_t n;
+
+	rest.no_status = true;
+	ei_x_new_with_version(&x);
+	ei_x_encode_list_header(&x, 6);
+	enc_status(&x, "runnable");
+	enc_proc(&x, &rest);
+	ei_x_encode_atom(&x, "undefined");	/* gone before both */
+	ei_x_encode_atom(&x, "undefined");
+	enc_status(&x, "waiting");		/* gone in between */
+	ei_x_encode_atom(&x, "undefined");
+	ei_x_encode_empty_list(&x);
+	r = reply_of(&x);
+
+	fp_assert_int_eq(fp_sampler_decode(s, &r, pids, 3, 7, 8), 1);
+	fp_assert_int_eq(fp_sampler_gone(s), 2);
+	out = fp_sampler_samples(s, &n);
+	fp_assert_int_eq(n, 1);
+	fp_assert_int_eq(out[0].pid.num, 80);
+	fp_assert_int_eq(out[0].status, FP_STATUS_RUNNABLE);
+	fp_assert_int_eq(out[0].value[FP_METRIC_REDUCTIONS], 1000);
+	fp_assert_int_eq(out[0].nframes, 2);
+	fp_assert_str_eq(out[0].frames[0].function, "foldl_1");
+	fp_assert_str_eq(out[0].registered_name, "my_server");
+
+	/* neither n nor 2n elements */
+	fp_assert_int_eq(fp_sampler_decode(s, &r, pids, 2, 8, 8), -EBADMSG);
 	ei_x_free(&x);
 	fp_sampler_destroy(s);
 }
@@ -806,6 +862,7 @@ suite(void)
 
 	tc = tcase_create("decode");
 	tcase_add_test(tc, decode_sample);
+	tcase_add_test(tc, decode_pairs);
 	tcase_add_test(tc, decode_cache);
 	tcase_add_test(tc, decode_unchecked_truncated);
 	tcase_add_test(tc, decode_cache_bound);

@@ -41,6 +41,11 @@ decode_all(struct fp_reply *reply, int n)
 		fp_sampler_samples(s, &ns);
 		/* twice: deltas and the caches against the first */
 		fp_sampler_decode(s, reply, pids, (size_t)n, 2, 8);
+		/* the same list as two item lists per pid, as the daemon asks */
+		if (n > 0 && n % 2 == 0) {
+			fp_sampler_decode(s, reply, pids, (size_t)n / 2, 3, 8);
+			fp_sampler_decode(s, reply, pids, (size_t)n / 2, 4, 8);
+		}
 		fp_sampler_initial_calls(s, reply, pids, (size_t)n);
 		fp_sampler_destroy(s);
 	}

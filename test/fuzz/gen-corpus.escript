@@ -15,6 +15,16 @@ main([Dir]) ->
     Items = [status, registered_name, current_stacktrace, reductions, memory,
              message_queue_len, total_heap_size, heap_size, stack_size,
              garbage_collection, garbage_collection_info],
+    %% the daemon asks each process twice (libsample/node.c)
+    Instant = [status, registered_name],
+    Signalled = [current_stacktrace, reductions, memory, message_queue_len,
+                 total_heap_size, heap_size, stack_size, garbage_collection,
+                 garbage_collection_info],
+    Pairs = fun(Pids, Ic) ->
+                    lists:zipwith(fun erlang:process_info/2,
+                                  lists:append([[P, P] || P <- Pids]),
+                                  lists:append([[Instant ++ Ic, Signalled] || _ <- Pids]))
+            end,
     Ps = lists:sublist(erlang:processes(), 40),
     Sample = Busy ++ [Named, Self | Gs],
     Ref = make_ref(),
@@ -28,6 +38,9 @@ main([Dir]) ->
                                   lists:duplicate(length(Sample), Items ++ [initial_call]))},
         {sample_dead, [undefined | lists:zipwith(fun erlang:process_info/2, Busy,
                                                  lists:duplicate(3, Items))]},
+        {sample_pairs, Pairs(Sample, [])},
+        {sample_pairs_ic, Pairs(Sample, [initial_call])},
+        {sample_pairs_dead, [undefined, undefined | Pairs(Busy, [])]},
         {whereis, lists:map(fun erlang:whereis/1, [rex, 'fp corpus named', nope])},
         {initial_call, lists:map(fun proc_lib:initial_call/1, Sample)},
         {reply, {Ref, [1, 2, 3]}},

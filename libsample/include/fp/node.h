@@ -189,8 +189,11 @@ fp_node_initial_call_request(struct fp_node *node, const struct fp_pid *pids,
 
 /**
  * Request one sample of each pid: lists:zipwith(fun erlang:process_info/2,
- * Pids, ItemLists), timed. With @with_initial_call[i] set, pid i is also
- * asked for its initial_call (NULL: none are).
+ * Pids, ItemLists), timed, with every pid twice: first for its status
+ * and names, which the caller can read from the process's state, then for
+ * the stack and the counters, which the process answers itself. With
+ * @with_initial_call[i] set, pid i is also asked for its initial_call
+ * (NULL: none are).
  */
 int
 fp_node_sample_request(struct fp_node *node, const struct fp_pid *pids,

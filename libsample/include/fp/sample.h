@@ -57,7 +57,9 @@ fp_sampler_initial_calls(struct fp_sampler *sampler,
 /**
  * Decode a fp_node_sample_request() reply for @pids, stamp every sample
  * with @time_us and compute deltas. Processes that died in between are
- * counted, not returned.
+ * counted, not returned. The reply is a list of one item list per pid
+ * ([{Item, Value}] or undefined), or of two per pid, merged into one
+ * sample: the items read first, then the rest.
  *
  * @return the number of samples, or -EBADMSG (history unchanged).
  */

@@ -1,0 +1,54 @@
+#!/usr/bin/env python3
+"""Processes waiting for a scheduler are sampled as runnable.
+
+A node with 2 schedulers (+S 2:2, whatever the machine) and 6 CPU-bound
+processes (4 x busy_loop/1, fp_demo_quoted, fp_demo_anon): at any moment
+at most 2 of them run and the others wait in a run queue. Sampled with
+--top 6, both request paths, their samples must show runnable as well as
+running: about two thirds of them should be runnable; at least a fifth
+must be.
+
+(process_info/2 for current_stacktrace always makes the process answer
+itself, and a process answering is running. Asked in one call, status
+read running for every busy process, and runnable never appeared:
+0 runnable in 35 134 samples of the demo workload (22 982 running). The
+daemon now reads status in a call of its own, which the caller can
+answer from the process's state.)
+"""
+import os
+import sys
+
+sys.dont_write_bytecode = True     # keep __pycache__ out of the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness as h  # noqa: E402
+
+
+def main(t):
+    node = h.start_node(idle=100, busy=4, erl_args=["+S", "2:2"], opts={
+        "clients": 0, "sink": False, "bin": False})
+    for request in ("rex", "eval"):
+        out = h.mkdtemp("out_")
+        args = h.daemon_args(node, out, top=6, rate=50, every="1s",
+                             duration="6s", compress="none", max_overhead=0,
+                             request=None if request == "rex" else request)
+        h.log("running: flame_profd " + " ".join(args))
+        rc, _, se = h.run_daemon(args, timeout=40)
+        if not t.eq(rc, 0, "%s: exit code 0" % request):
+            h.log(se[-4000:])
+        files = h.check_output(t, out, node, min_samples=50)
+        busy = [s for s in h.all_samples(files) if "fp_demo:deep/2" in s["frames"]]
+        counts = {}
+        for s in busy:
+            counts[s["status"]] = counts.get(s["status"], 0) + 1
+        h.log("  %s: statuses of %d busy samples: %r" % (request, len(busy), counts))
+        t.check(len(busy) >= 50, "%s: busy processes sampled (%d)" % (request, len(busy)))
+        n = max(len(busy), 1)
+        t.check(counts.get("runnable", 0) >= 0.2 * n,
+                "%s: runnable in at least a fifth of the busy samples (%d of %d)"
+                % (request, counts.get("runnable", 0), len(busy)))
+        t.check(counts.get("running", 0) >= 1,
+                "%s: running too (%d)" % (request, counts.get("running", 0)))
+
+
+if __name__ == "__main__":
+    h.run(main)

@@ -138,7 +138,7 @@ decode_once(struct bench *b)
 	b->time_us += 1000;
 	if (b->cold)
 		fp_sampler_drop_caches(b->sampler);
-	return fp_sampler_decode(b->sampler, &b->reply, b->pids, b->npids,
+	return fp_sampler_decode(b->sampler, &b->reply, b->pids, NULL, b->npids,
 				 b->time_us, 8);
 }
 

@@ -60,6 +60,7 @@ struct fpd_options {
 	unsigned connect_port;
 	double max_overhead;	/* percent of the node's schedulers; 0: off */
 	bool request_eval;	/* --request eval */
+	bool idle_reuse;	/* probe processes idle at their last sample */
 	unsigned breaker_run_queue;	/* 0: 50 per scheduler */
 	uid_t uid;
 	gid_t gid;

@@ -43,6 +43,8 @@
 #define SAMPLE_COST_REX_US 17.0
 #define SAMPLE_COST_EVAL_US 15.0
 #define SCAN_COST_US 0.65
+/* ... and per probe (FP_ASK_PROBE) of a process that has not run */
+#define PROBE_COST_US 2.0
 /* The budget looks at the last second of sampling (and the last
  * selection, spread over its interval), whatever --every is: a node is
  * never sampled over budget for more than about a second. */
@@ -52,6 +54,7 @@
 struct work {
 	uint64_t procs_us;		/* erlang:processes(), timer:tc */
 	uint64_t sampled, scanned;	/* processes asked for */
+	uint64_t probed;		/* ... with a probe only */
 	double min_sample_us, min_scan_us;	/* cheapest per process; <0: none */
 };
 
@@ -99,7 +102,7 @@ struct daemon {
 		struct fp_pid *pids;
 		size_t *idx;		/* their places in set[] ... */
 		uint64_t gen;		/* ... as of this set generation */
-		bool *ic;
+		enum fp_ask *asks;
 		size_t n;
 	} slots[MAX_INFLIGHT];
 	bool *busy;			/* set[i] is in a request in flight */
@@ -111,6 +114,7 @@ struct daemon {
 	uint64_t interval_mono;
 	uint64_t st_samples, st_skipped, st_gone;
 	uint64_t st_requests;		/* sample requests sent */
+	uint64_t st_probes, st_reused;	/* probes sent; samples they gave */
 	uint64_t dropped_before;
 	uint64_t total_samples;
 	uint32_t rtt_us[MAX_RTT];
@@ -432,6 +436,29 @@ count_work(uint64_t us, size_t n, double *min_per, uint64_t *total)
 	*total += n;
 }
 
+static double
+sample_floor(const struct daemon *d)
+{
+	return d->o->request_eval ? SAMPLE_COST_EVAL_US : SAMPLE_COST_REX_US;
+}
+
+/* A sample batch: probes count as the share of a sample they cost. */
+static void
+count_sample_work(const struct daemon *d, struct work *w, uint64_t us,
+		  size_t full, size_t probes)
+{
+	double n = (double)full + (double)probes * PROBE_COST_US / sample_floor(d);
+	double per;
+
+	if (full + probes == 0)
+		return;
+	per = (double)us / n;
+	if (w->min_sample_us < 0 || per < w->min_sample_us)
+		w->min_sample_us = per;
+	w->sampled += full;
+	w->probed += probes;
+}
+
 /*
  * The node work in w, in µs: measured, but never less than what
  * scheduler_wall_time charged per sample and per pid read on the
@@ -444,12 +471,13 @@ count_work(uint64_t us, size_t n, double *min_per, uint64_t *total)
 static double
 work_us(const struct daemon *d, const struct work *w)
 {
-	double sample_floor = d->o->request_eval ? SAMPLE_COST_EVAL_US :
-						   SAMPLE_COST_REX_US;
+	double floor_us = sample_floor(d);
+	double n = (double)w->sampled + (double)w->probed * PROBE_COST_US / floor_us;
 
 	return (double)w->procs_us +
-	       fmax(w->min_sample_us > 0 ? w->min_sample_us * (double)w->sampled : 0,
-		    sample_floor * (double)w->sampled) +
+	       fmax(w->min_sample_us > 0 ? w->min_sample_us * n : 0,
+		    floor_us * (double)w->sampled +
+		    PROBE_COST_US * (double)w->probed) +
 	       fmax(w->min_scan_us > 0 ? w->min_scan_us * (double)w->scanned : 0,
 		    SCAN_COST_US * (double)w->scanned);
 }
@@ -550,6 +578,21 @@ free_slot(struct daemon *d)
 }
 
 /*
+ * A process whose last sample found it had not run since the one before
+ * is probed: if it still has not run, the probe gives its sample without
+ * a signal (fp_sampler_decode()); if it has, it is asked in full at once.
+ */
+static enum fp_ask
+ask_for(const struct daemon *d, struct fp_pid pid)
+{
+	if (fp_sampler_wants_initial_call(d->sampler, pid))
+		return FP_ASK_FULL_IC;
+	if (d->o->idle_reuse && fp_sampler_idle(d->sampler, pid))
+		return FP_ASK_PROBE;
+	return FP_ASK_FULL;
+}
+
+/*
  * Send what is owed: as many requests as there are free slots and pids no
  * request in flight holds. Called on every tick and on every reply, so a
  * small set sampled fast is not held to one request per tick.
@@ -575,8 +618,7 @@ sample_send(struct daemon *d, uint64_t now)
 			if (!d->busy[pos]) {
 				slot->pids[k] = d->set[pos];
 				slot->idx[k] = pos;
-				slot->ic[k] = fp_sampler_wants_initial_call(d->sampler,
-									    d->set[pos]);
+				slot->asks[k] = ask_for(d, d->set[pos]);
 				k++;
 			}
 			pos = (pos + 1) % d->nset;
@@ -587,7 +629,7 @@ sample_send(struct daemon *d, uint64_t now)
 		d->owed -= (double)k;
 		slot->n = k;
 		slot->gen = d->set_gen;
-		rc = fp_node_sample_request(d->node, slot->pids, slot->ic, k, &id);
+		rc = fp_node_sample_request(d->node, slot->pids, slot->asks, k, &id);
 		if (rc < 0) {
 			account_skipped(d, k);
 			check_send(d, rc, "sample request");
@@ -643,18 +685,69 @@ slot_done(struct daemon *d, struct sample_slot *slot)
 	}
 }
 
+/*
+ * The probed processes of a reply that had run since their last sample
+ * are asked in full now, on the same slot: they stay busy, and a timeout
+ * or a lost connection counts them as the slot's. No more is owed for
+ * them; the probe was their turn.
+ */
+static void
+follow_up(struct daemon *d, struct sample_slot *slot, uint64_t now)
+{
+	const size_t *stale;
+	size_t nstale = fp_sampler_stale(d->sampler, &stale), m = 0;
+	bool current = slot->gen == d->set_gen;
+	uint64_t id;
+	int rc;
+
+	slot_done(d, slot);
+	if (nstale == 0)
+		return;
+	if (!d->connected || d->stopping || d->breaker.open || !current) {
+		account_skipped(d, nstale);
+		return;
+	}
+	for (size_t k = 0; k < nstale; k++) {
+		size_t j = stale[k];
+
+		if (slot->idx[j] == SIZE_MAX) {
+			account_skipped(d, 1);	/* it left the set meanwhile */
+			continue;
+		}
+		slot->pids[m] = slot->pids[j];
+		slot->idx[m] = slot->idx[j];
+		slot->asks[m] = FP_ASK_FULL;
+		m++;
+	}
+	if (m == 0)
+		return;
+	slot->n = m;
+	rc = fp_node_sample_request(d->node, slot->pids, slot->asks, m, &id);
+	if (rc < 0) {
+		account_skipped(d, m);
+		check_send(d, rc, "sample request");
+		return;
+	}
+	request_sent(&slot->r, id, now);
+	d->st_requests++;
+	for (size_t i = 0; i < m; i++)
+		d->busy[slot->idx[i]] = true;
+}
+
 static void
 on_sample(struct daemon *d, struct sample_slot *slot, struct fp_reply *reply,
 	  uint64_t now)
 {
 	uint64_t rtt = now - slot->r.sent_mono;
 	uint64_t stamp, us;
+	size_t probes = 0;
 	int n;
 
-	slot_done(d, slot);
+	for (size_t i = 0; i < slot->n; i++)
+		probes += slot->asks[i] == FP_ASK_PROBE;
 	us = take_time(d, reply);
-	count_work(us, slot->n, &d->st_work.min_sample_us, &d->st_work.sampled);
-	count_work(us, slot->n, &d->bw_work.min_sample_us, &d->bw_work.sampled);
+	count_sample_work(d, &d->st_work, us, slot->n - probes, probes);
+	count_sample_work(d, &d->bw_work, us, slot->n - probes, probes);
 	if (d->nrtt < MAX_RTT)
 		d->rtt_us[d->nrtt++] = (uint32_t)(rtt > UINT32_MAX ? UINT32_MAX : rtt);
 	/* The samples were taken somewhere between send and reply; a reply
@@ -664,16 +757,20 @@ on_sample(struct daemon *d, struct sample_slot *slot, struct fp_reply *reply,
 	if (stamp < d->last_stamp_us)
 		stamp = d->last_stamp_us;
 	d->last_stamp_us = stamp;
-	n = fp_sampler_decode(d->sampler, reply, slot->pids, slot->n,
+	n = fp_sampler_decode(d->sampler, reply, slot->pids, slot->asks, slot->n,
 			      stamp, fp_node_wordsize(d->node));
 	if (n < 0) {
+		slot_done(d, slot);
 		fpd_warn("could not decode a sample reply (%zu samples skipped)",
 			 slot->n);
 		account_skipped(d, slot->n);
 		return;
 	}
 	d->st_gone += fp_sampler_gone(d->sampler);
+	d->st_probes += probes;
+	d->st_reused += fp_sampler_reused(d->sampler);
 	write_samples(d);
+	follow_up(d, slot, now);
 	sample_send(d, now);
 }
 
@@ -966,13 +1063,15 @@ interval_report(struct daemon *d, uint64_t now)
 		char text[512];
 
 		snprintf(text, sizeof(text),
-			 "interval: selected=%zu pinned=%zu samples=%llu skipped=%llu gone=%llu dropped=%llu achieved=%.1f/s requested=%.1f/s requests=%llu rtt_ms=%.1f/%.1f/%.1f target_ms=%.1f cost=%.2f%% rate=%g top=%u breaker=%s",
+			 "interval: selected=%zu pinned=%zu samples=%llu skipped=%llu gone=%llu dropped=%llu achieved=%.1f/s requested=%.1f/s requests=%llu probes=%llu reused=%llu rtt_ms=%.1f/%.1f/%.1f target_ms=%.1f cost=%.2f%% rate=%g top=%u breaker=%s",
 			 d->nset, d->o->npids + d->nnamed,
 			 (unsigned long long)d->st_samples,
 			 (unsigned long long)d->st_skipped,
 			 (unsigned long long)d->st_gone,
 			 (unsigned long long)dropped, achieved, requested,
 			 (unsigned long long)d->st_requests,
+			 (unsigned long long)d->st_probes,
+			 (unsigned long long)d->st_reused,
 			 p50, p99, pmax, (double)d->st_target_us / 1000.0, cost,
 			 d->budget.rate, d->budget.top,
 			 d->breaker.open ? "open" : "closed");
@@ -996,7 +1095,7 @@ interval_report(struct daemon *d, uint64_t now)
 	}
 	d->interval_mono = now;
 	d->st_samples = d->st_skipped = d->st_gone = 0;
-	d->st_requests = 0;
+	d->st_requests = d->st_probes = d->st_reused = 0;
 	d->st_target_us = 0;
 	work_reset(&d->st_work);
 	d->dropped_before += dropped;
@@ -1017,7 +1116,8 @@ budget_tick(struct daemon *d, uint64_t now)
 
 	if (now - d->bw_mono < BUDGET_WINDOW_US)
 		return;
-	if (!d->breaker.open && !d->stopping && d->bw_work.sampled) {
+	if (!d->breaker.open && !d->stopping &&
+	    (d->bw_work.sampled || d->bw_work.probed)) {
 		cost = work_pct(d, work_us(d, &d->bw_work), secs) +
 		       work_pct(d, d->select_us, (double)d->o->every_us / 1e6);
 		if (fpd_budget_update(&d->budget, cost, what, sizeof(what))) {
@@ -1162,10 +1262,11 @@ make_header(const struct fpd_options *o)
 		     "# flame_profd %s perf-script (docs/FORMAT.md)\n"
 		     "# node: %s\n"
 		     "# daemon_started: %s\n"
-		     "# options: top=%u every=%s rate=%g pids=%zu names=%zu rotate=%s backtrace_depth=%u lines=%s request=%s\n",
+		     "# options: top=%u every=%s rate=%g pids=%zu names=%zu rotate=%s backtrace_depth=%u lines=%s request=%s idle_reuse=%s\n",
 		     FP_VERSION, o->node, stamp, o->top, every, o->rate,
 		     o->npids, o->nnames, rotate, o->backtrace_depth,
-		     o->lines ? "yes" : "no", o->request_eval ? "eval" : "rex") < 0)
+		     o->lines ? "yes" : "no", o->request_eval ? "eval" : "rex",
+		     o->idle_reuse ? "yes" : "no") < 0)
 		return NULL;
 	return h;
 }
@@ -1182,7 +1283,7 @@ make_options_json(const struct fpd_options *o)
 		     "\"rotate_bytes\": %llu, \"compress\": \"%s\", \"compress_level\": %d, "
 		     "\"keep_files\": %u, \"keep_bytes\": %llu, \"keep_age_us\": %llu, "
 		     "\"backtrace_depth\": %u, \"lines\": %s, \"duration_us\": %llu, "
-		     "\"max_overhead\": %g, \"request\": \"%s\"}",
+		     "\"max_overhead\": %g, \"request\": \"%s\", \"idle_reuse\": %s}",
 		     o->top, (unsigned long long)o->every_us, o->rate, o->npids,
 		     o->nnames, o->scan_max, (unsigned long long)o->rotate_us,
 		     (unsigned long long)o->rotate_bytes, compress[o->compress],
@@ -1191,7 +1292,8 @@ make_options_json(const struct fpd_options *o)
 		     (unsigned long long)o->keep_age_us, o->backtrace_depth,
 		     o->lines ? "true" : "false",
 		     (unsigned long long)o->duration_us, o->max_overhead,
-		     o->request_eval ? "eval" : "rex") < 0)
+		     o->request_eval ? "eval" : "rex",
+		     o->idle_reuse ? "true" : "false") < 0)
 		return NULL;
 	return j;
 }
@@ -1297,7 +1399,7 @@ fpd_run(const struct fpd_options *o, const char *cookie)
 	for (int i = 0; i < MAX_INFLIGHT; i++) {
 		d.slots[i].pids = calloc(cap, sizeof(*d.slots[i].pids));
 		d.slots[i].idx = calloc(cap, sizeof(*d.slots[i].idx));
-		d.slots[i].ic = calloc(cap, sizeof(*d.slots[i].ic));
+		d.slots[i].asks = calloc(cap, sizeof(*d.slots[i].asks));
 	}
 	d.busy = calloc(cap ? cap : 1, sizeof(*d.busy));
 	d.start_mono = d.interval_mono = fpd_now_mono_us();
@@ -1377,7 +1479,7 @@ out:
 	for (int i = 0; i < MAX_INFLIGHT; i++) {
 		free(d.slots[i].pids);
 		free(d.slots[i].idx);
-		free(d.slots[i].ic);
+		free(d.slots[i].asks);
 	}
 	free(d.busy);
 	for (size_t i = 0; i < d.npending; i++)

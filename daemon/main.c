@@ -70,6 +70,11 @@ usage(FILE *f)
 "                            processes from a fun the node's erl_eval\n"
 "                            interprets (no module loaded), linked to the\n"
 "                            connection: less node time per sample\n"
+"      --no-idle-reuse       ask every process for its stack at every sample;\n"
+"                            by default a process that has not run since its\n"
+"                            last sample is only probed (no signal, never\n"
+"                            scheduled to answer) and that sample's stack and\n"
+"                            memory figures, which cannot have changed, reused\n"
 "      --breaker-run-queue N pause sampling while the node's run queues hold more\n"
 "                            than N processes (default 50 per scheduler); a\n"
 "                            request timeout pauses it too; probes to resume\n"
@@ -158,6 +163,7 @@ parse_options(int argc, char **argv, struct fpd_options *o)
 		OPT_KEEP_FILES, OPT_KEEP_BYTES, OPT_KEEP_AGE,
 		OPT_FILE_MODE, OPT_DIR_MODE, OPT_USER, OPT_CONNECT,
 		OPT_MAX_OVERHEAD, OPT_BREAKER_RUNQ, OPT_REQUEST,
+		OPT_NO_IDLE_REUSE,
 	};
 	static const struct option longopts[] = {
 		{ "node", required_argument, NULL, 'n' },
@@ -187,6 +193,7 @@ parse_options(int argc, char **argv, struct fpd_options *o)
 		{ "max-overhead", required_argument, NULL, OPT_MAX_OVERHEAD },
 		{ "breaker-run-queue", required_argument, NULL, OPT_BREAKER_RUNQ },
 		{ "request", required_argument, NULL, OPT_REQUEST },
+		{ "no-idle-reuse", no_argument, NULL, OPT_NO_IDLE_REUSE },
 		{ "log-file", required_argument, NULL, OPT_LOG_FILE },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "quiet", no_argument, NULL, 'q' },
@@ -211,6 +218,7 @@ parse_options(int argc, char **argv, struct fpd_options *o)
 		.file_mode = 0640,
 		.dir_mode = 0750,
 		.max_overhead = 10.0,
+		.idle_reuse = true,
 		.backtrace_depth = 64,
 		.timeout_us = 5000000,
 	};
@@ -394,6 +402,9 @@ parse_options(int argc, char **argv, struct fpd_options *o)
 			else
 				return bad_value("--request", optarg,
 						 "expected rex or eval");
+			break;
+		case OPT_NO_IDLE_REUSE:
+			o->idle_reuse = false;
 			break;
 		case OPT_CONNECT: {
 			char *colon = strrchr(optarg, ':');

@@ -1189,16 +1189,20 @@ fp_node_initial_call_request(struct fp_node *node, const struct fp_pid *pids,
 }
 
 /*
- * Each process is asked twice, in one zipwith over [P1, P1, P2, P2, ...]:
- * first for its status (and its names), which the caller may read from
- * the process's state, then for everything else. A process that answers
- * a signal is running while it does, and current_stacktrace, memory and
- * total_heap_size always make it answer one (OTP's process_info_bif()):
- * asked together, status never reads runnable; asked apart, it does
- * whenever the process sits in a run queue with no signals in flight.
- * The counters go with the stack, so that they all come from one moment
- * (total_heap_size >= heap_size, and so on). The order within a list the
- * decoder expects nothing of: it reads by key.
+ * A fully sampled process is asked twice, in one zipwith over
+ * [P1, P1, P2, P2, ...]: first for its status (and its names), which the
+ * caller may read from the process's state, then for everything else. A
+ * process that answers a signal is running while it does, and
+ * current_stacktrace, memory and total_heap_size always make it answer
+ * one (OTP's process_info_bif()): asked together, status never reads
+ * runnable; asked apart, it does whenever the process sits in a run queue
+ * with no signals in flight. The counters go with the stack, so that they
+ * all come from one moment (total_heap_size >= heap_size, and so on). The
+ * order within a list the decoder expects nothing of: it reads by key.
+ *
+ * A probed process is asked once, for items that need no signal: a
+ * process that is not running answers without being scheduled, and its
+ * reductions do not move (each signal it handles costs it one).
  */
 static const char *const instant_items[] = {
 	"status",
@@ -1217,6 +1221,18 @@ static const char *const signalled_items[] = {
 	"garbage_collection_info",
 };
 
+static const char *const probe_items[] = {
+	"status",
+	"registered_name",
+	"reductions",
+	"message_queue_len",
+	"heap_size",
+	"stack_size",
+	"garbage_collection",
+};
+
+#define NITEMS(a) (sizeof(a) / sizeof((a)[0]))
+
 static void
 encode_atoms(ei_x_buff *x, const char *const *atoms, size_t n, bool ic)
 {
@@ -1228,34 +1244,51 @@ encode_atoms(ei_x_buff *x, const char *const *atoms, size_t n, bool ic)
 	ei_x_encode_empty_list(x);
 }
 
-/* the pids of a sample request: each twice */
-static void
-encode_pid_pairs(struct fp_node *node, ei_x_buff *x, const struct fp_pid *pids,
-		 size_t n)
+static enum fp_ask
+ask_of(const enum fp_ask *asks, size_t i)
 {
-	if (n) {
-		ei_x_encode_list_header(x, (long)(2 * n));
+	return asks ? asks[i] : FP_ASK_FULL;
+}
+
+/* the pids of a sample request: twice each, but probed ones once */
+static void
+encode_sample_pids(struct fp_node *node, ei_x_buff *x, const struct fp_pid *pids,
+		   const enum fp_ask *asks, size_t n)
+{
+	size_t lists = 0;
+
+	for (size_t i = 0; i < n; i++)
+		lists += ask_of(asks, i) == FP_ASK_PROBE ? 1 : 2;
+	if (lists) {
+		ei_x_encode_list_header(x, (long)lists);
 		for (size_t i = 0; i < n; i++) {
 			encode_local_pid(node, x, pids[i]);
-			encode_local_pid(node, x, pids[i]);
+			if (ask_of(asks, i) != FP_ASK_PROBE)
+				encode_local_pid(node, x, pids[i]);
 		}
 	}
 	ei_x_encode_empty_list(x);
 }
 
 static void
-encode_item_lists(ei_x_buff *x, const bool *with_initial_call, size_t n)
+encode_item_lists(ei_x_buff *x, const enum fp_ask *asks, size_t n)
 {
-	const size_t ninstant = sizeof(instant_items) / sizeof(instant_items[0]);
-	const size_t nsignalled = sizeof(signalled_items) / sizeof(signalled_items[0]);
+	size_t lists = 0;
 
-	if (n) {
-		ei_x_encode_list_header(x, (long)(2 * n));
+	for (size_t i = 0; i < n; i++)
+		lists += ask_of(asks, i) == FP_ASK_PROBE ? 1 : 2;
+	if (lists) {
+		ei_x_encode_list_header(x, (long)lists);
 		for (size_t i = 0; i < n; i++) {
-			bool ic = with_initial_call && with_initial_call[i];
+			enum fp_ask ask = ask_of(asks, i);
 
-			encode_atoms(x, instant_items, ninstant, ic);
-			encode_atoms(x, signalled_items, nsignalled, false);
+			if (ask == FP_ASK_PROBE) {
+				encode_atoms(x, probe_items, NITEMS(probe_items), false);
+				continue;
+			}
+			encode_atoms(x, instant_items, NITEMS(instant_items),
+				     ask == FP_ASK_FULL_IC);
+			encode_atoms(x, signalled_items, NITEMS(signalled_items), false);
 		}
 	}
 	ei_x_encode_empty_list(x);
@@ -1264,7 +1297,7 @@ encode_item_lists(ei_x_buff *x, const bool *with_initial_call, size_t n)
 /* {flame_profd_sample, Self, Ref, Pids, ItemLists} to a sampling process */
 static int
 eval_sample_send(struct fp_node *node, const struct fp_pid *pids,
-		 const bool *with_initial_call, size_t n, uint64_t *id)
+		 const enum fp_ask *asks, size_t n, uint64_t *id)
 {
 	ei_x_buff *x = &node->tx;
 	unsigned k = node->next_sampler;
@@ -1293,8 +1326,8 @@ eval_sample_send(struct fp_node *node, const struct fp_pid *pids,
 	ei_x_encode_pid(x, ei_self(&node->ec));
 	*id = ++node->next_id;
 	encode_ref(node, x, *id, true);
-	encode_pid_pairs(node, x, pids, n);
-	encode_item_lists(x, with_initial_call, n);
+	encode_sample_pids(node, x, pids, asks, n);
+	encode_item_lists(x, asks, n);
 	node->sampler_busy[k] = *id;
 	rc = ei_send_tmo(node->fd, to, x->buff, x->index, 10000);
 	if (rc < 0)
@@ -1304,19 +1337,19 @@ eval_sample_send(struct fp_node *node, const struct fp_pid *pids,
 
 int
 fp_node_sample_request(struct fp_node *node, const struct fp_pid *pids,
-		       const bool *with_initial_call, size_t n, uint64_t *id)
+		       const enum fp_ask *asks, size_t n, uint64_t *id)
 {
 	ei_x_buff args;
 	int rc;
 
 	if (node->path == FP_REQUEST_EVAL)
-		return eval_sample_send(node, pids, with_initial_call, n, id);
+		return eval_sample_send(node, pids, asks, n, id);
 
 	ei_x_new(&args);
 	ei_x_encode_list_header(&args, 3);
 	encode_export_fun(&args, "erlang", "process_info", 2);
-	encode_pid_pairs(node, &args, pids, n);
-	encode_item_lists(&args, with_initial_call, n);
+	encode_sample_pids(node, &args, pids, asks, n);
+	encode_item_lists(&args, asks, n);
 	ei_x_encode_empty_list(&args);
 	rc = node_rpc_send_timed(node, "lists", "zipwith", &args, id, true);
 	ei_x_free(&args);

@@ -32,6 +32,11 @@ struct proc_state {
 	/* the stack of the last sample, while the cache holds it */
 	const struct cached_stack *last_stack;
 	uint64_t last_gen;
+	/* The reductions a process that has not run since its last sample
+	 * shows to a read that needs no signal: a signal it answered (a full
+	 * sample) cost it one, after it was read. */
+	int64_t expect_reds;
+	bool idle;		/* the last sample found it had not run */
 };
 
 /* Strings of one batch: chunks that never move. */
@@ -58,6 +63,10 @@ struct fp_sampler {
 	size_t len;		/* of the reply being decoded */
 	bool trusted;		/* ...and it was checked on arrival */
 	const struct cached_stack **sample_stack;	/* per sample */
+	bool *sample_reused;				/* per sample */
+	size_t *stale;		/* probed pids that need a full sample */
+	int64_t *stale_reds;	/* ... and the reductions the probe read */
+	size_t nstale, reused;
 
 	struct fp_sample *samples;
 	size_t nsamples, samples_cap;
@@ -168,6 +177,9 @@ fp_sampler_destroy(struct fp_sampler *s)
 	free(s->samples);
 	free(s->frame_start);
 	free(s->sample_stack);
+	free(s->sample_reused);
+	free(s->stale);
+	free(s->stale_reds);
 	free(s->frames);
 	free(s);
 }
@@ -528,14 +540,21 @@ decode_frame(struct fp_sampler *s, const char *buf, int *index,
 }
 
 static void
-take_cached_stack(struct fp_sampler *s, const struct cached_stack *cs,
-		  struct fp_sample *smp, const struct cached_stack **used)
+copy_stack(struct fp_sampler *s, const struct cached_stack *cs,
+	   struct fp_sample *smp, const struct cached_stack **used)
 {
 	for (uint32_t i = 0; i < cs->nframes; i++)
 		*new_frame(s) = cs->frames[i];
 	smp->nframes = cs->nframes;
 	smp->stack_id = cs->id;
 	*used = cs;
+}
+
+static void
+take_cached_stack(struct fp_sampler *s, const struct cached_stack *cs,
+		  struct fp_sample *smp, const struct cached_stack **used)
+{
+	copy_stack(s, cs, smp, used);
 	s->stats.stack_hits++;
 }
 
@@ -825,14 +844,19 @@ decode_one(struct fp_sampler *s, const char *buf, int *index,
 
 static void
 apply_history(struct fp_sampler *s, struct fp_sample *smp,
-	      const struct cached_stack *stack)
+	      const struct cached_stack *stack, bool reused)
 {
+	int64_t reds = smp->value[FP_METRIC_REDUCTIONS];
 	struct proc_state *st;
 	bool created;
 
 	st = pidmap_insert(&s->procs, fp_pid_key(smp->pid), &created);
 	st->last_stack = stack;
 	st->last_gen = s->cache_gen;
+	st->idle = reused || (st->have_prev && reds == st->expect_reds);
+	/* a full sample is a signal the process answered after reading its
+	 * reductions; a reused one read them without */
+	st->expect_reds = reused ? reds : reds + 1;
 	for (int m = 0; m < FP_METRIC_COUNT; m++) {
 		int64_t v = smp->value[m], d = 0;
 
@@ -864,43 +888,96 @@ apply_history(struct fp_sampler *s, struct fp_sample *smp,
 	}
 }
 
+/*
+ * A probe of a process that has not run since its last sample: the
+ * reductions where that sample left them, nothing that running or
+ * receiving changes moved, and the stack still cached. Then the sample is
+ * the old one with the fresh values.
+ */
+static bool
+reuse_probe(struct fp_sampler *s, const struct proc_state *st,
+	    struct fp_sample *smp, const struct cached_stack **used)
+{
+	static const enum fp_metric same[] = {
+		FP_METRIC_MESSAGE_QUEUE_LEN, FP_METRIC_HEAP_SIZE,
+		FP_METRIC_STACK_SIZE, FP_METRIC_MINOR_GCS,
+	};
+	static const enum fp_metric kept[] = {
+		FP_METRIC_MEMORY, FP_METRIC_TOTAL_HEAP_SIZE,
+		FP_METRIC_BINARY_BYTES,
+	};
+
+	if (!st || !st->have_prev || !st->last_stack ||
+	    st->last_gen != s->cache_gen)
+		return false;
+	if (smp->status != FP_STATUS_WAITING && smp->status != FP_STATUS_RUNNABLE &&
+	    smp->status != FP_STATUS_SUSPENDED)
+		return false;
+	if (smp->value[FP_METRIC_REDUCTIONS] != st->expect_reds)
+		return false;
+	for (size_t k = 0; k < sizeof(same) / sizeof(same[0]); k++) {
+		if (smp->value[same[k]] != st->prev[same[k]])
+			return false;
+	}
+	for (size_t k = 0; k < sizeof(kept) / sizeof(kept[0]); k++)
+		smp->value[kept[k]] = st->prev[kept[k]];
+	copy_stack(s, st->last_stack, smp, used);
+	return true;
+}
+
+static void
+grow_per_sample(struct fp_sampler *s, size_t n)
+{
+	if (n <= s->samples_cap)
+		return;
+	s->samples_cap = n;
+	s->samples = xrealloc(s->samples, n * sizeof(*s->samples));
+	s->frame_start = xrealloc(s->frame_start, n * sizeof(*s->frame_start));
+	s->sample_stack = xrealloc(s->sample_stack, n * sizeof(*s->sample_stack));
+	s->sample_reused = xrealloc(s->sample_reused, n * sizeof(*s->sample_reused));
+	s->stale = xrealloc(s->stale, n * sizeof(*s->stale));
+	s->stale_reds = xrealloc(s->stale_reds, n * sizeof(*s->stale_reds));
+}
+
 int
 fp_sampler_decode(struct fp_sampler *s, const struct fp_reply *reply,
-		  const struct fp_pid *pids, size_t n, uint64_t time_us,
-		  unsigned wordsize)
+		  const struct fp_pid *pids, const enum fp_ask *asks, size_t n,
+		  uint64_t time_us, unsigned wordsize)
 {
 	const char *buf = reply->buf;
 	int index = reply->index, count, rc;
+	size_t lists = 0;
 	bool pairs;
 
 	s->nsamples = 0;
 	s->nframes = 0;
 	s->gone = 0;
+	s->nstale = 0;
+	s->reused = 0;
 	s->len = reply->len;
 	s->trusted = reply->checked;
 	arena_reset(s);
 	if (s->frame_cache.bytes + s->stack_cache.bytes > CACHE_BYTES)
 		fp_sampler_drop_caches(s);
 
-	/* one item list per pid, or two: what the caller read, then what the
-	 * process answered (fp_node_sample_request()) */
+	/* two item lists per fully asked pid: what the caller read, then
+	 * what the process answered (fp_node_sample_request()); one per
+	 * probed pid. Without @asks, one or two per pid, all alike. */
+	for (size_t i = 0; asks && i < n; i++)
+		lists += asks[i] == FP_ASK_PROBE ? 1 : 2;
 	if (reply->badrpc || read_list(s, buf, &index, &count) < 0 ||
-	    ((size_t)count != n && (size_t)count != 2 * n))
+	    (asks ? (size_t)count != lists :
+		    (size_t)count != n && (size_t)count != 2 * n))
 		return -EBADMSG;
 	pairs = n && (size_t)count == 2 * n;
-	if (n > s->samples_cap) {
-		s->samples_cap = n;
-		s->samples = xrealloc(s->samples, n * sizeof(*s->samples));
-		s->frame_start = xrealloc(s->frame_start, n * sizeof(*s->frame_start));
-		s->sample_stack = xrealloc(s->sample_stack,
-					   n * sizeof(*s->sample_stack));
-	}
+	grow_per_sample(s, n);
 
 	for (size_t i = 0; i < n; i++) {
 		struct fp_sample *smp = &s->samples[s->nsamples];
 		const struct proc_state *st = pidmap_find(&s->procs,
 							  fp_pid_key(pids[i]));
 		const struct cached_stack *prev = NULL;
+		bool probe = asks && asks[i] == FP_ASK_PROBE;
 
 		if (st && st->last_gen == s->cache_gen)
 			prev = st->last_stack;
@@ -909,7 +986,27 @@ fp_sampler_decode(struct fp_sampler *s, const struct fp_reply *reply,
 		smp->time_us = time_us;
 		s->frame_start[s->nsamples] = s->nframes;
 		s->sample_stack[s->nsamples] = NULL;
-		if (pairs) {
+		s->sample_reused[s->nsamples] = false;
+		if (probe) {
+			rc = decode_one(s, buf, &index, smp, wordsize, NULL,
+					&s->sample_stack[s->nsamples]);
+			if (rc < 0)
+				goto fail;
+			if (rc == 0) {
+				s->gone++;
+			} else if (reuse_probe(s, st, smp,
+					       &s->sample_stack[s->nsamples])) {
+				s->sample_reused[s->nsamples] = true;
+				s->reused++;
+				s->nsamples++;
+			} else {
+				s->stale_reds[s->nstale] =
+					smp->value[FP_METRIC_REDUCTIONS];
+				s->stale[s->nstale++] = i;
+			}
+			continue;
+		}
+		if (asks || pairs) {
 			const struct cached_stack *unused = NULL;
 
 			rc = decode_one(s, buf, &index, smp, wordsize, NULL, &unused);
@@ -945,14 +1042,48 @@ fp_sampler_decode(struct fp_sampler *s, const struct fp_reply *reply,
 	for (size_t i = 0; i < s->nsamples; i++) {
 		s->samples[i].frames = s->samples[i].nframes ?
 				       s->frames + s->frame_start[i] : NULL;
-		apply_history(s, &s->samples[i], s->sample_stack[i]);
+		apply_history(s, &s->samples[i], s->sample_stack[i],
+			      s->sample_reused[i]);
+	}
+	/* A probed process that ran: its full sample, asked next, has not
+	 * run since if its reductions are still where the probe read them
+	 * (then it is idle again, likely to stay so). */
+	for (size_t k = 0; k < s->nstale; k++) {
+		struct proc_state *st = pidmap_find(&s->procs,
+						    fp_pid_key(pids[s->stale[k]]));
+
+		if (st)
+			st->expect_reds = s->stale_reds[k];
 	}
 	return (int)s->nsamples;
 
 fail:
 	s->nsamples = 0;
 	s->nframes = 0;
+	s->nstale = 0;
+	s->reused = 0;
 	return -EBADMSG;
+}
+
+size_t
+fp_sampler_stale(const struct fp_sampler *s, const size_t **idx)
+{
+	*idx = s->stale;
+	return s->nstale;
+}
+
+size_t
+fp_sampler_reused(const struct fp_sampler *s)
+{
+	return s->reused;
+}
+
+bool
+fp_sampler_idle(const struct fp_sampler *s, struct fp_pid pid)
+{
+	const struct proc_state *st = pidmap_find(&s->procs, fp_pid_key(pid));
+
+	return st && st->idle && st->last_stack && st->last_gen == s->cache_gen;
 }
 
 const struct fp_sample *

@@ -166,7 +166,7 @@ START_TEST(decode_sample)
 	ei_x_encode_empty_list(&x);
 	r = reply_of(&x);
 
-	fp_assert_int_eq(fp_sampler_decode(s, &r, pids, 2, 42, 8), 1);
+	fp_assert_int_eq(fp_sampler_decode(s, &r, pids, NULL, 2, 42, 8), 1);
 	fp_assert_int_eq(fp_sampler_gone(s), 1);
 	out = fp_sampler_samples(s, &n);
 	fp_assert_int_eq(n, 1);
@@ -233,7 +233,7 @@ START_TEST(decode_pairs)
 	ei_x_encode_empty_list(&x);
 	r = reply_of(&x);
 
-	fp_assert_int_eq(fp_sampler_decode(s, &r, pids, 3, 7, 8), 1);
+	fp_assert_int_eq(fp_sampler_decode(s, &r, pids, NULL, 3, 7, 8), 1);
 	fp_assert_int_eq(fp_sampler_gone(s), 2);
 	out = fp_sampler_samples(s, &n);
 	fp_assert_int_eq(n, 1);
@@ -245,7 +245,240 @@ START_TEST(decode_pairs)
 	fp_assert_str_eq(out[0].registered_name, "my_server");
 
 	/* neither n nor 2n elements */
-	fp_assert_int_eq(fp_sampler_decode(s, &r, pids, 2, 8, 8), -EBADMSG);
+	fp_assert_int_eq(fp_sampler_decode(s, &r, pids, NULL, 2, 8, 8), -EBADMSG);
+	ei_x_free(&x);
+	fp_sampler_destroy(s);
+}
+END_TEST
+
+/* What FP_ASK_PROBE asks: the items read without a signal. */
+static void
+enc_probe(ei_x_buff *x, const struct proc *p)
+{
+	ei_x_encode_list_header(x, 7);
+	ei_x_encode_tuple_header(x, 2);
+	ei_x_encode_atom(x, "status");
+	ei_x_encode_atom(x, p->status);
+	ei_x_encode_tuple_header(x, 2);
+	ei_x_encode_atom(x, "registered_name");
+	if (p->name)
+		ei_x_encode_atom(x, p->name);
+	else
+		ei_x_encode_empty_list(x);
+	enc_kv_long(x, "reductions", p->reductions);
+	enc_kv_long(x, "message_queue_len", p->mq);
+	enc_kv_long(x, "heap_size", p->heap);
+	enc_kv_long(x, "stack_size", p->stack);
+	ei_x_encode_tuple_header(x, 2);
+	ei_x_encode_atom(x, "garbage_collection");
+	ei_x_encode_list_header(x, 1);
+	enc_kv_long(x, "minor_gcs", p->minor_gcs);
+	ei_x_encode_empty_list(x);
+	ei_x_encode_empty_list(x);
+}
+
+/* One pid asked as @ask: a reply of @p's items, decoded. */
+static int
+decode_as(struct fp_sampler *s, struct fp_pid pid, enum fp_ask ask,
+	  const struct proc *p, uint64_t t)
+{
+	struct proc rest = *p;
+	struct fp_reply r;
+	ei_x_buff x;
+	int rc;
+
+	ei_x_new_with_version(&x);
+	if (ask == FP_ASK_PROBE) {
+		ei_x_encode_list_header(&x, 1);
+		enc_probe(&x, p);
+	} else {
+		rest.no_status = true;
+		rest.with_initial_call = false;
+		ei_x_encode_list_header(&x, 2);
+		enc_status(&x, p->status);
+		enc_proc(&x, &rest);
+	}
+	ei_x_encode_empty_list(&x);
+	r = reply_of(&x);
+	rc = fp_sampler_decode(s, &r, &pid, &ask, 1, t, 8);
+	ei_x_free(&x);
+	return rc;
+}
+
+static const struct proc proc_idle = {
+	.status = "waiting", .name = "idler",
+	.reductions = 1000, .memory = 5000, .mq = 2, .heap = 300,
+	.total_heap = 600, .stack = 20, .minor_gcs = 7,
+	.bin_vheap = 100, .bin_old_vheap = 28,
+};
+
+/*
+ * A probe gives a sample only when the process has not run since its
+ * last one: reductions where that sample left them (one more after a
+ * full sample, whose signal cost it one), nothing else moved. The sample
+ * keeps that sample's stack and memory figures and takes the rest fresh.
+ */
+START_TEST(decode_probe)
+{
+	struct fp_sampler *s = fp_sampler_new();
+	struct fp_pid pid = { 80, 0 };
+	struct proc p = proc_idle;
+	const struct fp_sample *out;
+	const size_t *stale;
+	uint64_t stack_id;
+	size_t n;
+
+	/* a first sample says nothing about running since the one before */
+	fp_assert_int_eq(decode_as(s, pid, FP_ASK_FULL, &p, 1), 1);
+	fp_assert(!fp_sampler_idle(s, pid));
+	stack_id = fp_sampler_samples(s, &n)[0].stack_id;
+	fp_assert(stack_id != 0);
+
+	/* only the signal of the first one in between: idle */
+	p.reductions = 1001;
+	fp_assert_int_eq(decode_as(s, pid, FP_ASK_FULL, &p, 2), 1);
+	fp_assert(fp_sampler_idle(s, pid));
+
+	/* probed: reductions 1002, one for the last full sample's signal */
+	p.reductions = 1002;
+	p.memory = p.total_heap = p.bin_vheap = p.bin_old_vheap = 0;
+	fp_assert_int_eq(decode_as(s, pid, FP_ASK_PROBE, &p, 3), 1);
+	fp_assert_int_eq(fp_sampler_reused(s), 1);
+	fp_assert_int_eq(fp_sampler_stale(s, &stale), 0);
+	out = fp_sampler_samples(s, &n);
+	fp_assert_int_eq(n, 1);
+	fp_assert_int_eq(out[0].time_us, 3);
+	fp_assert_int_eq(out[0].status, FP_STATUS_WAITING);
+	fp_assert_str_eq(out[0].registered_name, "idler");
+	fp_assert_int_eq(out[0].stack_id, stack_id);
+	fp_assert_int_eq(out[0].nframes, 2);
+	fp_assert_str_eq(out[0].frames[0].function, "foldl_1");
+	fp_assert_int_eq(out[0].frames[0].line, 1263);
+	fp_assert_int_eq(out[0].value[FP_METRIC_REDUCTIONS], 1002);
+	fp_assert_int_eq(out[0].delta[FP_METRIC_REDUCTIONS], 1);
+	fp_assert_int_eq(out[0].value[FP_METRIC_MEMORY], 5000);
+	fp_assert_int_eq(out[0].value[FP_METRIC_TOTAL_HEAP_SIZE], 600);
+	fp_assert_int_eq(out[0].value[FP_METRIC_BINARY_BYTES], 128 * 8);
+	fp_assert_int_eq(out[0].value[FP_METRIC_MESSAGE_QUEUE_LEN], 2);
+	fp_assert_int_eq(out[0].value[FP_METRIC_MINOR_GCS], 7);
+	for (int m = 1; m < FP_METRIC_COUNT; m++)
+		fp_assert_int_eq(out[0].delta[m], 0);
+	fp_assert(fp_sampler_idle(s, pid));
+
+	/* a probe costs nothing: the same reductions again */
+	fp_assert_int_eq(decode_as(s, pid, FP_ASK_PROBE, &p, 4), 1);
+	fp_assert_int_eq(fp_sampler_samples(s, &n)[0].delta[FP_METRIC_REDUCTIONS], 0);
+
+	/* one reduction more: it ran (a receive timeout costs just one) */
+	p.reductions = 1003;
+	fp_assert_int_eq(decode_as(s, pid, FP_ASK_PROBE, &p, 5), 0);
+	fp_assert_int_eq(fp_sampler_reused(s), 0);
+	fp_assert_int_eq(fp_sampler_stale(s, &stale), 1);
+	fp_assert_int_eq(stale[0], 0);
+
+	/* its full sample, asked next, finds it where the probe did: idle
+	 * again; the deltas run from the last sample */
+	p = proc_idle;
+	p.reductions = 1003;
+	p.line = 1270;
+	fp_assert_int_eq(decode_as(s, pid, FP_ASK_FULL, &p, 6), 1);
+	out = fp_sampler_samples(s, &n);
+	fp_assert_int_eq(out[0].delta[FP_METRIC_REDUCTIONS], 1);
+	fp_assert_int_eq(out[0].frames[0].line, 1270);
+	fp_assert(fp_sampler_idle(s, pid));
+
+	/* the probe after it reuses the new stack */
+	p.reductions = 1004;
+	fp_assert_int_eq(decode_as(s, pid, FP_ASK_PROBE, &p, 7), 1);
+	fp_assert_int_eq(fp_sampler_samples(s, &n)[0].frames[0].line, 1270);
+
+	/* a probe is no signal: a full sample at 1004 has not run either */
+	fp_assert_int_eq(decode_as(s, pid, FP_ASK_FULL, &p, 8), 1);
+	fp_assert(fp_sampler_idle(s, pid));
+	/* that one's signal and one more: it ran */
+	p.reductions = 1006;
+	fp_assert_int_eq(decode_as(s, pid, FP_ASK_FULL, &p, 9), 1);
+	fp_assert(!fp_sampler_idle(s, pid));
+	fp_sampler_destroy(s);
+}
+END_TEST
+
+/* Anything that running or receiving changes makes a probe stale. */
+START_TEST(decode_probe_stale)
+{
+	struct fp_sampler *s = fp_sampler_new();
+	struct fp_pid pid = { 80, 0 };
+	struct proc p = proc_idle;
+	const size_t *stale;
+
+	fp_assert_int_eq(decode_as(s, pid, FP_ASK_FULL, &p, 1), 1);
+	p.reductions++;
+	fp_assert_int_eq(decode_as(s, pid, FP_ASK_FULL, &p, 2), 1);
+	p.reductions++;
+	switch (_i) {
+	case 0: p.status = "running"; break;
+	case 1: p.status = "garbage_collecting"; break;
+	case 2: p.mq++; break;				/* a message came */
+	case 3: p.heap += 10; break;
+	case 4: p.stack--; break;
+	case 5: p.minor_gcs++; break;
+	case 6: p.reductions += 5; break;
+	case 7: p.reductions--; break;			/* not the signal's +1 */
+	case 8: fp_sampler_drop_caches(s); break;	/* stack gone */
+	case 9: pid.num = 81; break;			/* never sampled */
+	}
+	fp_assert_int_eq(decode_as(s, pid, FP_ASK_PROBE, &p, 3), 0);
+	fp_assert_int_eq(fp_sampler_stale(s, &stale), 1);
+	fp_assert_int_eq(fp_sampler_reused(s), 0);
+	fp_sampler_destroy(s);
+}
+END_TEST
+
+/* Probes and full samples in one reply: one item list per probe, two per
+ * full sample; gone processes are counted as ever. */
+START_TEST(decode_probe_mixed)
+{
+	struct fp_sampler *s = fp_sampler_new();
+	struct fp_pid pids[4] = { { 80, 0 }, { 81, 0 }, { 82, 0 }, { 83, 0 } };
+	enum fp_ask asks[4] = { FP_ASK_PROBE, FP_ASK_FULL, FP_ASK_PROBE,
+				FP_ASK_PROBE };
+	struct proc p = proc_idle, rest = proc_a;
+	const struct fp_sample *out;
+	const size_t *stale;
+	struct fp_reply r;
+	ei_x_buff x;
+	size_t n;
+
+	fp_assert_int_eq(decode_as(s, pids[0], FP_ASK_FULL, &p, 1), 1);
+	p.reductions++;
+	fp_assert_int_eq(decode_as(s, pids[0], FP_ASK_FULL, &p, 2), 1);
+	p.reductions++;
+
+	rest.no_status = true;
+	ei_x_new_with_version(&x);
+	ei_x_encode_list_header(&x, 5);
+	enc_probe(&x, &p);			/* 80: idle */
+	enc_status(&x, "running");		/* 81: full */
+	enc_proc(&x, &rest);
+	ei_x_encode_atom(&x, "undefined");	/* 82: gone */
+	enc_probe(&x, &p);			/* 83: unknown, stale */
+	ei_x_encode_empty_list(&x);
+	r = reply_of(&x);
+	fp_assert_int_eq(fp_sampler_decode(s, &r, pids, asks, 4, 3, 8), 2);
+	out = fp_sampler_samples(s, &n);
+	fp_assert_int_eq(out[0].pid.num, 80);
+	fp_assert_int_eq(out[0].nframes, 2);
+	fp_assert_int_eq(out[1].pid.num, 81);
+	fp_assert_int_eq(out[1].status, FP_STATUS_RUNNING);
+	fp_assert_int_eq(fp_sampler_gone(s), 1);
+	fp_assert_int_eq(fp_sampler_reused(s), 1);
+	fp_assert_int_eq(fp_sampler_stale(s, &stale), 1);
+	fp_assert_int_eq(stale[0], 3);
+
+	/* the lists must be as many as the asks say */
+	asks[2] = FP_ASK_FULL;
+	fp_assert_int_eq(fp_sampler_decode(s, &r, pids, asks, 4, 4, 8), -EBADMSG);
+	fp_assert_int_eq(fp_sampler_stale(s, &stale), 0);
 	ei_x_free(&x);
 	fp_sampler_destroy(s);
 }
@@ -272,7 +505,7 @@ START_TEST(decode_cache)
 	ei_x_encode_empty_list(&x);
 	r = reply_of(&x);
 
-	fp_assert_int_eq(fp_sampler_decode(s, &r, pids, 2, 1, 8), 2);
+	fp_assert_int_eq(fp_sampler_decode(s, &r, pids, NULL, 2, 1, 8), 2);
 	out = fp_sampler_samples(s, &n);
 	stack_id = out[0].stack_id;
 	plus_id = out[0].frames[1].id;
@@ -288,7 +521,7 @@ START_TEST(decode_cache)
 	fp_assert_int_eq(st.frame_misses, 2);
 
 	/* again: both from the cache, through each process's last stack */
-	fp_assert_int_eq(fp_sampler_decode(s, &r, pids, 2, 2, 8), 2);
+	fp_assert_int_eq(fp_sampler_decode(s, &r, pids, NULL, 2, 2, 8), 2);
 	out = fp_sampler_samples(s, &n);
 	fp_assert_int_eq(out[0].stack_id, stack_id);
 	fp_assert_int_eq(out[1].stack_id, stack_id);
@@ -307,7 +540,7 @@ START_TEST(decode_cache)
 	enc_proc(&x, &proc_a);
 	ei_x_encode_empty_list(&x);
 	r = reply_of(&x);
-	fp_assert_int_eq(fp_sampler_decode(s, &r, pids, 2, 3, 8), 2);
+	fp_assert_int_eq(fp_sampler_decode(s, &r, pids, NULL, 2, 3, 8), 2);
 	out = fp_sampler_samples(s, &n);
 	fp_assert(out[0].stack_id != 0 && out[0].stack_id != stack_id);
 	fp_assert_int_eq(out[0].frames[0].line, 1264);
@@ -317,7 +550,7 @@ START_TEST(decode_cache)
 
 	/* dropped caches: the same content under new ids */
 	fp_sampler_drop_caches(s);
-	fp_assert_int_eq(fp_sampler_decode(s, &r, pids, 2, 4, 8), 2);
+	fp_assert_int_eq(fp_sampler_decode(s, &r, pids, NULL, 2, 4, 8), 2);
 	out = fp_sampler_samples(s, &n);
 	fp_assert(out[1].stack_id != stack_id);
 	fp_assert_int_eq(out[1].frames[0].line, 1263);
@@ -354,7 +587,7 @@ START_TEST(decode_cache_bound)
 		}
 		ei_x_encode_empty_list(&x);
 		r = reply_of(&x);
-		fp_assert_int_eq(fp_sampler_decode(s, &r, pids, 50, 1, 8), 50);
+		fp_assert_int_eq(fp_sampler_decode(s, &r, pids, NULL, 50, 1, 8), 50);
 		out = fp_sampler_samples(s, &n);
 		for (int i = 0; i < 50; i++) {
 			fp_assert_int_eq(out[i].frames[0].line, line + i);
@@ -394,7 +627,7 @@ START_TEST(decode_unchecked_truncated)
 		r = (struct fp_reply){ .buf = copy, .len = (size_t)len, .index = 1 };
 		/* twice: the second pass takes the cached paths */
 		for (int pass = 0; pass < 2; pass++)
-			fp_assert_int_eq(fp_sampler_decode(s, &r, pids, 2, 1, 8),
+			fp_assert_int_eq(fp_sampler_decode(s, &r, pids, NULL, 2, 1, 8),
 					 len == x.index ? 2 : -EBADMSG);
 		free(copy);
 	}
@@ -420,7 +653,7 @@ START_TEST(decode_deltas)
 		enc_proc(&x, &p);
 		ei_x_encode_empty_list(&x);
 		r = reply_of(&x);
-		fp_assert_int_eq(fp_sampler_decode(s, &r, &pid, 1, 1, 8), 1);
+		fp_assert_int_eq(fp_sampler_decode(s, &r, &pid, NULL, 1, 1, 8), 1);
 		out = fp_sampler_samples(s, &n);
 		if (round == 1) {
 			/* counters grow, gauges go down: signed deltas */
@@ -468,7 +701,7 @@ START_TEST(decode_unicode_file)
 	enc_proc(&x, &p);
 	ei_x_encode_empty_list(&x);
 	r = reply_of(&x);
-	fp_assert_int_eq(fp_sampler_decode(s, &r, &pid, 1, 1, 8), 1);
+	fp_assert_int_eq(fp_sampler_decode(s, &r, &pid, NULL, 1, 1, 8), 1);
 	out = fp_sampler_samples(s, &n);
 	fp_assert_str_eq(out[0].frames[0].file, "\xc3\xb6.erl");
 	fp_assert_str_eq(out[0].registered_name, "s\xc3\xb6" "k");
@@ -509,7 +742,7 @@ START_TEST(decode_proc_lib_initial_call)
 	enc_proc(&x, &proc_a);
 	ei_x_encode_empty_list(&x);
 	r = reply_of(&x);
-	fp_assert_int_eq(fp_sampler_decode(s, &r, pids, 1, 1, 8), 1);
+	fp_assert_int_eq(fp_sampler_decode(s, &r, pids, NULL, 1, 1, 8), 1);
 	out = fp_sampler_samples(s, &n);
 	fp_assert_str_eq(out[0].initial_call.module, "my_server");
 	fp_assert_str_eq(out[0].initial_call.function, "init");
@@ -576,13 +809,13 @@ START_TEST(decode_bad)
 	r = reply_of(&x);
 	if (_i == 5)
 		x.buff[x.index] = 0;	/* garbage where the tail was */
-	fp_assert_int_eq(fp_sampler_decode(s, &r, pids, 2, 1, 8), -EBADMSG);
+	fp_assert_int_eq(fp_sampler_decode(s, &r, pids, NULL, 2, 1, 8), -EBADMSG);
 	fp_assert(fp_sampler_wants_initial_call(s, pids[0]));
 	ei_x_free(&x);
 
 	/* {badrpc, _} is refused too */
 	r.badrpc = true;
-	fp_assert_int_eq(fp_sampler_decode(s, &r, pids, 2, 1, 8), -EBADMSG);
+	fp_assert_int_eq(fp_sampler_decode(s, &r, pids, NULL, 2, 1, 8), -EBADMSG);
 	fp_sampler_destroy(s);
 }
 END_TEST
@@ -863,6 +1096,9 @@ suite(void)
 	tc = tcase_create("decode");
 	tcase_add_test(tc, decode_sample);
 	tcase_add_test(tc, decode_pairs);
+	tcase_add_test(tc, decode_probe);
+	tcase_add_loop_test(tc, decode_probe_stale, 0, 10);
+	tcase_add_test(tc, decode_probe_mixed);
 	tcase_add_test(tc, decode_cache);
 	tcase_add_test(tc, decode_unchecked_truncated);
 	tcase_add_test(tc, decode_cache_bound);

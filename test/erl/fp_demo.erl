@@ -19,8 +19,13 @@
 %%   fp_demo_sink                     slow receiver; mailbox held near sink_cap
 %%   fp_demo_producer                 floods fp_demo_sink
 %%   fp_demo_bin                      allocates / drops off-heap binaries
-%%   idle_loop/1 x Idle               blocked in receive
+%%   idle_loop/1 x Idle               blocked in receive (the first one
+%%                                    registered as fp_demo_idle)
 %%   ticker_loop/2 x Tickers          wake every tick_ms ms in deep recursion
+%%   fp_demo_alt (alt => true)        alt_a/1 and alt_b/1 in turn, each
+%%                                    waiting alt_ms ms in receive: a new
+%%                                    stack at every wake-up, which costs
+%%                                    it a single reduction
 %%
 %% throughput/0 returns a monotonically increasing count of completed work
 %% units (busy crunches + server calls), stored in a `counters' array.
@@ -32,7 +37,8 @@
 %% process entry points (exported so they show up as M:F/A in stacks)
 -export([busy_loop/1, deep/2, crunch/1, 'fp demo quoted'/1,
          'fp+demo;semi\'q\\'/1, client_loop/1, sink_loop/1, producer_loop/1,
-         bin_loop/1, idle_loop/1, owner_init/2, ticker_loop/2]).
+         bin_loop/1, idle_loop/1, owner_init/2, ticker_loop/2,
+         alt_a/1, alt_b/1]).
 %% gen_server callbacks
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
@@ -57,7 +63,9 @@ defaults() ->
       sink_cap => 20000,   % producer keeps the sink's queue around this length
       bin => true,         % start fp_demo_bin
       tickers => 0,        % ticker_loop/2 processes: wake every tick_ms
-      tick_ms => 100}.     % ... inside deep/2-like recursion, nearly idle
+      tick_ms => 100,      % ... inside deep/2-like recursion, nearly idle
+      alt => false,        % start fp_demo_alt
+      alt_ms => 37}.       % ... waking every alt_ms
 
 start() ->
     start(#{}).
@@ -115,7 +123,8 @@ wait_unregistered(0) ->
     ok;
 wait_unregistered(N) ->
     Names = [fp_demo_server, fp_demo_busy, fp_demo_quoted, fp_demo_anon,
-             fp_demo_sink, fp_demo_producer, fp_demo_bin],
+             fp_demo_sink, fp_demo_producer, fp_demo_bin, fp_demo_idle,
+             fp_demo_alt],
     case [X || X <- Names, whereis(X) =/= undefined] of
         [] -> ok;
         _ -> receive after 10 -> wait_unregistered(N - 1) end
@@ -187,8 +196,18 @@ owner_init({Parent, Ref}, Cfg) ->
     end,
     [spawn_link(?MODULE, ticker_loop, [maps:get(tick_ms, Cfg), Depth])
      || _ <- lists:seq(1, maps:get(tickers, Cfg))],
+    case maps:get(alt, Cfg) of
+        true -> register(fp_demo_alt, spawn_link(?MODULE, alt_a, [maps:get(alt_ms, Cfg)]));
+        false -> ok
+    end,
     Hib = maps:get(idle_hibernate, Cfg),
-    spawn_idle(Idle, Hib),
+    case Idle > 0 of
+        true ->
+            register(fp_demo_idle, spawn_link(?MODULE, idle_loop, [false])),
+            spawn_idle(Idle - 1, Hib);
+        false ->
+            ok
+    end,
     Parent ! {Ref, ok},
     owner_loop().
 
@@ -202,6 +221,16 @@ ticker_deep(0, Period) ->
     receive after Period -> 0 end;
 ticker_deep(N, Period) ->
     1 + ticker_deep(N - 1, Period).
+
+%% Each wake-up from a receive timeout costs a process one reduction, no
+%% more: here it also moves the process to the other function.
+alt_a(Ms) ->
+    receive after Ms -> ok end,
+    alt_b(Ms).
+
+alt_b(Ms) ->
+    receive after Ms -> ok end,
+    alt_a(Ms).
 
 spawn_idle(0, _) -> ok;
 spawn_idle(N, Hib) ->

@@ -23,6 +23,7 @@ int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static struct fp_pid pids[4096];
+static enum fp_ask asks[4096];
 
 static void
 decode_all(struct fp_reply *reply, int n)
@@ -37,14 +38,30 @@ decode_all(struct fp_reply *reply, int n)
 		struct fp_sampler *s = fp_sampler_new();
 		size_t ns;
 
-		fp_sampler_decode(s, reply, pids, (size_t)n, 1, 8);
+		fp_sampler_decode(s, reply, pids, NULL, (size_t)n, 1, 8);
 		fp_sampler_samples(s, &ns);
 		/* twice: deltas and the caches against the first */
-		fp_sampler_decode(s, reply, pids, (size_t)n, 2, 8);
+		fp_sampler_decode(s, reply, pids, NULL, (size_t)n, 2, 8);
 		/* the same list as two item lists per pid, as the daemon asks */
 		if (n > 0 && n % 2 == 0) {
-			fp_sampler_decode(s, reply, pids, (size_t)n / 2, 3, 8);
-			fp_sampler_decode(s, reply, pids, (size_t)n / 2, 4, 8);
+			fp_sampler_decode(s, reply, pids, NULL, (size_t)n / 2, 3, 8);
+			fp_sampler_decode(s, reply, pids, NULL, (size_t)n / 2, 4, 8);
+		}
+		/* probes, alone and between full samples, against the
+		 * history the decodes above left */
+		if (n > 0) {
+			size_t k = 0, lists = 0;
+
+			for (int i = 0; i < n; i++)
+				asks[i] = FP_ASK_PROBE;
+			fp_sampler_decode(s, reply, pids, asks, (size_t)n, 5, 8);
+			while (lists < (size_t)n) {
+				asks[k] = k % 2 || lists + 2 > (size_t)n ?
+					  FP_ASK_PROBE : FP_ASK_FULL;
+				lists += asks[k] == FP_ASK_PROBE ? 1 : 2;
+				k++;
+			}
+			fp_sampler_decode(s, reply, pids, asks, k, 6, 8);
 		}
 		fp_sampler_initial_calls(s, reply, pids, (size_t)n);
 		fp_sampler_destroy(s);
@@ -62,7 +79,7 @@ decode_all(struct fp_reply *reply, int n)
 	if (fp_reply_take_time(&timed, &us) == 0) {
 		struct fp_sampler *s = fp_sampler_new();
 
-		fp_sampler_decode(s, &timed, pids, 1, 1, 8);
+		fp_sampler_decode(s, &timed, pids, NULL, 1, 1, 8);
 		fp_sampler_destroy(s);
 	}
 }

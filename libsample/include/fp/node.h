@@ -187,17 +187,31 @@ int
 fp_node_initial_call_request(struct fp_node *node, const struct fp_pid *pids,
 			     size_t n, uint64_t *id);
 
+/** What a sample request asks of one process. */
+enum fp_ask {
+	/* status and names (read from the process's state), then the stack
+	 * and the counters (answered by the process itself) */
+	FP_ASK_FULL = 0,
+	/* the same, and initial_call with the names */
+	FP_ASK_FULL_IC,
+	/* only what a caller reads from the state of a process that is not
+	 * running, without a signal: status, registered_name, reductions,
+	 * message_queue_len, heap_size, stack_size and garbage_collection.
+	 * Enough to tell whether the process has run since its last sample
+	 * (fp_sampler_decode()); the process is neither scheduled nor
+	 * charged a reduction for it. */
+	FP_ASK_PROBE,
+};
+
 /**
  * Request one sample of each pid: lists:zipwith(fun erlang:process_info/2,
- * Pids, ItemLists), timed, with every pid twice: first for its status
- * and names, which the caller can read from the process's state, then for
- * the stack and the counters, which the process answers itself. With
- * @with_initial_call[i] set, pid i is also asked for its initial_call
- * (NULL: none are).
+ * Pids, ItemLists), timed, as @asks[i] says for pid i (@asks NULL: every
+ * pid FP_ASK_FULL). A FP_ASK_FULL pid is in Pids twice, once per item
+ * list; a FP_ASK_PROBE pid once.
  */
 int
 fp_node_sample_request(struct fp_node *node, const struct fp_pid *pids,
-		       const bool *with_initial_call, size_t n, uint64_t *id);
+		       const enum fp_ask *asks, size_t n, uint64_t *id);
 
 /**
  * Decode a list of pids and atoms (a whereis or similar reply) into the

@@ -55,18 +55,47 @@ fp_sampler_initial_calls(struct fp_sampler *sampler,
 			 const struct fp_pid *pids, size_t n);
 
 /**
- * Decode a fp_node_sample_request() reply for @pids, stamp every sample
- * with @time_us and compute deltas. Processes that died in between are
- * counted, not returned. The reply is a list of one item list per pid
- * ([{Item, Value}] or undefined), or of two per pid, merged into one
- * sample: the items read first, then the rest.
+ * Decode a fp_node_sample_request() reply for @pids, asked as @asks said
+ * (NULL: every pid fully; a reply of one item list per pid is then taken
+ * as one read each), stamp every sample with @time_us and compute deltas.
+ * Processes that died in between are counted, not returned.
+ *
+ * A probed pid (FP_ASK_PROBE) gives a sample only if the process has not
+ * run since its last sample: its reductions are where that sample left
+ * them (plus the one reduction answering it cost, if it answered a
+ * signal), and its queue length, heap and stack sizes and minor
+ * collections are unchanged. Its stack, memory, total heap size and
+ * binary bytes, which only running or receiving changes, are then those
+ * of the last sample; the rest is fresh. A probed process that has run,
+ * or whose last stack is no longer cached, gives no sample but is listed
+ * by fp_sampler_stale(), to be asked in full.
  *
  * @return the number of samples, or -EBADMSG (history unchanged).
  */
 int
 fp_sampler_decode(struct fp_sampler *sampler, const struct fp_reply *reply,
-		  const struct fp_pid *pids, size_t n, uint64_t time_us,
-		  unsigned wordsize);
+		  const struct fp_pid *pids, const enum fp_ask *asks, size_t n,
+		  uint64_t time_us, unsigned wordsize);
+
+/**
+ * The probed pids of the last decode that need a full sample, as indexes
+ * into its @pids, in order. Owned by the sampler, valid as
+ * fp_sampler_samples().
+ */
+size_t
+fp_sampler_stale(const struct fp_sampler *sampler, const size_t **idx);
+
+/** How many samples of the last decode were probes of idle processes. */
+size_t
+fp_sampler_reused(const struct fp_sampler *sampler);
+
+/**
+ * True when the last sample of @pid found that it had not run since the
+ * one before, and a probe of it could be answered (its stack is cached):
+ * a process idle a moment ago is likely idle now.
+ */
+bool
+fp_sampler_idle(const struct fp_sampler *sampler, struct fp_pid pid);
 
 /**
  * The samples of the last successful decode, valid until the next call

@@ -992,6 +992,11 @@ fp_sampler_decode(struct fp_sampler *s, const struct fp_reply *reply,
 					&s->sample_stack[s->nsamples]);
 			if (rc < 0)
 				goto fail;
+			/* a stack has no business in a probe's answer */
+			s->nframes = s->frame_start[s->nsamples];
+			smp->nframes = 0;
+			smp->stack_id = 0;
+			s->sample_stack[s->nsamples] = NULL;
 			if (rc == 0) {
 				s->gone++;
 			} else if (reuse_probe(s, st, smp,

@@ -1057,8 +1057,10 @@ fp_sampler_decode(struct fp_sampler *s, const struct fp_reply *reply,
 		struct proc_state *st = pidmap_find(&s->procs,
 						    fp_pid_key(pids[s->stale[k]]));
 
-		if (st)
+		if (st) {
 			st->expect_reds = s->stale_reds[k];
+			st->idle = false;	/* asked in full next */
+		}
 	}
 	return (int)s->nsamples;
 

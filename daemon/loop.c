@@ -36,16 +36,24 @@
  * the sampled processes to be scheduled, and one at a time would cap the
  * rate at batch/rtt. Each takes other pids, so no process is in two. */
 #define MAX_INFLIGHT 3
-/* Node scheduler time per sample (by request path) and per pid read in a
- * selection, as scheduler_wall_time measured it on a quiet node (bench/run,
- * 2-core reference machine, docs/PERFORMANCE.md): floors for the cost
- * estimate. */
-#define SAMPLE_COST_REX_US 17.0
+/*
+ * Node scheduler time flame_profd's sampling costs, measured on the
+ * 2-core reference machine (bench/run, docs/PERFORMANCE.md, fourth
+ * session): floors for the cost estimate. A sample request costs
+ * REQUEST_COST_US of its own (the distribution message both ways, rex's
+ * worker or the eval sampler's loop), then each process asked in full
+ * costs SAMPLE_COST_*_US if it was waiting, SAMPLE_BUSY_COST_US if it
+ * was running or in a run queue (it answers the stack's signal between
+ * time slices, both sides rescheduled with cold caches), and a probe of
+ * one that has not run PROBE_COST_US (a direct read, no signal). A
+ * selection costs SCAN_COST_US per pid read.
+ */
+#define REQUEST_COST_US 150.0
+#define SAMPLE_COST_REX_US 21.0
 #define SAMPLE_COST_EVAL_US 15.0
-#define SCAN_COST_US 0.65
-/* ... and per probe (FP_ASK_PROBE) of a process that has not run: a
- * quarter of a full sample's (0.24 measured, quiet node, rate 100) */
+#define SAMPLE_BUSY_COST_US 45.0
 #define PROBE_COST_US 4.0
+#define SCAN_COST_US 0.65
 /* The budget looks at the last second of sampling (and the last
  * selection, spread over its interval), whatever --every is: a node is
  * never sampled over budget for more than about a second. */
@@ -55,7 +63,9 @@
 struct work {
 	uint64_t procs_us;		/* erlang:processes(), timer:tc */
 	uint64_t sampled, scanned;	/* processes asked for */
+	uint64_t running;		/* ... in full, found in a run queue */
 	uint64_t probed;		/* ... with a probe only */
+	uint64_t requests;		/* sample requests answered */
 	double min_sample_us, min_scan_us;	/* cheapest per process; <0: none */
 };
 
@@ -444,16 +454,20 @@ sample_floor(const struct daemon *d)
 }
 
 /*
- * A sample batch. Probes are read at once, without a signal, and count
- * at PROBE_COST_US each; the rest of the batch's time is its full
- * samples' (a batch of probes alone says nothing of those).
+ * A sample batch: @full processes asked in full, @running of them found
+ * in a run queue, @probes probed. Probes are read at once, without a
+ * signal, and count at PROBE_COST_US each; the rest of the batch's time
+ * is its full samples' (a batch of probes alone says nothing of those).
  */
 static void
-count_sample_work(struct work *w, uint64_t us, size_t full, size_t probes)
+count_sample_work(struct work *w, uint64_t us, size_t full, size_t running,
+		  size_t probes)
 {
 	double per;
 
+	w->requests++;
 	w->sampled += full;
+	w->running += running;
 	w->probed += probes;
 	if (full == 0)
 		return;
@@ -464,21 +478,24 @@ count_sample_work(struct work *w, uint64_t us, size_t full, size_t probes)
 
 /*
  * The node work in w, in µs: measured, but never less than what
- * scheduler_wall_time charged per sample and per pid read on the
+ * scheduler_wall_time and a saturated node's lost work charged on the
  * reference machine (docs/PERFORMANCE.md): much of the work of answering
- * process_info happens in the sampled processes and the distribution
- * encoding, outside the worker that timer:tc times. On a busy node
- * timer:tc's time is mostly waiting for the sampled processes to be
- * scheduled, so the cheapest time per process seen stands for them all.
+ * a request happens in the sampled processes, the distribution encoding
+ * and the scheduling around them, outside the worker that timer:tc times.
+ * On a busy node timer:tc's time is mostly waiting for the sampled
+ * processes to be scheduled, so the cheapest time per process seen
+ * stands for them all.
  */
 static double
 work_us(const struct daemon *d, const struct work *w)
 {
-	double floor_us = sample_floor(d);
+	double floor_us = REQUEST_COST_US * (double)w->requests +
+			  sample_floor(d) * (double)(w->sampled - w->running) +
+			  SAMPLE_BUSY_COST_US * (double)w->running;
 
 	return (double)w->procs_us +
 	       fmax(w->min_sample_us > 0 ? w->min_sample_us * (double)w->sampled : 0,
-		    floor_us * (double)w->sampled) +
+		    floor_us) +
 	       PROBE_COST_US * (double)w->probed +
 	       fmax(w->min_scan_us > 0 ? w->min_scan_us * (double)w->scanned : 0,
 		    SCAN_COST_US * (double)w->scanned);
@@ -748,8 +765,6 @@ on_sample(struct daemon *d, struct sample_slot *slot, struct fp_reply *reply,
 	for (size_t i = 0; i < slot->n; i++)
 		probes += slot->asks[i] == FP_ASK_PROBE;
 	us = take_time(d, reply);
-	count_sample_work(&d->st_work, us, slot->n - probes, probes);
-	count_sample_work(&d->bw_work, us, slot->n - probes, probes);
 	if (d->nrtt < MAX_RTT)
 		d->rtt_us[d->nrtt++] = (uint32_t)(rtt > UINT32_MAX ? UINT32_MAX : rtt);
 	/* The samples were taken somewhere between send and reply; a reply
@@ -762,12 +777,18 @@ on_sample(struct daemon *d, struct sample_slot *slot, struct fp_reply *reply,
 	n = fp_sampler_decode(d->sampler, reply, slot->pids, slot->asks, slot->n,
 			      stamp, fp_node_wordsize(d->node));
 	if (n < 0) {
+		count_sample_work(&d->st_work, us, slot->n - probes, 0, probes);
+		count_sample_work(&d->bw_work, us, slot->n - probes, 0, probes);
 		slot_done(d, slot);
 		fpd_warn("could not decode a sample reply (%zu samples skipped)",
 			 slot->n);
 		account_skipped(d, slot->n);
 		return;
 	}
+	count_sample_work(&d->st_work, us, slot->n - probes,
+			  fp_sampler_running(d->sampler), probes);
+	count_sample_work(&d->bw_work, us, slot->n - probes,
+			  fp_sampler_running(d->sampler), probes);
 	d->st_gone += fp_sampler_gone(d->sampler);
 	d->st_probes += probes;
 	d->st_reused += fp_sampler_reused(d->sampler);

@@ -61,7 +61,7 @@ usage(FILE *f)
 "      --lines               put source line numbers in frame names (NAME:LINE)\n"
 "      --max-overhead PCT    cost budget: node-side work of flame_profd's\n"
 "                            requests as a share of the node's schedulers\n"
-"                            (default 10), checked once a second;\n"
+"                            (default 5), checked once a second;\n"
 "                            over it the rate, then the top-N, come down;\n"
 "                            0 turns the budget off\n"
 "      --request rex|eval    how sample batches are asked for: rex (default) is\n"
@@ -217,7 +217,7 @@ parse_options(int argc, char **argv, struct fpd_options *o)
 		.compress_level = -1,
 		.file_mode = 0640,
 		.dir_mode = 0750,
-		.max_overhead = 10.0,
+		.max_overhead = 5.0,
 		.idle_reuse = true,
 		.backtrace_depth = 64,
 		.timeout_us = 5000000,

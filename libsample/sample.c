@@ -67,6 +67,7 @@ struct fp_sampler {
 	size_t *stale;		/* probed pids that need a full sample */
 	int64_t *stale_reds;	/* ... and the reductions the probe read */
 	size_t nstale, reused;
+	size_t running;		/* full samples of processes in a run queue */
 
 	struct fp_sample *samples;
 	size_t nsamples, samples_cap;
@@ -939,6 +940,15 @@ grow_per_sample(struct fp_sampler *s, size_t n)
 	s->stale_reds = xrealloc(s->stale_reds, n * sizeof(*s->stale_reds));
 }
 
+/* A process running or waiting to: asking it for its stack cost a signal
+ * handled between its time slices, the dearest kind of sample. */
+static bool
+in_run_queue(enum fp_status status)
+{
+	return status == FP_STATUS_RUNNING || status == FP_STATUS_RUNNABLE ||
+	       status == FP_STATUS_GARBAGE_COLLECTING;
+}
+
 int
 fp_sampler_decode(struct fp_sampler *s, const struct fp_reply *reply,
 		  const struct fp_pid *pids, const enum fp_ask *asks, size_t n,
@@ -954,6 +964,7 @@ fp_sampler_decode(struct fp_sampler *s, const struct fp_reply *reply,
 	s->gone = 0;
 	s->nstale = 0;
 	s->reused = 0;
+	s->running = 0;
 	s->len = reply->len;
 	s->trusted = reply->checked;
 	arena_reset(s);
@@ -1049,6 +1060,9 @@ fp_sampler_decode(struct fp_sampler *s, const struct fp_reply *reply,
 				       s->frames + s->frame_start[i] : NULL;
 		apply_history(s, &s->samples[i], s->sample_stack[i],
 			      s->sample_reused[i]);
+		if (!s->sample_reused[i] &&
+		    in_run_queue(s->samples[i].status))
+			s->running++;
 	}
 	/* A probed process that ran: its full sample, asked next, has not
 	 * run since if its reductions are still where the probe read them
@@ -1069,6 +1083,7 @@ fail:
 	s->nframes = 0;
 	s->nstale = 0;
 	s->reused = 0;
+	s->running = 0;
 	return -EBADMSG;
 }
 
@@ -1083,6 +1098,12 @@ size_t
 fp_sampler_reused(const struct fp_sampler *s)
 {
 	return s->reused;
+}
+
+size_t
+fp_sampler_running(const struct fp_sampler *s)
+{
+	return s->running;
 }
 
 bool

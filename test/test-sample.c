@@ -472,6 +472,8 @@ START_TEST(decode_probe_mixed)
 	fp_assert_int_eq(out[1].status, FP_STATUS_RUNNING);
 	fp_assert_int_eq(fp_sampler_gone(s), 1);
 	fp_assert_int_eq(fp_sampler_reused(s), 1);
+	/* only 81, asked in full, was in a run queue */
+	fp_assert_int_eq(fp_sampler_running(s), 1);
 	fp_assert_int_eq(fp_sampler_stale(s, &stale), 1);
 	fp_assert_int_eq(stale[0], 3);
 
@@ -479,6 +481,7 @@ START_TEST(decode_probe_mixed)
 	asks[2] = FP_ASK_FULL;
 	fp_assert_int_eq(fp_sampler_decode(s, &r, pids, asks, 4, 4, 8), -EBADMSG);
 	fp_assert_int_eq(fp_sampler_stale(s, &stale), 0);
+	fp_assert_int_eq(fp_sampler_running(s), 0);
 	ei_x_free(&x);
 	fp_sampler_destroy(s);
 }

@@ -90,6 +90,14 @@ size_t
 fp_sampler_reused(const struct fp_sampler *sampler);
 
 /**
+ * How many samples of the last decode were asked in full of a process
+ * that was running or in a run queue (status running, runnable or
+ * garbage_collecting): the dearest to take on a busy node.
+ */
+size_t
+fp_sampler_running(const struct fp_sampler *sampler);
+
+/**
  * True when the last sample of @pid found that it had not run since the
  * one before, and a probe of it could be answered (its stack is cached):
  * a process idle a moment ago is likely idle now.

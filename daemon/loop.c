@@ -611,6 +611,28 @@ ask_for(const struct daemon *d, struct fp_pid pid)
 	return FP_ASK_FULL;
 }
 
+/* Ask for the first @n pids of @slot; false (the samples skipped) if the
+ * request could not be sent. */
+static bool
+slot_send(struct daemon *d, struct sample_slot *slot, size_t n, uint64_t now)
+{
+	uint64_t id;
+	int rc;
+
+	slot->n = n;
+	rc = fp_node_sample_request(d->node, slot->pids, slot->asks, n, &id);
+	if (rc < 0) {
+		account_skipped(d, n);
+		check_send(d, rc, "sample request");
+		return false;
+	}
+	request_sent(&slot->r, id, now);
+	d->st_requests++;
+	for (size_t i = 0; i < n; i++)
+		d->busy[slot->idx[i]] = true;
+	return true;
+}
+
 /*
  * Send what is owed: as many requests as there are free slots and pids no
  * request in flight holds. Called on every tick and on every reply, so a
@@ -621,8 +643,6 @@ sample_send(struct daemon *d, uint64_t now)
 {
 	size_t share = (d->nset + MAX_INFLIGHT - 1) / MAX_INFLIGHT;
 	struct sample_slot *slot;
-	uint64_t id;
-	int rc;
 
 	while (d->connected && !d->stopping && !d->breaker.open &&
 	       d->owed >= 1.0 && (slot = free_slot(d))) {
@@ -646,18 +666,9 @@ sample_send(struct daemon *d, uint64_t now)
 			return;
 		d->cursor = pos;
 		d->owed -= (double)k;
-		slot->n = k;
 		slot->gen = d->set_gen;
-		rc = fp_node_sample_request(d->node, slot->pids, slot->asks, k, &id);
-		if (rc < 0) {
-			account_skipped(d, k);
-			check_send(d, rc, "sample request");
+		if (!slot_send(d, slot, k, now))
 			return;
-		}
-		request_sent(&slot->r, id, now);
-		d->st_requests++;
-		for (size_t i = 0; i < k; i++)
-			d->busy[slot->idx[i]] = true;
 	}
 }
 
@@ -716,8 +727,6 @@ follow_up(struct daemon *d, struct sample_slot *slot, uint64_t now)
 	const size_t *stale;
 	size_t nstale = fp_sampler_stale(d->sampler, &stale), m = 0;
 	bool current = slot->gen == d->set_gen;
-	uint64_t id;
-	int rc;
 
 	slot_done(d, slot);
 	if (nstale == 0)
@@ -738,19 +747,8 @@ follow_up(struct daemon *d, struct sample_slot *slot, uint64_t now)
 		slot->asks[m] = FP_ASK_FULL;
 		m++;
 	}
-	if (m == 0)
-		return;
-	slot->n = m;
-	rc = fp_node_sample_request(d->node, slot->pids, slot->asks, m, &id);
-	if (rc < 0) {
-		account_skipped(d, m);
-		check_send(d, rc, "sample request");
-		return;
-	}
-	request_sent(&slot->r, id, now);
-	d->st_requests++;
-	for (size_t i = 0; i < m; i++)
-		d->busy[slot->idx[i]] = true;
+	if (m > 0)
+		slot_send(d, slot, m, now);
 }
 
 static void

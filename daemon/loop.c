@@ -757,7 +757,7 @@ on_sample(struct daemon *d, struct sample_slot *slot, struct fp_reply *reply,
 {
 	uint64_t rtt = now - slot->r.sent_mono;
 	uint64_t stamp, us;
-	size_t probes = 0;
+	size_t probes = 0, running;
 	int n;
 
 	for (size_t i = 0; i < slot->n; i++)
@@ -774,19 +774,16 @@ on_sample(struct daemon *d, struct sample_slot *slot, struct fp_reply *reply,
 	d->last_stamp_us = stamp;
 	n = fp_sampler_decode(d->sampler, reply, slot->pids, slot->asks, slot->n,
 			      stamp, fp_node_wordsize(d->node));
+	running = n < 0 ? 0 : fp_sampler_running(d->sampler);
+	count_sample_work(&d->st_work, us, slot->n - probes, running, probes);
+	count_sample_work(&d->bw_work, us, slot->n - probes, running, probes);
 	if (n < 0) {
-		count_sample_work(&d->st_work, us, slot->n - probes, 0, probes);
-		count_sample_work(&d->bw_work, us, slot->n - probes, 0, probes);
 		slot_done(d, slot);
 		fpd_warn("could not decode a sample reply (%zu samples skipped)",
 			 slot->n);
 		account_skipped(d, slot->n);
 		return;
 	}
-	count_sample_work(&d->st_work, us, slot->n - probes,
-			  fp_sampler_running(d->sampler), probes);
-	count_sample_work(&d->bw_work, us, slot->n - probes,
-			  fp_sampler_running(d->sampler), probes);
 	d->st_gone += fp_sampler_gone(d->sampler);
 	d->st_probes += probes;
 	d->st_reused += fp_sampler_reused(d->sampler);

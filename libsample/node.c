@@ -1250,15 +1250,23 @@ ask_of(const enum fp_ask *asks, size_t i)
 	return asks ? asks[i] : FP_ASK_FULL;
 }
 
-/* the pids of a sample request: twice each, but probed ones once */
-static void
-encode_sample_pids(struct fp_node *node, ei_x_buff *x, const struct fp_pid *pids,
-		   const enum fp_ask *asks, size_t n)
+size_t
+fp_node_sample_lists(const enum fp_ask *asks, size_t n)
 {
 	size_t lists = 0;
 
 	for (size_t i = 0; i < n; i++)
 		lists += ask_of(asks, i) == FP_ASK_PROBE ? 1 : 2;
+	return lists;
+}
+
+/* the pids of a sample request: twice each, but probed ones once */
+static void
+encode_sample_pids(struct fp_node *node, ei_x_buff *x, const struct fp_pid *pids,
+		   const enum fp_ask *asks, size_t n)
+{
+	size_t lists = fp_node_sample_lists(asks, n);
+
 	if (lists) {
 		ei_x_encode_list_header(x, (long)lists);
 		for (size_t i = 0; i < n; i++) {
@@ -1273,10 +1281,8 @@ encode_sample_pids(struct fp_node *node, ei_x_buff *x, const struct fp_pid *pids
 static void
 encode_item_lists(ei_x_buff *x, const enum fp_ask *asks, size_t n)
 {
-	size_t lists = 0;
+	size_t lists = fp_node_sample_lists(asks, n);
 
-	for (size_t i = 0; i < n; i++)
-		lists += ask_of(asks, i) == FP_ASK_PROBE ? 1 : 2;
 	if (lists) {
 		ei_x_encode_list_header(x, (long)lists);
 		for (size_t i = 0; i < n; i++) {

@@ -956,7 +956,7 @@ fp_sampler_decode(struct fp_sampler *s, const struct fp_reply *reply,
 {
 	const char *buf = reply->buf;
 	int index = reply->index, count, rc;
-	size_t lists = 0;
+	size_t lists = asks ? fp_node_sample_lists(asks, n) : 0;
 	bool pairs;
 
 	s->nsamples = 0;
@@ -974,8 +974,6 @@ fp_sampler_decode(struct fp_sampler *s, const struct fp_reply *reply,
 	/* two item lists per fully asked pid: what the caller read, then
 	 * what the process answered (fp_node_sample_request()); one per
 	 * probed pid. Without @asks, one or two per pid, all alike. */
-	for (size_t i = 0; asks && i < n; i++)
-		lists += asks[i] == FP_ASK_PROBE ? 1 : 2;
 	if (reply->badrpc || read_list(s, buf, &index, &count) < 0 ||
 	    (asks ? (size_t)count != lists :
 		    (size_t)count != n && (size_t)count != 2 * n))

@@ -213,6 +213,11 @@ int
 fp_node_sample_request(struct fp_node *node, const struct fp_pid *pids,
 		       const enum fp_ask *asks, size_t n, uint64_t *id);
 
+/** The item lists (and pids) in a sample request of @asks: two per fully
+ * asked pid, one per probe (@asks NULL: two each). */
+size_t
+fp_node_sample_lists(const enum fp_ask *asks, size_t n);
+
 /**
  * Decode a list of pids and atoms (a whereis or similar reply) into the
  * pids found, skipping atoms (undefined).

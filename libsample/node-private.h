@@ -4,8 +4,101 @@
 #pragma once
 
 #include <ei.h>
+#include <stdbool.h>
 
 #include "fp/node.h"
+
+/* The reference tag of replies the caller checks (see node.c). */
+#define REF_MAGIC 0x66707264u	/* "fprd" */
+
+struct fp_node {
+	char *target;
+	char *cookie;
+	char alive[MAXATOMLEN];
+	char host[EI_MAXHOSTNAMELEN + 1];
+
+	ei_cnode ec;
+	int fd;
+	char self_name[MAXNODELEN + 1];
+
+	uint64_t next_id;
+	ei_x_buff rx;
+	ei_x_buff tx;
+
+	char *via_host;		/* --connect: skip epmd */
+	unsigned via_port;
+
+	char otp_release[16];
+	unsigned wordsize;
+	unsigned schedulers;
+	struct fp_pid rex;
+	unsigned creation;	/* of the target, for the pids we send */
+
+	/* FP_REQUEST_EVAL: sampling processes erl_eval started on the node */
+	enum fp_request_path path;
+	erlang_pid samplers[FP_EVAL_SAMPLERS];
+	uint64_t sampler_busy[FP_EVAL_SAMPLERS];	/* request id, 0: free */
+	unsigned nsamplers, next_sampler;
+	unsigned connects;
+
+	/* FP_REQUEST_HELPER: the module loaded for this connection (helper.c) */
+	char helper_mod[MAXATOMLEN];
+	erlang_pid helper;
+	bool have_helper;	/* the helper process runs */
+	bool helper_loaded;	/* ... its module is loaded */
+	bool helper_stopping;	/* ... asked to stop */
+	bool helper_exited;	/* ... ended unasked: unload its module */
+	uint64_t helper_id;	/* the id its batches come under */
+};
+
+/* The helper module's compiled code (helper-beam.c, generated). */
+extern const unsigned char fp_helper_beam[];
+extern const size_t fp_helper_beam_len;
+
+/* Send mod:fun(args...) through rex and wait for its checked reply:
+ * 0, -EPROTO for {badrpc, _}, or as fp_node_receive(). */
+int
+node_call(struct fp_node *node, const char *mod, const char *fun,
+	  const ei_x_buff *args, unsigned timeout_ms, struct fp_reply *reply);
+
+/* A reference of ours carrying @id (checked replies unless @unchecked). */
+void
+node_encode_ref(struct fp_node *node, ei_x_buff *x, uint64_t id, bool unchecked);
+
+/* A pid of the target from its local numbers. */
+void
+node_encode_local_pid(struct fp_node *node, ei_x_buff *x, struct fp_pid pid);
+
+/* A list of such pids. */
+void
+node_encode_pid_list(struct fp_node *node, ei_x_buff *x,
+		     const struct fp_pid *pids, size_t n);
+
+/* {Instant, Signalled, Probe}: the item lists a sample asks (node.c). */
+void
+node_encode_item_sets(ei_x_buff *x);
+
+/* helper.c: load and start the helper at connect (0, -ENOEXEC when the
+ * node would not load the module, or as node_call()), stop it at
+ * disconnect. */
+int
+node_helper_start(struct fp_node *node, unsigned timeout_ms);
+
+void
+node_helper_stop(struct fp_node *node);
+
+/* True (and logs why) when an exit signal came from the helper. */
+bool
+node_helper_exited(struct fp_node *node, const erlang_pid *from);
+
+/*
+ * Rename module @from to @to (as long) in a .beam image, in place: the
+ * module's atom, the first of the atom table. 0, or -EINVAL when the
+ * image is no BEAM file or its module is not @from.
+ */
+int
+node_beam_rename(unsigned char *beam, size_t len, const char *from,
+		 const char *to);
 
 /* Send an rpc of mod:fun(args...) with args an encoded list. */
 int

@@ -27,43 +27,13 @@
 #define EPMD_PORT2_REQ 122
 #define EPMD_PORT2_RESP 119
 
-/* The tag in the third word of our references: lets us tell our own
- * replies from anything else a confused peer might send. */
-#define REF_MAGIC 0x66707264u	/* "fprd" */
+/* The tag in the third word of our references (REF_MAGIC, in
+ * node-private.h): lets us tell our own replies from anything else a
+ * confused peer might send. */
 /* The same for requests whose reply the caller checks as it decodes
  * (sample batches: see fp_reply.checked). */
 #define REF_MAGIC_UNCHECKED 0x66707275u	/* "fpru" */
 
-struct fp_node {
-	char *target;
-	char *cookie;
-	char alive[MAXATOMLEN];
-	char host[EI_MAXHOSTNAMELEN + 1];
-
-	ei_cnode ec;
-	int fd;
-	char self_name[MAXNODELEN + 1];
-
-	uint64_t next_id;
-	ei_x_buff rx;
-	ei_x_buff tx;
-
-	char *via_host;		/* --connect: skip epmd */
-	unsigned via_port;
-
-	char otp_release[16];
-	unsigned wordsize;
-	unsigned schedulers;
-	struct fp_pid rex;
-	unsigned creation;	/* of the target, for the pids we send */
-
-	/* FP_REQUEST_EVAL: sampling processes erl_eval started on the node */
-	enum fp_request_path path;
-	erlang_pid samplers[FP_EVAL_SAMPLERS];
-	uint64_t sampler_busy[FP_EVAL_SAMPLERS];	/* request id, 0: free */
-	unsigned nsamplers, next_sampler;
-	unsigned connects;
-};
 
 static int ei_initialised;
 
@@ -181,6 +151,7 @@ fp_node_disconnect(struct fp_node *node)
 {
 	if (node->fd >= 0) {
 		stop_eval_samplers(node);
+		node_helper_stop(node);
 		ei_close_connection(node->fd);
 		node->fd = -1;
 	}
@@ -449,8 +420,8 @@ make_self_name(struct fp_node *node, const struct in_addr *target_addr,
 	}
 }
 
-static void
-encode_ref(struct fp_node *node, ei_x_buff *x, uint64_t id, bool unchecked)
+void
+node_encode_ref(struct fp_node *node, ei_x_buff *x, uint64_t id, bool unchecked)
 {
 	erlang_ref ref;
 
@@ -484,7 +455,7 @@ rpc_send(struct fp_node *node, const char *mod, const char *fun,
 	ei_x_encode_tuple_header(x, 2);
 	ei_x_encode_pid(x, ei_self(&node->ec));
 	*id = ++node->next_id;
-	encode_ref(node, x, *id, unchecked);
+	node_encode_ref(node, x, *id, unchecked);
 	ei_x_encode_tuple_header(x, 5);
 	ei_x_encode_atom(x, "call");
 	ei_x_encode_atom(x, mod);
@@ -710,6 +681,8 @@ fp_node_receive(struct fp_node *node, unsigned timeout_ms,
 		/* A sampling process of --request eval is linked to us: if
 		 * one dies, start over (a new connection starts new ones)
 		 * rather than send every third batch into the void. */
+		if (node_helper_exited(node, &msg.from))
+			return -ECONNRESET;
 		for (unsigned k = 0; k < node->nsamplers; k++) {
 			if (same_pid(&msg.from, &node->samplers[k])) {
 				fp_log(FP_LOG_WARNING,
@@ -763,7 +736,7 @@ node_wait(struct fp_node *node, uint64_t id, unsigned timeout_ms,
 	}
 }
 
-static int
+int
 node_call(struct fp_node *node, const char *mod, const char *fun,
 	  const ei_x_buff *args, unsigned timeout_ms, struct fp_reply *reply)
 {
@@ -1039,9 +1012,12 @@ fp_node_connect(struct fp_node *node, unsigned timeout_ms)
 	rc = setup_calls(node, timeout_ms);
 	if (rc == 0 && node->path == FP_REQUEST_EVAL)
 		rc = start_eval_samplers(node, timeout_ms);
+	if (rc == 0 && node->path == FP_REQUEST_HELPER)
+		rc = node_helper_start(node, timeout_ms);
 	if (rc < 0) {
 		fp_node_disconnect(node);
-		return rc == -ETIMEDOUT || rc == -ECONNRESET ? rc : -EPROTO;
+		return rc == -ETIMEDOUT || rc == -ECONNRESET ||
+		       rc == -ENOEXEC ? rc : -EPROTO;
 	}
 	return 0;
 }
@@ -1074,8 +1050,8 @@ out:
 	return rc;
 }
 
-static void
-encode_local_pid(struct fp_node *node, ei_x_buff *x, struct fp_pid pid)
+void
+node_encode_local_pid(struct fp_node *node, ei_x_buff *x, struct fp_pid pid)
 {
 	erlang_pid p;
 
@@ -1087,14 +1063,14 @@ encode_local_pid(struct fp_node *node, ei_x_buff *x, struct fp_pid pid)
 	ei_x_encode_pid(x, &p);
 }
 
-static void
-encode_pid_list(struct fp_node *node, ei_x_buff *x, const struct fp_pid *pids,
+void
+node_encode_pid_list(struct fp_node *node, ei_x_buff *x, const struct fp_pid *pids,
 		size_t n)
 {
 	if (n) {
 		ei_x_encode_list_header(x, (long)n);
 		for (size_t i = 0; i < n; i++)
-			encode_local_pid(node, x, pids[i]);
+			node_encode_local_pid(node, x, pids[i]);
 	}
 	ei_x_encode_empty_list(x);
 }
@@ -1136,7 +1112,7 @@ fp_node_reductions_request(struct fp_node *node, const struct fp_pid *pids,
 	/* lists:zipwith(fun erlang:process_info/2, Pids, [reductions, ...]) */
 	ei_x_encode_list_header(&args, 3);
 	encode_export_fun(&args, "erlang", "process_info", 2);
-	encode_pid_list(node, &args, pids, n);
+	node_encode_pid_list(node, &args, pids, n);
 	if (n) {
 		ei_x_encode_list_header(&args, (long)n);
 		for (size_t i = 0; i < n; i++)
@@ -1181,7 +1157,7 @@ fp_node_initial_call_request(struct fp_node *node, const struct fp_pid *pids,
 	ei_x_new(&args);
 	ei_x_encode_list_header(&args, 2);
 	encode_export_fun(&args, "proc_lib", "initial_call", 1);
-	encode_pid_list(node, &args, pids, n);
+	node_encode_pid_list(node, &args, pids, n);
 	ei_x_encode_empty_list(&args);
 	rc = node_rpc_send(node, "lists", "map", &args, id);
 	ei_x_free(&args);
@@ -1244,6 +1220,15 @@ encode_atoms(ei_x_buff *x, const char *const *atoms, size_t n, bool ic)
 	ei_x_encode_empty_list(x);
 }
 
+void
+node_encode_item_sets(ei_x_buff *x)
+{
+	ei_x_encode_tuple_header(x, 3);
+	encode_atoms(x, instant_items, NITEMS(instant_items), false);
+	encode_atoms(x, signalled_items, NITEMS(signalled_items), false);
+	encode_atoms(x, probe_items, NITEMS(probe_items), false);
+}
+
 static enum fp_ask
 ask_of(const enum fp_ask *asks, size_t i)
 {
@@ -1270,9 +1255,9 @@ encode_sample_pids(struct fp_node *node, ei_x_buff *x, const struct fp_pid *pids
 	if (lists) {
 		ei_x_encode_list_header(x, (long)lists);
 		for (size_t i = 0; i < n; i++) {
-			encode_local_pid(node, x, pids[i]);
+			node_encode_local_pid(node, x, pids[i]);
 			if (ask_of(asks, i) != FP_ASK_PROBE)
-				encode_local_pid(node, x, pids[i]);
+				node_encode_local_pid(node, x, pids[i]);
 		}
 	}
 	ei_x_encode_empty_list(x);
@@ -1331,7 +1316,7 @@ eval_sample_send(struct fp_node *node, const struct fp_pid *pids,
 	ei_x_encode_atom(x, "flame_profd_sample");
 	ei_x_encode_pid(x, ei_self(&node->ec));
 	*id = ++node->next_id;
-	encode_ref(node, x, *id, true);
+	node_encode_ref(node, x, *id, true);
 	encode_sample_pids(node, x, pids, asks, n);
 	encode_item_lists(x, asks, n);
 	node->sampler_busy[k] = *id;

@@ -2,7 +2,8 @@
  * flame_profd — a hidden C-node connection to the profiled node.
  *
  * Everything the daemon asks of the node is an rpc through the node's own
- * `rex` server to a stock OTP function; nothing is loaded onto the node.
+ * `rex` server to a stock OTP function; nothing is loaded onto the node,
+ * unless the caller asks for FP_REQUEST_HELPER.
  * Requests are asynchronous: fp_node_*_request() sends and returns an id,
  * fp_node_receive() hands back replies as they arrive. Replies carry the
  * reference of their request, so late replies to requests the caller has
@@ -26,6 +27,11 @@ enum fp_request_path {
 	 * node's erl_eval interprets (no module loaded), linked to the
 	 * daemon's connection: less node time per sample, opt-in */
 	FP_REQUEST_EVAL,
+	/* a module loaded onto the node for this connection, explicitly
+	 * asked for: one process samples on the node's own timer and sends
+	 * what it took a few times a second (fp_node_helper_config(),
+	 * fp_node_batch_open()); it and its module go with the connection */
+	FP_REQUEST_HELPER,
 };
 
 #define FP_EVAL_SAMPLERS 3
@@ -74,6 +80,8 @@ fp_node_destroy(struct fp_node *node);
  *                  node uses the other kind of names),
  *   -ETIMEDOUT     no answer within @timeout_ms,
  *   -EPROTO        the node answered the setup calls with nonsense,
+ *   -ENOEXEC       FP_REQUEST_HELPER: the node would not load the helper
+ *                  module (an OTP release older than the build's; logged),
  *   -EIO           any other failure.
  */
 int
@@ -227,3 +235,84 @@ fp_node_sample_lists(const enum fp_ask *asks, size_t n);
 int
 fp_node_decode_pids(const struct fp_reply *reply, struct fp_pid *out,
 		    size_t max);
+
+/* ---- FP_REQUEST_HELPER ------------------------------------------------ */
+
+/** The helper's batches arrive as replies with this id (0: no helper). */
+uint64_t
+fp_node_helper_id(const struct fp_node *node);
+
+/** The helper process, so that a selection can leave it out. @return
+ * false when there is none. */
+bool
+fp_node_helper_pid(const struct fp_node *node, struct fp_pid *pid);
+
+/** The helper's module on the node, e.g. "fpdh_0123456789abc"; "" when
+ * none is loaded. */
+const char *
+fp_node_helper_module(const struct fp_node *node);
+
+/**
+ * Tell the helper what to sample: @pids, @rate samples/s each, probing
+ * idle processes if @idle_reuse; nothing while @paused (it still sends a
+ * batch, empty, every 250 ms). Replaces the last configuration.
+ *
+ * @return 0, -ENOTCONN without a helper, -ETIMEDOUT or -ECONNRESET.
+ */
+int
+fp_node_helper_config(struct fp_node *node, const struct fp_pid *pids,
+		      size_t n, double rate, bool idle_reuse, bool paused);
+
+/** Ask the helper to sample @pids in full next time (the caller's
+ * sampler could not take a probe of them). Returns as above. */
+int
+fp_node_helper_forget(struct fp_node *node, const struct fp_pid *pids,
+		      size_t n);
+
+/** Ask the helper to send what it has (a batch with last set) and stop;
+ * it unloads its module. Returns as above. */
+int
+fp_node_helper_stop(struct fp_node *node);
+
+/** A batch from the helper: the header, then its rows one by one. */
+struct fp_batch {
+	uint64_t sent_us;	/* the node's os:system_time when sent */
+	uint64_t work_us;	/* the helper's time sampling and sending
+				 * since its last batch */
+	uint64_t skipped;	/* samples that fell due and were not taken */
+	bool last;		/* the helper has stopped */
+	size_t rows;
+	/* private */
+	const char *buf;
+	size_t len;
+	int index;
+	size_t next;
+};
+
+/** One row: samples taken at one moment, as a sample request's reply. */
+struct fp_batch_row {
+	uint64_t time_us;	/* the node's os:system_time */
+	size_t n;		/* pids and asks written */
+	struct fp_reply results;	/* checked; for fp_sampler_decode() */
+};
+
+/**
+ * Read the header of a helper batch (a reply with fp_node_helper_id()).
+ * @b refers into @reply, valid as the reply.
+ *
+ * @return 0; -EPROTO when the helper reports that it failed (logged);
+ *         -EBADMSG when the reply is no batch.
+ */
+int
+fp_node_batch_open(const struct fp_reply *reply, struct fp_batch *b);
+
+/**
+ * The next row of @b: its pids and what was asked of each into @pids and
+ * @asks (room for @max), the rest into @row.
+ *
+ * @return 1 with a row, 0 after the last, -EBADMSG for a malformed row
+ *         or one of more than @max pids (the rows after it are lost).
+ */
+int
+fp_node_batch_row(struct fp_batch *b, struct fp_batch_row *row,
+		  struct fp_pid *pids, enum fp_ask *asks, size_t max);

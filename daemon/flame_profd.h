@@ -59,7 +59,11 @@ struct fpd_options {
 	char *connect_host;	/* --connect HOST:PORT, or NULL */
 	unsigned connect_port;
 	double max_overhead;	/* percent of the node's schedulers; 0: off */
-	bool request_eval;	/* --request eval */
+	enum fpd_request {
+		FPD_REQUEST_REX = 0,	/* --request rex (default) */
+		FPD_REQUEST_EVAL,	/* --request eval */
+		FPD_REQUEST_HELPER,	/* --request helper */
+	} request;
 	bool idle_reuse;	/* probe processes idle at their last sample */
 	unsigned breaker_run_queue;	/* 0: 50 per scheduler */
 	uid_t uid;

@@ -121,6 +121,16 @@ struct daemon {
 	uint64_t timeout_epoch;		/* requests sent before this counted */
 	uint64_t last_stamp_us;		/* timestamps never go backwards */
 
+	/* --request helper: the node samples, we take its batches */
+	struct request req_batch;	/* active while one is expected */
+	bool helper_stop_sent, helper_done;
+	uint64_t helper_gen;		/* what the helper was last told */
+	double helper_rate;
+	bool helper_paused, helper_told;
+	struct fp_pid *row_pids;
+	enum fp_ask *row_asks;
+	struct fp_pid *forget;
+
 	/* per interval */
 	uint64_t interval_mono;
 	uint64_t st_samples, st_skipped, st_gone;
@@ -269,6 +279,10 @@ lost_connection(struct daemon *d, const char *why)
 	d->req_procs.active = d->req_reds.active = false;
 	d->req_whereis.active = d->req_init.active = false;
 	d->req_health.active = false;
+	d->req_batch.active = false;
+	d->helper_told = false;
+	/* a stop asked of a helper that is gone is as good as answered */
+	d->helper_done = d->helper_stop_sent;
 	d->breaker.open = d->breaker.probing = false;
 	d->have_restore_depth = false;
 	d->timeouts = 0;
@@ -450,7 +464,8 @@ count_work(uint64_t us, size_t n, double *min_per, uint64_t *total)
 static double
 sample_floor(const struct daemon *d)
 {
-	return d->o->request_eval ? SAMPLE_COST_EVAL_US : SAMPLE_COST_REX_US;
+	return d->o->request == FPD_REQUEST_REX ? SAMPLE_COST_REX_US :
+						  SAMPLE_COST_EVAL_US;
 }
 
 /*
@@ -541,12 +556,16 @@ static void
 on_reductions(struct daemon *d, struct fp_reply *reply, uint64_t now)
 {
 	struct fp_select_result res;
-	struct fp_pid rex = fp_node_rex_pid(d->node);
+	struct fp_pid ours[2] = { fp_node_rex_pid(d->node) };
+	size_t nours = 1;
 	int n;
 
+	/* rex and the helper serve us: never ranked */
+	if (fp_node_helper_pid(d->node, &ours[1]))
+		nours++;
 	d->req_reds.active = false;
 	count_selection(d, take_time(d, reply));
-	n = fp_select_reductions(d->select, reply, now, &rex, 1, d->budget.top,
+	n = fp_select_reductions(d->select, reply, now, ours, nours, d->budget.top,
 				 d->top, &res);
 	if (n < 0) {
 		fpd_warn("unexpected reply to the reductions scan; selection skipped");
@@ -585,6 +604,12 @@ on_whereis(struct daemon *d, const struct fp_reply *reply)
 }
 
 /* ---- sampling --------------------------------------------------------- */
+
+static bool
+helper_mode(const struct daemon *d)
+{
+	return d->o->request == FPD_REQUEST_HELPER;
+}
 
 static struct sample_slot *
 free_slot(struct daemon *d)
@@ -689,6 +714,10 @@ sample_tick(struct daemon *d, uint64_t now)
 		/* Paused: what falls due is counted, not owed. */
 		account_skipped(d, (uint64_t)d->owed);
 		d->owed -= floor(d->owed);
+		return;
+	}
+	if (helper_mode(d)) {
+		d->owed = 0;	/* the helper keeps its own account */
 		return;
 	}
 	/* Never owe more than a round (or two ticks' worth, for a small set
@@ -805,11 +834,134 @@ slot_of(struct daemon *d, uint64_t id)
 static bool
 sampling_in_flight(const struct daemon *d)
 {
+	if (helper_mode(d))
+		return d->connected && d->helper_stop_sent && !d->helper_done;
 	for (int i = 0; i < MAX_INFLIGHT; i++) {
 		if (d->slots[i].r.active)
 			return true;
 	}
 	return false;
+}
+
+/* ---- the helper (--request helper) ------------------------------------- */
+
+/* Tell the helper what changed: the set, the rate, a pause. */
+static void
+helper_sync(struct daemon *d)
+{
+	bool paused = d->breaker.open;
+	int rc;
+
+	if (!d->connected || d->helper_stop_sent ||
+	    (d->helper_told && d->helper_gen == d->set_gen &&
+	     d->helper_rate == d->budget.rate && d->helper_paused == paused))
+		return;
+	rc = fp_node_helper_config(d->node, d->set, d->nset, d->budget.rate,
+				   d->o->idle_reuse, paused);
+	if (rc == 0) {
+		d->helper_told = true;
+		d->helper_gen = d->set_gen;
+		d->helper_rate = d->budget.rate;
+		d->helper_paused = paused;
+	}
+	check_send(d, rc, "helper configuration");
+}
+
+/* Stopping: ask for what the helper has, once; the loop waits for it. */
+static void
+helper_finish(struct daemon *d, uint64_t now)
+{
+	int rc;
+
+	if (!d->connected || d->helper_stop_sent)
+		return;
+	rc = fp_node_helper_stop(d->node);
+	d->helper_stop_sent = true;
+	if (rc == 0)
+		request_sent(&d->req_batch, fp_node_helper_id(d->node), now);
+	else
+		d->helper_done = true;
+	check_send(d, rc, "helper stop");
+}
+
+/*
+ * A batch: rows of samples the helper took at the times they carry (the
+ * node's clock, moved onto ours by what separates the two when it was
+ * sent). Its work counts as one request's; the age of its rows stands in
+ * for round trips. Probed processes our sampler could not take (it had
+ * dropped their stacks) are counted skipped and asked in full next.
+ */
+static void
+on_batch(struct daemon *d, const struct fp_reply *reply, uint64_t now)
+{
+	size_t cap = set_capacity(d->o), full = 0, running = 0, probes = 0;
+	size_t nforget = 0;
+	struct fp_batch b;
+	struct fp_batch_row row;
+	int64_t offset;
+	uint64_t epoch = fpd_now_epoch_us();
+	int rc;
+
+	rc = fp_node_batch_open(reply, &b);
+	if (rc == -EPROTO) {
+		lost_connection(d, "the helper failed");
+		return;
+	}
+	if (rc < 0) {
+		fpd_warn("could not decode a helper batch; its samples are lost");
+		return;
+	}
+	request_sent(&d->req_batch, reply->id, now);
+	if (b.last) {
+		d->req_batch.active = false;
+		d->helper_done = true;
+	}
+	offset = (int64_t)epoch - (int64_t)b.sent_us;
+	account_skipped(d, b.skipped);
+	d->st_target_us += b.work_us;
+	d->st_requests++;
+	while ((rc = fp_node_batch_row(&b, &row, d->row_pids, d->row_asks,
+				       cap)) > 0) {
+		uint64_t stamp = (uint64_t)((int64_t)row.time_us + offset);
+		const size_t *stale;
+		size_t nstale, p = 0;
+		int n;
+
+		if (stamp < d->last_stamp_us)
+			stamp = d->last_stamp_us;
+		d->last_stamp_us = stamp;
+		if (d->nrtt < MAX_RTT && epoch > stamp)
+			d->rtt_us[d->nrtt++] = (uint32_t)fmin(epoch - stamp, UINT32_MAX);
+		for (size_t i = 0; i < row.n; i++)
+			p += d->row_asks[i] == FP_ASK_PROBE;
+		n = fp_sampler_decode(d->sampler, &row.results, d->row_pids,
+				      d->row_asks, row.n, stamp,
+				      fp_node_wordsize(d->node));
+		if (n < 0) {
+			fpd_warn("could not decode a helper row (%zu samples skipped)",
+				 row.n);
+			account_skipped(d, row.n);
+			continue;
+		}
+		probes += p;
+		full += row.n - p;
+		running += fp_sampler_running(d->sampler);
+		d->st_gone += fp_sampler_gone(d->sampler);
+		d->st_probes += p;
+		d->st_reused += fp_sampler_reused(d->sampler);
+		write_samples(d);
+		nstale = fp_sampler_stale(d->sampler, &stale);
+		account_skipped(d, nstale);
+		for (size_t k = 0; k < nstale && nforget < cap; k++)
+			d->forget[nforget++] = d->row_pids[stale[k]];
+	}
+	if (rc < 0)
+		fpd_warn("could not decode a helper batch row; the rest of the batch is lost");
+	count_sample_work(&d->st_work, b.work_us, full, running, probes);
+	count_sample_work(&d->bw_work, b.work_us, full, running, probes);
+	if (nforget)
+		check_send(d, fp_node_helper_forget(d->node, d->forget, nforget),
+			   "helper forget");
 }
 
 /* ---- connection ------------------------------------------------------- */
@@ -842,6 +994,10 @@ connect_error_exit(struct daemon *d, int rc)
 		fprintf(stderr, "flame_profd: error: %s answered the setup calls with something unexpected\n",
 			node);
 		return FPD_EXIT_SOFTWARE;
+	case -ENOEXEC:
+		fprintf(stderr, "flame_profd: error: %s would not load the helper module of --request helper (an OTP release older than the one flame_profd was built with?); --request rex needs no module\n",
+			node);
+		return FPD_EXIT_SOFTWARE;
 	default:
 		fprintf(stderr, "flame_profd: error: cannot connect to %s: %s\n",
 			node, strerror(-rc));
@@ -857,6 +1013,7 @@ connect_error_text(int rc)
 	case -ENOENT: return "node not registered with epmd";
 	case -EACCES: return "connection refused by the node (cookie?)";
 	case -ETIMEDOUT: return "timed out";
+	case -ENOEXEC: return "the node would not load the helper module";
 	default: return strerror(-rc);
 	}
 }
@@ -920,6 +1077,13 @@ try_connect(struct daemon *d, uint64_t now)
 	d->runq_limit = d->o->breaker_run_queue ? d->o->breaker_run_queue :
 			50 * fp_node_schedulers(d->node);
 	note(d, "connected to %s (OTP %s)", d->o->node, fp_node_otp_release(d->node));
+	if (helper_mode(d)) {
+		note(d, "helper module %s loaded on %s", fp_node_helper_module(d->node),
+		     d->o->node);
+		request_sent(&d->req_batch, fp_node_helper_id(d->node), now);
+		d->helper_told = false;
+		helper_sync(d);
+	}
 	return 0;
 }
 
@@ -1033,6 +1197,8 @@ handle_input(struct daemon *d)
 	slot = slot_of(d, reply.id);
 	if (slot)
 		on_sample(d, slot, &reply, now);
+	else if (helper_mode(d) && reply.id == fp_node_helper_id(d->node))
+		on_batch(d, &reply, now);
 	else if (d->req_procs.active && reply.id == d->req_procs.id)
 		on_processes(d, &reply, now);
 	else if (d->req_reds.active && reply.id == d->req_reds.id)
@@ -1212,6 +1378,13 @@ tick(struct daemon *d)
 	expire(d, &d->req_whereis, now, "whereis request");
 	expire(d, &d->req_init, now, "initial_call request");
 	expire(d, &d->req_health, now, "health probe");
+	if (helper_mode(d)) {
+		expire(d, &d->req_batch, now, "helper batch");
+		if (d->helper_stop_sent && !d->req_batch.active)
+			d->helper_done = true;	/* waited long enough */
+		else if (!d->req_batch.active && d->connected)
+			request_sent(&d->req_batch, fp_node_helper_id(d->node), now);
+	}
 	if (!d->connected)
 		return;
 
@@ -1230,6 +1403,8 @@ tick(struct daemon *d)
 	}
 	sample_tick(d, now);
 	budget_tick(d, now);
+	if (helper_mode(d))
+		helper_sync(d);
 
 	if (now - d->interval_mono >= d->o->every_us)
 		interval_report(d, now);
@@ -1268,6 +1443,14 @@ handle_signal(struct daemon *d)
 
 /* ---- setup and main loop ---------------------------------------------- */
 
+static const char *
+request_name(const struct fpd_options *o)
+{
+	static const char *const names[] = { "rex", "eval", "helper" };
+
+	return names[o->request];
+}
+
 static char *
 make_header(const struct fpd_options *o)
 {
@@ -1283,7 +1466,7 @@ make_header(const struct fpd_options *o)
 		     "# options: top=%u every=%s rate=%g pids=%zu names=%zu rotate=%s backtrace_depth=%u lines=%s request=%s idle_reuse=%s\n",
 		     FP_VERSION, o->node, stamp, o->top, every, o->rate,
 		     o->npids, o->nnames, rotate, o->backtrace_depth,
-		     o->lines ? "yes" : "no", o->request_eval ? "eval" : "rex",
+		     o->lines ? "yes" : "no", request_name(o),
 		     o->idle_reuse ? "yes" : "no") < 0)
 		return NULL;
 	return h;
@@ -1310,7 +1493,7 @@ make_options_json(const struct fpd_options *o)
 		     (unsigned long long)o->keep_age_us, o->backtrace_depth,
 		     o->lines ? "true" : "false",
 		     (unsigned long long)o->duration_us, o->max_overhead,
-		     o->request_eval ? "eval" : "rex",
+		     request_name(o),
 		     o->idle_reuse ? "true" : "false") < 0)
 		return NULL;
 	return j;
@@ -1405,8 +1588,9 @@ fpd_run(const struct fpd_options *o, const char *cookie)
 	d.node = fp_node_new(o->node, cookie);
 	if (o->connect_host)
 		fp_node_set_address(d.node, o->connect_host, o->connect_port);
-	fp_node_set_request_path(d.node, o->request_eval ? FP_REQUEST_EVAL :
-							  FP_REQUEST_REX);
+	fp_node_set_request_path(d.node, o->request == FPD_REQUEST_HELPER ?
+				 FP_REQUEST_HELPER : o->request == FPD_REQUEST_EVAL ?
+				 FP_REQUEST_EVAL : FP_REQUEST_REX);
 	d.select = fp_select_new(o->scan_max);
 	d.sampler = fp_sampler_new();
 	d.writer = fp_perf_writer_new(&popts);
@@ -1420,6 +1604,9 @@ fpd_run(const struct fpd_options *o, const char *cookie)
 		d.slots[i].asks = calloc(cap, sizeof(*d.slots[i].asks));
 	}
 	d.busy = calloc(cap ? cap : 1, sizeof(*d.busy));
+	d.row_pids = calloc(cap ? cap : 1, sizeof(*d.row_pids));
+	d.row_asks = calloc(cap ? cap : 1, sizeof(*d.row_asks));
+	d.forget = calloc(cap ? cap : 1, sizeof(*d.forget));
 	d.start_mono = d.interval_mono = fpd_now_mono_us();
 	fpd_budget_init(&d.budget, o->max_overhead, o->rate, o->top);
 	work_reset(&d.st_work);
@@ -1442,6 +1629,8 @@ fpd_run(const struct fpd_options *o, const char *cookie)
 		uint64_t expirations;
 
 		/* Stopping: finish the sample in flight, then leave. */
+		if (d.stopping && helper_mode(&d))
+			helper_finish(&d, fpd_now_mono_us());
 		if (d.stopping && !sampling_in_flight(&d))
 			break;
 		if (poll(pfd, d.connected ? 3 : 2, -1) < 0) {
@@ -1500,6 +1689,9 @@ out:
 		free(d.slots[i].asks);
 	}
 	free(d.busy);
+	free(d.row_pids);
+	free(d.row_asks);
+	free(d.forget);
 	for (size_t i = 0; i < d.npending; i++)
 		free(d.pending[i]);
 	close(d.tfd);

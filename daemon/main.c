@@ -64,12 +64,18 @@ usage(FILE *f)
 "                            (default 5), checked once a second;\n"
 "                            over it the rate, then the top-N, come down;\n"
 "                            0 turns the budget off\n"
-"      --request rex|eval    how sample batches are asked for: rex (default) is\n"
-"                            an rpc per batch to stock functions, nothing left\n"
+"      --request rex|eval|helper\n"
+"                            how samples are asked for: rex (default) is an\n"
+"                            rpc per batch to stock functions, nothing left\n"
 "                            running on the node; eval starts 3 sampling\n"
 "                            processes from a fun the node's erl_eval\n"
 "                            interprets (no module loaded), linked to the\n"
-"                            connection: less node time per sample\n"
+"                            connection: less node time per sample; helper\n"
+"                            LOADS A MODULE onto the node for the connection:\n"
+"                            one process samples on the node's timer and sends\n"
+"                            4 batches a second (the least node time); it\n"
+"                            unloads itself when flame_profd stops or the\n"
+"                            connection goes\n"
 "      --no-idle-reuse       ask every process for its stack at every sample;\n"
 "                            by default a process that has not run since its\n"
 "                            last sample is only probed (no signal, never\n"
@@ -115,7 +121,8 @@ usage(FILE *f)
 "  66  cookie file missing, unreadable, empty or readable by others\n"
 "  69  node unreachable: host unknown, no epmd, node not registered; or a\n"
 "      --duration run lost the node and had not regained it at the end\n"
-"  70  internal error, or the node answered with nonsense\n"
+"  70  internal error, the node answered with nonsense, or it would not\n"
+"      load the --request helper module\n"
 "  73  output directory cannot be created or written\n"
 "  74  I/O error while writing output\n"
 "  75  another flame_profd is writing to the same output directory\n"
@@ -396,12 +403,14 @@ parse_options(int argc, char **argv, struct fpd_options *o)
 			break;
 		case OPT_REQUEST:
 			if (strcmp(optarg, "rex") == 0)
-				o->request_eval = false;
+				o->request = FPD_REQUEST_REX;
 			else if (strcmp(optarg, "eval") == 0)
-				o->request_eval = true;
+				o->request = FPD_REQUEST_EVAL;
+			else if (strcmp(optarg, "helper") == 0)
+				o->request = FPD_REQUEST_HELPER;
 			else
 				return bad_value("--request", optarg,
-						 "expected rex or eval");
+						 "expected rex, eval or helper");
 			break;
 		case OPT_NO_IDLE_REUSE:
 			o->idle_reuse = false;

@@ -517,6 +517,15 @@ class Node:
     def eval_int(self, expr, timeout=20):
         return int(self.eval(expr, timeout))
 
+    def wait_int(self, expr, want, timeout=15):
+        """Evaluate expr until it is want or timeout s pass; the last value."""
+        deadline = time.monotonic() + timeout
+        while True:
+            got = self.eval_int(expr)
+            if got == want or time.monotonic() > deadline:
+                return got
+            time.sleep(0.2)
+
     def eval_str(self, expr, timeout=20):
         """expr must evaluate to a string/iolist; returns it as text."""
         out = self.eval("binary_to_list(binary:encode_hex(unicode:characters_to_binary(%s)))"

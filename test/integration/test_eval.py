@@ -28,12 +28,7 @@ SAMPLERS = ("length([P || P <- processes(),"
 
 
 def wait_samplers(node, want, timeout=15):
-    deadline = time.monotonic() + timeout
-    while True:
-        n = node.eval_int(SAMPLERS)
-        if n == want or time.monotonic() > deadline:
-            return n
-        time.sleep(0.2)
+    return node.wait_int(SAMPLERS, want, timeout)
 
 
 def main(t):

@@ -34,7 +34,7 @@ def main(t):
         "anon": False, "alt": True, "alt_ms": 37})
     idle_pid = node.pid_of("fp_demo_idle")
     alt_pid = node.pid_of("fp_demo_alt")
-    for request in ("rex", "eval"):
+    for request in ("rex", "eval", "helper"):
         for reuse in (True, False):
             what = "%s, %s" % (request, "reuse" if reuse else "--no-idle-reuse")
             out = h.mkdtemp("out_")

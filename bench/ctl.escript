@@ -16,6 +16,9 @@
 %%   tickers N PERIOD DEPTH   fp_bench:tickers/3 (N=0 stops them)
 %%   swt_hold | swt_release   scheduler_wall_time on / back off
 %%   swt                      active_sum total_sum schedulers
+%%   helper OSPID             the --request helper process of that daemon
+%%                            ("<0.N.0>", or none)
+%%   suspend PID | resume PID fp_bench:suspend/1, resume/1
 %%   quit
 -mode(compile).
 
@@ -113,6 +116,14 @@ command(Node, "swt", _) ->
         {A, T, N} -> {ok, [A, T, N]};
         undefined -> {err, "scheduler_wall_time is off"}
     end;
+command(Node, "helper", [OsPid]) ->
+    {ok, [call(Node, fp_bench, helper_pid, [list_to_integer(OsPid)])]};
+command(Node, "suspend", [Pid]) ->
+    true = call(Node, fp_bench, suspend, [Pid]),
+    ok;
+command(Node, "resume", [Pid]) ->
+    true = call(Node, fp_bench, resume, [Pid]),
+    ok;
 command(_, Cmd, _) ->
     {err, "unknown command " ++ Cmd}.
 

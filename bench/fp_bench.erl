@@ -12,10 +12,19 @@
 %%                on until swt_release/0, which turns it back off.
 %% swt/0          {ActiveSum, TotalSum, Schedulers} over the normal
 %%                schedulers (dirty ones are not where rpcs run).
+%% helper_pid/1   the process linked to the flame_profd of OS pid OsPid
+%%                (its --request helper process), as "<0.N.0>", or none.
+%% suspend/1, resume/1
+%%                erlang:suspend_process/1 and resume_process/1 of such a
+%%                "<0.N.0>" from a registered holder: a suspension ends
+%%                with the process that made it, and an rpc's is gone at
+%%                once. bench/run --alternate stops a helper with its
+%%                daemon, which SIGSTOP alone would not.
 -module(fp_bench).
 
 -export([tickers/3, stop_tickers/0, tick_loop/2, tick_deep/2,
-         swt_hold/0, swt_release/0, swt/0]).
+         swt_hold/0, swt_release/0, swt/0,
+         helper_pid/1, suspend/1, resume/1]).
 
 -define(TICKERS, fp_bench_tickers).
 -define(SWT, fp_bench_swt).
@@ -96,3 +105,44 @@ swt() ->
                                  end, {0, 0}, L),
             {A, T, N}
     end.
+
+helper_pid(OsPid) ->
+    Prefix = "flame_profd_" ++ integer_to_list(OsPid) ++ "@",
+    Linked = [P || P <- processes(),
+                   {links, L} <- [erlang:process_info(P, links)],
+                   lists:any(fun(X) when is_pid(X) ->
+                                     lists:prefix(Prefix, atom_to_list(node(X)));
+                                (_) -> false
+                             end, L)],
+    case Linked of
+        [P | _] -> pid_to_list(P);
+        [] -> none
+    end.
+
+suspend(PidText) -> suspender({suspend, list_to_pid(PidText)}).
+
+resume(PidText) -> suspender({resume, list_to_pid(PidText)}).
+
+-define(SUSP, fp_bench_susp).
+
+suspender(Op) ->
+    Holder = case whereis(?SUSP) of
+                 undefined ->
+                     Pid = spawn(fun susp_loop/0),
+                     try register(?SUSP, Pid), Pid
+                     catch error:badarg -> exit(Pid, kill), whereis(?SUSP)
+                     end;
+                 Pid ->
+                     Pid
+             end,
+    Holder ! {Op, self()},
+    receive {?SUSP, R} -> R after 10000 -> timeout end.
+
+susp_loop() ->
+    receive
+        {{suspend, P}, From} ->
+            From ! {?SUSP, catch erlang:suspend_process(P)};
+        {{resume, P}, From} ->
+            From ! {?SUSP, catch erlang:resume_process(P)}
+    end,
+    susp_loop().

@@ -96,7 +96,7 @@ config(S, Pids, Rate, Reuse, Paused) ->
 tick(S0) ->
     erlang:send_after(S0#st.tick_ms, self(), flame_profd_tick),
     Now = erlang:monotonic_time(microsecond),
-    S1 = sample(owe(S0, Now)),
+    S1 = rows(owe(S0, Now)),
     case Now >= S1#st.next_flush of
         true ->
             S2 = flush(S1, false),
@@ -123,6 +123,14 @@ owe(S, Now) ->
                  skipped = S#st.skipped + Missed};
         false ->
             S#st{last = Now, owed = Owed}
+    end.
+
+%% What is owed, in rows of at most one round each: at more than one
+%% round a tick (100/s each at 20-ms ticks) a process is in every row.
+rows(S) ->
+    case S#st.owed >= 1.0 andalso tuple_size(S#st.set) > 0 of
+        true -> rows(sample(S));
+        false -> S
     end.
 
 sample(S) ->

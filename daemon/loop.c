@@ -46,7 +46,11 @@
  * was running or in a run queue (it answers the stack's signal between
  * time slices, both sides rescheduled with cold caches), and a probe of
  * one that has not run PROBE_COST_US (a direct read, no signal). A
- * selection costs SCAN_COST_US per pid read.
+ * selection costs SCAN_COST_US per pid read. With --request helper there
+ * is no request: each row the helper takes costs HELPER_ROW_COST_US (its
+ * timer, the row's encoding, its share of a batch's message) and a probe
+ * HELPER_PROBE_COST_US (fifth session, quiet node: 6.2 and 15.7 ms/s at
+ * top 100 x 10 and x 100); samples cost what they cost through rex.
  */
 #define REQUEST_COST_US 150.0
 #define SAMPLE_COST_REX_US 21.0
@@ -54,6 +58,8 @@
 #define SAMPLE_BUSY_COST_US 45.0
 #define PROBE_COST_US 4.0
 #define SCAN_COST_US 0.65
+#define HELPER_ROW_COST_US 60.0
+#define HELPER_PROBE_COST_US 1.0
 /* The budget looks at the last second of sampling (and the last
  * selection, spread over its interval), whatever --every is: a node is
  * never sampled over budget for more than about a second. */
@@ -461,6 +467,12 @@ count_work(uint64_t us, size_t n, double *min_per, uint64_t *total)
 	*total += n;
 }
 
+static bool
+helper_mode(const struct daemon *d)
+{
+	return d->o->request == FPD_REQUEST_HELPER;
+}
+
 static double
 sample_floor(const struct daemon *d)
 {
@@ -504,14 +516,16 @@ count_sample_work(struct work *w, uint64_t us, size_t full, size_t running,
 static double
 work_us(const struct daemon *d, const struct work *w)
 {
-	double floor_us = REQUEST_COST_US * (double)w->requests +
+	bool helper = helper_mode(d);
+	double floor_us = (helper ? HELPER_ROW_COST_US : REQUEST_COST_US) *
+			  (double)w->requests +
 			  sample_floor(d) * (double)(w->sampled - w->running) +
 			  SAMPLE_BUSY_COST_US * (double)w->running;
 
 	return (double)w->procs_us +
 	       fmax(w->min_sample_us > 0 ? w->min_sample_us * (double)w->sampled : 0,
 		    floor_us) +
-	       PROBE_COST_US * (double)w->probed +
+	       (helper ? HELPER_PROBE_COST_US : PROBE_COST_US) * (double)w->probed +
 	       fmax(w->min_scan_us > 0 ? w->min_scan_us * (double)w->scanned : 0,
 		    SCAN_COST_US * (double)w->scanned);
 }
@@ -604,12 +618,6 @@ on_whereis(struct daemon *d, const struct fp_reply *reply)
 }
 
 /* ---- sampling --------------------------------------------------------- */
-
-static bool
-helper_mode(const struct daemon *d)
-{
-	return d->o->request == FPD_REQUEST_HELPER;
-}
 
 static struct sample_slot *
 free_slot(struct daemon *d)
@@ -887,15 +895,15 @@ helper_finish(struct daemon *d, uint64_t now)
 /*
  * A batch: rows of samples the helper took at the times they carry (the
  * node's clock, moved onto ours by what separates the two when it was
- * sent). Its work counts as one request's; the age of its rows stands in
- * for round trips. Probed processes our sampler could not take (it had
- * dropped their stacks) are counted skipped and asked in full next.
+ * sent). Each row counts as a request of the cost model's; the age of
+ * its rows stands in for round trips. Probed processes our sampler could
+ * not take (it had dropped their stacks) are counted skipped and asked
+ * in full next.
  */
 static void
 on_batch(struct daemon *d, const struct fp_reply *reply, uint64_t now)
 {
-	size_t cap = set_capacity(d->o), full = 0, running = 0, probes = 0;
-	size_t nforget = 0;
+	size_t cap = set_capacity(d->o), nforget = 0;
 	struct fp_batch b;
 	struct fp_batch_row row;
 	int64_t offset;
@@ -943,9 +951,12 @@ on_batch(struct daemon *d, const struct fp_reply *reply, uint64_t now)
 			account_skipped(d, row.n);
 			continue;
 		}
-		probes += p;
-		full += row.n - p;
-		running += fp_sampler_running(d->sampler);
+		/* the model alone: the helper's wall time on a busy node is
+		 * mostly its wait to be scheduled between busy processes */
+		count_sample_work(&d->st_work, 0, row.n - p,
+				  fp_sampler_running(d->sampler), p);
+		count_sample_work(&d->bw_work, 0, row.n - p,
+				  fp_sampler_running(d->sampler), p);
 		d->st_gone += fp_sampler_gone(d->sampler);
 		d->st_probes += p;
 		d->st_reused += fp_sampler_reused(d->sampler);
@@ -957,8 +968,6 @@ on_batch(struct daemon *d, const struct fp_reply *reply, uint64_t now)
 	}
 	if (rc < 0)
 		fpd_warn("could not decode a helper batch row; the rest of the batch is lost");
-	count_sample_work(&d->st_work, b.work_us, full, running, probes);
-	count_sample_work(&d->bw_work, b.work_us, full, running, probes);
 	if (nforget)
 		check_send(d, fp_node_helper_forget(d->node, d->forget, nforget),
 			   "helper forget");

@@ -4,7 +4,8 @@
  * Input: one message as it arrives (version byte, then a term). It goes
  * through the envelope parser as real traffic does, and its bytes, taken
  * as a bare result, through every decoder: a sample batch, a selection, a
- * pid list, an initial-call list, a timer:tc pair. Unchecked first (sample
+ * pid list, an initial-call list, a timer:tc pair, a helper batch and its
+ * rows. Unchecked first (sample
  * batches arrive unchecked, so every decoder must check what it reads),
  * then, if they pass the arrival check, checked.
  */
@@ -74,6 +75,18 @@ decode_all(struct fp_reply *reply, int n)
 			fp_select_reductions(sel, reply, 1, NULL, 0, 8, out, &res);
 		}
 		fp_select_destroy(sel);
+	}
+	{
+		struct fp_sampler *s = fp_sampler_new();
+		struct fp_batch b;
+		struct fp_batch_row row;
+
+		if (fp_node_batch_open(reply, &b) == 0) {
+			while (fp_node_batch_row(&b, &row, pids, asks, 4096) > 0)
+				fp_sampler_decode(s, &row.results, pids, asks,
+						  row.n, row.time_us, 8);
+		}
+		fp_sampler_destroy(s);
 	}
 	fp_node_decode_pids(reply, out, 8);
 	if (fp_reply_take_time(&timed, &us) == 0) {

@@ -20,6 +20,8 @@ main([Dir]) ->
     Signalled = [current_stacktrace, reductions, memory, message_queue_len,
                  total_heap_size, heap_size, stack_size, garbage_collection,
                  garbage_collection_info],
+    Probe = [status, registered_name, reductions, message_queue_len,
+             heap_size, stack_size, garbage_collection],
     Pairs = fun(Pids, Ic) ->
                     lists:zipwith(fun erlang:process_info/2,
                                   lists:append([[P, P] || P <- Pids]),
@@ -46,6 +48,16 @@ main([Dir]) ->
         {reply, {Ref, [1, 2, 3]}},
         {badrpc, {Ref, {badrpc, {'EXIT', {undef, [{m, f, [], []}]}}}}},
         {setup, {Ref, erlang:system_info(otp_release)}},
+        %% a --request helper batch: rows as term_to_binary, one full
+        %% and one probed process each (libsample/flame_profd_helper.erl)
+        {helper_batch, {flame_profd_batch, os:system_time(microsecond), 321, 2, false,
+                        [term_to_binary({os:system_time(microsecond), [P, Named],
+                                         <<0, 2>>,
+                                         [erlang:process_info(P, Instant ++ [initial_call]),
+                                          erlang:process_info(P, Signalled),
+                                          erlang:process_info(Named, Probe)]})
+                         || P <- Busy]}},
+        {helper_error, {flame_profd_error, {error, badarg}}},
         {mixed, [1.5, <<"bin">>, #{a => [self()]}, make_ref(), hd(erlang:ports()),
                  fun lists:map/2, {}, [], "str", 1 bsl 70, -(1 bsl 40)]}
     ],

@@ -10,6 +10,7 @@
 #include <sys/types.h>
 
 #include "fp/log.h"
+#include "fp/node.h"
 #include "fp/term.h"
 
 /* Exit codes (sysexits.h values; listed in --help and flame_profd(1)). */
@@ -59,11 +60,7 @@ struct fpd_options {
 	char *connect_host;	/* --connect HOST:PORT, or NULL */
 	unsigned connect_port;
 	double max_overhead;	/* percent of the node's schedulers; 0: off */
-	enum fpd_request {
-		FPD_REQUEST_REX = 0,	/* --request rex (default) */
-		FPD_REQUEST_EVAL,	/* --request eval */
-		FPD_REQUEST_HELPER,	/* --request helper */
-	} request;
+	enum fp_request_path request;	/* --request (default rex) */
 	bool idle_reuse;	/* probe processes idle at their last sample */
 	unsigned breaker_run_queue;	/* 0: 50 per scheduler */
 	uid_t uid;

@@ -470,13 +470,13 @@ count_work(uint64_t us, size_t n, double *min_per, uint64_t *total)
 static bool
 helper_mode(const struct daemon *d)
 {
-	return d->o->request == FPD_REQUEST_HELPER;
+	return d->o->request == FP_REQUEST_HELPER;
 }
 
 static double
 sample_floor(const struct daemon *d)
 {
-	return d->o->request == FPD_REQUEST_REX ? SAMPLE_COST_REX_US :
+	return d->o->request == FP_REQUEST_REX ? SAMPLE_COST_REX_US :
 						  SAMPLE_COST_EVAL_US;
 }
 
@@ -788,27 +788,59 @@ follow_up(struct daemon *d, struct sample_slot *slot, uint64_t now)
 		slot_send(d, slot, m, now);
 }
 
+static size_t
+count_probes(const enum fp_ask *asks, size_t n)
+{
+	size_t probes = 0;
+
+	for (size_t i = 0; i < n; i++)
+		probes += asks[i] == FP_ASK_PROBE;
+	return probes;
+}
+
+static void
+record_rtt(struct daemon *d, uint64_t us)
+{
+	if (d->nrtt < MAX_RTT)
+		d->rtt_us[d->nrtt++] = (uint32_t)(us > UINT32_MAX ? UINT32_MAX : us);
+}
+
+/* A sample time, held back from going before the last one written: a
+ * reply that overtook an earlier one takes the later time, so that the
+ * file's times never go backwards. */
+static uint64_t
+next_stamp(struct daemon *d, uint64_t stamp)
+{
+	if (stamp < d->last_stamp_us)
+		stamp = d->last_stamp_us;
+	d->last_stamp_us = stamp;
+	return stamp;
+}
+
+/* A decode of @probes probes and the rest in full went well: count it
+ * and write its samples. */
+static void
+take_samples(struct daemon *d, size_t probes)
+{
+	d->st_gone += fp_sampler_gone(d->sampler);
+	d->st_probes += probes;
+	d->st_reused += fp_sampler_reused(d->sampler);
+	write_samples(d);
+}
+
 static void
 on_sample(struct daemon *d, struct sample_slot *slot, struct fp_reply *reply,
 	  uint64_t now)
 {
 	uint64_t rtt = now - slot->r.sent_mono;
 	uint64_t stamp, us;
-	size_t probes = 0, running;
+	size_t probes = count_probes(slot->asks, slot->n), running;
 	int n;
 
-	for (size_t i = 0; i < slot->n; i++)
-		probes += slot->asks[i] == FP_ASK_PROBE;
 	us = take_time(d, reply);
-	if (d->nrtt < MAX_RTT)
-		d->rtt_us[d->nrtt++] = (uint32_t)(rtt > UINT32_MAX ? UINT32_MAX : rtt);
-	/* The samples were taken somewhere between send and reply; a reply
-	 * that overtook an earlier one takes the later time, so that the
-	 * file's times never go backwards. */
-	stamp = fpd_now_epoch_us() - rtt / 2;
-	if (stamp < d->last_stamp_us)
-		stamp = d->last_stamp_us;
-	d->last_stamp_us = stamp;
+	record_rtt(d, rtt);
+	/* the samples were taken somewhere between send and reply */
+	stamp = next_stamp(d, fpd_now_epoch_us() - rtt / 2);
 	n = fp_sampler_decode(d->sampler, reply, slot->pids, slot->asks, slot->n,
 			      stamp, fp_node_wordsize(d->node));
 	running = n < 0 ? 0 : fp_sampler_running(d->sampler);
@@ -821,10 +853,7 @@ on_sample(struct daemon *d, struct sample_slot *slot, struct fp_reply *reply,
 		account_skipped(d, slot->n);
 		return;
 	}
-	d->st_gone += fp_sampler_gone(d->sampler);
-	d->st_probes += probes;
-	d->st_reused += fp_sampler_reused(d->sampler);
-	write_samples(d);
+	take_samples(d, probes);
 	follow_up(d, slot, now);
 	sample_send(d, now);
 }
@@ -930,18 +959,14 @@ on_batch(struct daemon *d, const struct fp_reply *reply, uint64_t now)
 	d->st_requests++;
 	while ((rc = fp_node_batch_row(&b, &row, d->row_pids, d->row_asks,
 				       cap)) > 0) {
-		uint64_t stamp = (uint64_t)((int64_t)row.time_us + offset);
+		uint64_t stamp = next_stamp(d, (uint64_t)((int64_t)row.time_us +
+							  offset));
+		size_t p = count_probes(d->row_asks, row.n), nstale, running;
 		const size_t *stale;
-		size_t nstale, p = 0;
 		int n;
 
-		if (stamp < d->last_stamp_us)
-			stamp = d->last_stamp_us;
-		d->last_stamp_us = stamp;
-		if (d->nrtt < MAX_RTT && epoch > stamp)
-			d->rtt_us[d->nrtt++] = (uint32_t)fmin(epoch - stamp, UINT32_MAX);
-		for (size_t i = 0; i < row.n; i++)
-			p += d->row_asks[i] == FP_ASK_PROBE;
+		if (epoch > stamp)
+			record_rtt(d, epoch - stamp);
 		n = fp_sampler_decode(d->sampler, &row.results, d->row_pids,
 				      d->row_asks, row.n, stamp,
 				      fp_node_wordsize(d->node));
@@ -953,14 +978,10 @@ on_batch(struct daemon *d, const struct fp_reply *reply, uint64_t now)
 		}
 		/* the model alone: the helper's wall time on a busy node is
 		 * mostly its wait to be scheduled between busy processes */
-		count_sample_work(&d->st_work, 0, row.n - p,
-				  fp_sampler_running(d->sampler), p);
-		count_sample_work(&d->bw_work, 0, row.n - p,
-				  fp_sampler_running(d->sampler), p);
-		d->st_gone += fp_sampler_gone(d->sampler);
-		d->st_probes += p;
-		d->st_reused += fp_sampler_reused(d->sampler);
-		write_samples(d);
+		running = fp_sampler_running(d->sampler);
+		count_sample_work(&d->st_work, 0, row.n - p, running, p);
+		count_sample_work(&d->bw_work, 0, row.n - p, running, p);
+		take_samples(d, p);
 		nstale = fp_sampler_stale(d->sampler, &stale);
 		account_skipped(d, nstale);
 		for (size_t k = 0; k < nstale && nforget < cap; k++)
@@ -1455,7 +1476,11 @@ handle_signal(struct daemon *d)
 static const char *
 request_name(const struct fpd_options *o)
 {
-	static const char *const names[] = { "rex", "eval", "helper" };
+	static const char *const names[] = {
+		[FP_REQUEST_REX] = "rex",
+		[FP_REQUEST_EVAL] = "eval",
+		[FP_REQUEST_HELPER] = "helper",
+	};
 
 	return names[o->request];
 }
@@ -1597,9 +1622,7 @@ fpd_run(const struct fpd_options *o, const char *cookie)
 	d.node = fp_node_new(o->node, cookie);
 	if (o->connect_host)
 		fp_node_set_address(d.node, o->connect_host, o->connect_port);
-	fp_node_set_request_path(d.node, o->request == FPD_REQUEST_HELPER ?
-				 FP_REQUEST_HELPER : o->request == FPD_REQUEST_EVAL ?
-				 FP_REQUEST_EVAL : FP_REQUEST_REX);
+	fp_node_set_request_path(d.node, o->request);
 	d.select = fp_select_new(o->scan_max);
 	d.sampler = fp_sampler_new();
 	d.writer = fp_perf_writer_new(&popts);

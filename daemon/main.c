@@ -403,11 +403,11 @@ parse_options(int argc, char **argv, struct fpd_options *o)
 			break;
 		case OPT_REQUEST:
 			if (strcmp(optarg, "rex") == 0)
-				o->request = FPD_REQUEST_REX;
+				o->request = FP_REQUEST_REX;
 			else if (strcmp(optarg, "eval") == 0)
-				o->request = FPD_REQUEST_EVAL;
+				o->request = FP_REQUEST_EVAL;
 			else if (strcmp(optarg, "helper") == 0)
-				o->request = FPD_REQUEST_HELPER;
+				o->request = FP_REQUEST_HELPER;
 			else
 				return bad_value("--request", optarg,
 						 "expected rex, eval or helper");

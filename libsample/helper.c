@@ -23,6 +23,7 @@
 
 #include <ei.h>
 
+#include "etf.h"
 #include "fp/log.h"
 #include "node-private.h"
 #include "util-mem.h"
@@ -30,13 +31,6 @@
 #define HELPER_MODULE "flame_profd_helper"
 #define HELPER_TICK_MS 20	/* a heat-map row, as the daemon's tick */
 #define HELPER_FLUSH_MS 250	/* how often it sends what it took */
-
-static uint32_t
-be32(const unsigned char *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
-	       (uint32_t)p[2] << 8 | p[3];
-}
 
 int
 node_beam_rename(unsigned char *beam, size_t len, const char *from,
@@ -48,7 +42,7 @@ node_beam_rename(unsigned char *beam, size_t len, const char *from,
 	    memcmp(beam + 8, "BEAM", 4) != 0)
 		return -EINVAL;
 	while (pos + 8 <= len) {
-		uint32_t size = be32(beam + pos + 4);
+		uint32_t size = etf_be32(beam + pos + 4);
 		unsigned char *data = beam + pos + 8;
 		size_t at, n;
 
@@ -63,7 +57,7 @@ node_beam_rename(unsigned char *beam, size_t len, const char *from,
 		 * (count < 0) */
 		if (size < 5)
 			return -EINVAL;
-		if ((int32_t)be32(data) > 0) {
+		if ((int32_t)etf_be32(data) > 0) {
 			n = data[4];
 			at = 5;
 		} else if ((data[4] & 0x08) == 0) {
@@ -123,10 +117,9 @@ node_helper_start(struct fp_node *node, unsigned timeout_ms)
 	ei_x_buff args;
 	int rc, i, arity;
 
+	/* the state is clear: new, or node_helper_stop() at the disconnect
+	 * every connect starts with */
 	ei_x_new(&args);
-	node->have_helper = node->helper_stopping = false;
-	node->helper_exited = false;
-	node->helper_id = 0;
 	snprintf(node->helper_mod, sizeof(node->helper_mod), "fpdh_%013llx",
 		 (unsigned long long)tag);
 	memcpy(beam, fp_helper_beam, fp_helper_beam_len);
@@ -239,9 +232,7 @@ node_helper_stop(struct fp_node *node)
 bool
 node_helper_exited(struct fp_node *node, const erlang_pid *from)
 {
-	if (!node->have_helper || from->num != node->helper.num ||
-	    from->serial != node->helper.serial ||
-	    strcmp(from->node, node->helper.node) != 0)
+	if (!node->have_helper || !node_same_pid(from, &node->helper))
 		return false;
 	node->have_helper = false;
 	if (node->helper_stopping)

@@ -8,8 +8,12 @@
 
 #include "fp/node.h"
 
-/* The reference tag of replies the caller checks (see node.c). */
+/* The tag in the third word of our references: lets us tell our own
+ * replies from anything else a confused peer might send. */
 #define REF_MAGIC 0x66707264u	/* "fprd" */
+/* The same for requests whose reply the caller checks as it decodes
+ * (sample batches: see fp_reply.checked). */
+#define REF_MAGIC_UNCHECKED 0x66707275u	/* "fpru" */
 
 struct fp_node {
 	char *target;
@@ -64,6 +68,10 @@ node_call(struct fp_node *node, const char *mod, const char *fun,
 /* A reference of ours carrying @id (checked replies unless @unchecked). */
 void
 node_encode_ref(struct fp_node *node, ei_x_buff *x, uint64_t id, bool unchecked);
+
+/* The same process: numbers, creation and node. */
+bool
+node_same_pid(const erlang_pid *a, const erlang_pid *b);
 
 /* A pid of the target from its local numbers. */
 void

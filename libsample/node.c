@@ -27,18 +27,10 @@
 #define EPMD_PORT2_REQ 122
 #define EPMD_PORT2_RESP 119
 
-/* The tag in the third word of our references (REF_MAGIC, in
- * node-private.h): lets us tell our own replies from anything else a
- * confused peer might send. */
-/* The same for requests whose reply the caller checks as it decodes
- * (sample batches: see fp_reply.checked). */
-#define REF_MAGIC_UNCHECKED 0x66707275u	/* "fpru" */
-
-
 static int ei_initialised;
 
-static bool
-same_pid(const erlang_pid *a, const erlang_pid *b)
+bool
+node_same_pid(const erlang_pid *a, const erlang_pid *b)
 {
 	return a->num == b->num && a->serial == b->serial &&
 	       a->creation == b->creation && strcmp(a->node, b->node) == 0;
@@ -684,7 +676,7 @@ fp_node_receive(struct fp_node *node, unsigned timeout_ms,
 		if (node_helper_exited(node, &msg.from))
 			return -ECONNRESET;
 		for (unsigned k = 0; k < node->nsamplers; k++) {
-			if (same_pid(&msg.from, &node->samplers[k])) {
+			if (node_same_pid(&msg.from, &node->samplers[k])) {
 				fp_log(FP_LOG_WARNING,
 				       "%s: eval sampler <%u.%u> exited; reconnecting",
 				       node->target, msg.from.num, msg.from.serial);

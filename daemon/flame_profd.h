@@ -100,6 +100,10 @@ fpd_format_duration(uint64_t us, char *buf, size_t size);
 uint64_t
 fpd_now_mono_us(void);
 
+/* CPU time of this process, all threads, in microseconds. */
+uint64_t
+fpd_cpu_us(void);
+
 /* Wall-clock microseconds that never go backwards within a run. */
 uint64_t
 fpd_now_epoch_us(void);

@@ -139,6 +139,7 @@ struct daemon {
 
 	/* per interval */
 	uint64_t interval_mono;
+	uint64_t interval_cpu_us;	/* our CPU time at its start */
 	uint64_t st_samples, st_skipped, st_gone;
 	uint64_t st_requests;		/* sample requests sent */
 	uint64_t st_probes, st_reused;	/* probes sent; samples they gave */
@@ -156,6 +157,7 @@ struct daemon {
 	struct work st_work;		/* ... in the interval */
 	struct work bw_work;		/* sampling in the budget window */
 	uint64_t bw_mono;		/* the budget window's start */
+	uint64_t bw_cpu_us;		/* ... and our CPU time then */
 	double select_us;		/* work of the last whole selection */
 	uint64_t select_procs_us;	/* ... its erlang:processes() so far */
 	size_t nplanned;
@@ -536,6 +538,29 @@ work_pct(const struct daemon *d, double us, double secs)
 {
 	return secs > 0 ? us / (secs * 1e6) * 100.0 /
 		(double)(d->connected ? fp_node_schedulers(d->node) : 1) : 0;
+}
+
+/*
+ * Our own CPU time since @cpu0_us over @secs, as a share of the node's
+ * schedulers in percent, when the node runs on this host: there it is
+ * taken from the node's cores (docs/PERFORMANCE.md measured it as a third
+ * of the loss at top 100 x 10 on a saturated 2-core node). A node on
+ * another host does not pay it: 0.
+ */
+static double
+self_pct(const struct daemon *d, uint64_t cpu0_us, double secs)
+{
+	if (!d->connected || !fp_node_is_local(d->node))
+		return 0;
+	return work_pct(d, (double)(fpd_cpu_us() - cpu0_us), secs);
+}
+
+static void
+budget_window_start(struct daemon *d, uint64_t now)
+{
+	d->bw_mono = now;
+	d->bw_cpu_us = fpd_cpu_us();
+	work_reset(&d->bw_work);
 }
 
 /* A selection's reductions scan took us: the interval's work, and the
@@ -1070,11 +1095,11 @@ try_connect(struct daemon *d, uint64_t now)
 	}
 
 	d->connected = true;
-	d->bw_mono = now;
-	work_reset(&d->bw_work);
-	fpd_info("%s to %s (OTP %s) as %s",
+	budget_window_start(d, now);
+	fpd_info("%s to %s (OTP %s%s) as %s",
 		 d->ever_connected ? "reconnected" : "connected",
 		 d->o->node, fp_node_otp_release(d->node),
+		 fp_node_is_local(d->node) ? ", on this host" : "",
 		 fp_node_self_name(d->node));
 
 	rc = fp_node_set_backtrace_depth(d->node, d->o->backtrace_depth, &old,
@@ -1106,7 +1131,8 @@ try_connect(struct daemon *d, uint64_t now)
 	fpd_output_set_otp_release(d->out, fp_node_otp_release(d->node));
 	d->runq_limit = d->o->breaker_run_queue ? d->o->breaker_run_queue :
 			50 * fp_node_schedulers(d->node);
-	note(d, "connected to %s (OTP %s)", d->o->node, fp_node_otp_release(d->node));
+	note(d, "connected to %s (OTP %s%s)", d->o->node, fp_node_otp_release(d->node),
+	     fp_node_is_local(d->node) ? ", on this host" : "");
 	if (helper_mode(d)) {
 		note(d, "helper module %s loaded on %s", fp_node_helper_module(d->node),
 		     d->o->node);
@@ -1180,8 +1206,7 @@ on_health(struct daemon *d, const struct fp_reply *reply, uint64_t now)
 		if (runq >= 0 && runq <= (int64_t)d->runq_limit &&
 		    rtt < d->o->timeout_us / 2) {
 			fpd_breaker_close(&d->breaker, now);
-			d->bw_mono = now;
-			work_reset(&d->bw_work);
+			budget_window_start(d, now);
 			fpd_info("circuit breaker closed: run queues %lld, probe %.1f ms; sampling resumes",
 				 (long long)runq, (double)rtt / 1000.0);
 			note(d, "circuit breaker closed: run queues %lld, probe %.1f ms",
@@ -1264,7 +1289,11 @@ interval_report(struct daemon *d, uint64_t now)
 	double achieved = secs > 0 ? (double)d->st_samples / secs : 0;
 	double requested = (double)d->nset * d->budget.rate;
 	uint64_t dropped = fpd_output_dropped(d->out) - d->dropped_before;
-	double cost = work_pct(d, work_us(d, &d->st_work), secs);
+	uint64_t cpu_us = fpd_cpu_us();
+	double self_cpu = secs > 0 ? (double)(cpu_us - d->interval_cpu_us) /
+				     (secs * 1e6) * 100.0 : 0;
+	double cost = work_pct(d, work_us(d, &d->st_work), secs) +
+		      self_pct(d, d->interval_cpu_us, secs);
 	double p50 = 0, p99 = 0, pmax = 0;
 
 	if (d->nrtt) {
@@ -1277,7 +1306,7 @@ interval_report(struct daemon *d, uint64_t now)
 		char text[512];
 
 		snprintf(text, sizeof(text),
-			 "interval: selected=%zu pinned=%zu samples=%llu skipped=%llu gone=%llu dropped=%llu achieved=%.1f/s requested=%.1f/s requests=%llu probes=%llu reused=%llu rtt_ms=%.1f/%.1f/%.1f target_ms=%.1f cost=%.2f%% rate=%g top=%u breaker=%s",
+			 "interval: selected=%zu pinned=%zu samples=%llu skipped=%llu gone=%llu dropped=%llu achieved=%.1f/s requested=%.1f/s requests=%llu probes=%llu reused=%llu rtt_ms=%.1f/%.1f/%.1f target_ms=%.1f cost=%.2f%% self_cpu=%.2f%% rate=%g top=%u breaker=%s",
 			 d->nset, d->o->npids + d->nnamed,
 			 (unsigned long long)d->st_samples,
 			 (unsigned long long)d->st_skipped,
@@ -1287,7 +1316,7 @@ interval_report(struct daemon *d, uint64_t now)
 			 (unsigned long long)d->st_probes,
 			 (unsigned long long)d->st_reused,
 			 p50, p99, pmax, (double)d->st_target_us / 1000.0, cost,
-			 d->budget.rate, d->budget.top,
+			 self_cpu, d->budget.rate, d->budget.top,
 			 d->breaker.open ? "open" : "closed");
 		fpd_info("%s", text);
 		note(d, "%s", text);
@@ -1308,6 +1337,7 @@ interval_report(struct daemon *d, uint64_t now)
 			send_health(d, now);
 	}
 	d->interval_mono = now;
+	d->interval_cpu_us = cpu_us;
 	d->st_samples = d->st_skipped = d->st_gone = 0;
 	d->st_requests = d->st_probes = d->st_reused = 0;
 	d->st_target_us = 0;
@@ -1333,15 +1363,15 @@ budget_tick(struct daemon *d, uint64_t now)
 	if (!d->breaker.open && !d->stopping &&
 	    (d->bw_work.sampled || d->bw_work.probed)) {
 		cost = work_pct(d, work_us(d, &d->bw_work), secs) +
-		       work_pct(d, d->select_us, (double)d->o->every_us / 1e6);
+		       work_pct(d, d->select_us, (double)d->o->every_us / 1e6) +
+		       self_pct(d, d->bw_cpu_us, secs);
 		if (fpd_budget_update(&d->budget, cost, what, sizeof(what))) {
 			fpd_info("budget: %s", what);
 			note(d, "budget: %s", what);
 			fpd_output_event(d->out);
 		}
 	}
-	d->bw_mono = now;
-	work_reset(&d->bw_work);
+	budget_window_start(d, now);
 }
 
 static void
@@ -1640,10 +1670,10 @@ fpd_run(const struct fpd_options *o, const char *cookie)
 	d.row_asks = calloc(cap ? cap : 1, sizeof(*d.row_asks));
 	d.forget = calloc(cap ? cap : 1, sizeof(*d.forget));
 	d.start_mono = d.interval_mono = fpd_now_mono_us();
+	d.interval_cpu_us = fpd_cpu_us();
 	fpd_budget_init(&d.budget, o->max_overhead, o->rate, o->top);
 	work_reset(&d.st_work);
-	work_reset(&d.bw_work);
-	d.bw_mono = d.start_mono;
+	budget_window_start(&d, d.start_mono);
 	d.backoff_us = BACKOFF_MIN_US;
 
 	rc = try_connect(&d, d.start_mono);

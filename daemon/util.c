@@ -62,6 +62,16 @@ fpd_format_duration(uint64_t us, char *buf, size_t size)
 }
 
 uint64_t
+fpd_cpu_us(void)
+{
+	struct timespec ts;
+
+	if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) < 0)
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+uint64_t
 fpd_now_mono_us(void)
 {
 	struct timespec ts;

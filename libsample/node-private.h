@@ -35,6 +35,7 @@ struct fp_node {
 	char otp_release[16];
 	unsigned wordsize;
 	unsigned schedulers;
+	bool local;		/* the node is on this host (fp_node_is_local) */
 	struct fp_pid rex;
 	unsigned creation;	/* of the target, for the pids we send */
 

@@ -191,6 +191,46 @@ fp_node_schedulers(const struct fp_node *node)
 	return node->schedulers ? node->schedulers : 1;
 }
 
+bool
+fp_node_is_local(const struct fp_node *node)
+{
+	return node->local;
+}
+
+/*
+ * Both ends of a TCP connection have the same address only on one host
+ * (in one network namespace); a loopback peer is ours too. A node in
+ * another container of this host has an address of its own and counts
+ * as remote.
+ */
+static bool
+fd_is_local(int fd)
+{
+	struct sockaddr_storage ours, theirs;
+	socklen_t lo = sizeof(ours), lt = sizeof(theirs);
+
+	if (getsockname(fd, (struct sockaddr *)&ours, &lo) < 0 ||
+	    getpeername(fd, (struct sockaddr *)&theirs, &lt) < 0 ||
+	    ours.ss_family != theirs.ss_family)
+		return false;
+	if (theirs.ss_family == AF_INET) {
+		const struct sockaddr_in *a = (const struct sockaddr_in *)&ours;
+		const struct sockaddr_in *b = (const struct sockaddr_in *)&theirs;
+
+		return (ntohl(b->sin_addr.s_addr) >> 24) == 127 ||
+		       a->sin_addr.s_addr == b->sin_addr.s_addr;
+	}
+	if (theirs.ss_family == AF_INET6) {
+		const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&ours;
+		const struct sockaddr_in6 *b = (const struct sockaddr_in6 *)&theirs;
+
+		return IN6_IS_ADDR_LOOPBACK(&b->sin6_addr) ||
+		       memcmp(&a->sin6_addr, &b->sin6_addr,
+			      sizeof(a->sin6_addr)) == 0;
+	}
+	return false;
+}
+
 int
 fp_node_health_request(struct fp_node *node, uint64_t *id)
 {
@@ -1000,6 +1040,7 @@ fp_node_connect(struct fp_node *node, unsigned timeout_ms)
 		return -EACCES;
 	}
 	node->fd = fd;
+	node->local = fd_is_local(fd);
 
 	rc = setup_calls(node, timeout_ms);
 	if (rc == 0 && node->path == FP_REQUEST_EVAL)

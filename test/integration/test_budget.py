@@ -7,7 +7,9 @@
   above 1 opens the circuit breaker: sampling pauses (samples that fall due
   are counted as skipped), it probes and stays open, all noted; the daemon
   still stops cleanly;
-- the interval line carries the node-side time and cost.
+- the interval line carries the node-side time and cost, and the daemon's
+  own CPU (self_cpu); the node runs on this host, which the daemon says,
+  so its CPU is part of the cost: cost >= self_cpu / schedulers.
 """
 import json
 import os
@@ -33,8 +35,18 @@ def main(t):
     rc, _, se = h.run_daemon(args, timeout=40)
     t.eq(rc, 0, "budget run: exit 0")
     ivs = h.intervals(se)
-    t.check(ivs and all("cost" in kv and "target_ms" in kv for kv in ivs),
-            "interval lines carry target_ms and cost")
+    t.check(ivs and all("cost" in kv and "target_ms" in kv and "self_cpu" in kv
+                        for kv in ivs),
+            "interval lines carry target_ms, cost and self_cpu")
+    t.check(re.search(r"info: connected to \S+ \(OTP \d+, on this host\)", se),
+            "a node on this host is known as one")
+    sched = node.eval_int("erlang:system_info(schedulers_online)")
+    pct = [(float(kv["cost"].rstrip("%")), float(kv["self_cpu"].rstrip("%")))
+           for kv in ivs]
+    t.check(pct and all(c >= s / sched - 0.01 for c, s in pct),
+            "the daemon's CPU counts in the cost of a node on this host",
+            "(cost, self_cpu) per interval, %d schedulers: %s" % (sched, pct))
+    t.check(any(s > 0 for _, s in pct), "self_cpu is measured", str(pct))
     t.check(re.search(r"info: budget: cost .* over budget .*: rate 20 -> [0-9.]+/s", se),
             "over budget: the rate comes down first")
     t.check(re.search(r"info: budget: cost .* over budget .*: top \d+ -> \d+", se),

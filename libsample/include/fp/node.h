@@ -119,6 +119,14 @@ unsigned
 fp_node_schedulers(const struct fp_node *node);
 
 /**
+ * Whether the node runs on this host: its end of the connection has our
+ * end's address, or a loopback one. Then the daemon's own CPU time is
+ * taken from the node's cores. Of the last connection; false before one.
+ */
+bool
+fp_node_is_local(const struct fp_node *node);
+
+/**
  * A reply to an asynchronous request. The term lives in the node's
  * receive buffer and is valid until the next call on this node.
  */

@@ -7,7 +7,7 @@
  * disk: what one core can do, stage by stage and all together.
  *
  *   bench-offline [-r RUNS] [-t SECONDS] [-s SEGMENT_BYTES] [-l LEVEL]
- *                 [-o TEXT_OUT] [-C] REPLY
+ *                 [-o TEXT_OUT] [-C | -S] REPLY
  *
  * REPLY is a captured sample reply, term_to_binary of the result of the
  * daemon's sample request (bench/gen-reply.escript writes one). Each
@@ -26,6 +26,17 @@
  * and stack caches before every decode: the *cold* case, every stack and
  * frame new, so every frame is also formatted anew (the format stage then
  * formats copies of the samples without cache ids).
+ *
+ * -S is the case between: every stack new, made of frames seen before —
+ * a node whose processes keep moving through the same code. The reply is
+ * copied SHUFFLE_COPIES times before the clock starts, and in each copy
+ * the frames of all stacks are shuffled among the slots of the same
+ * encoded size (so every copy is still a valid reply, its stacks new
+ * orders of the same frames); the passes cycle through the copies. The
+ * caches work as in the daemon: every stack misses (a copy's stacks
+ * recur only after all the others', long after the sampler's 8 MiB of
+ * caches were dropped and refilled), every frame but the first of a
+ * refill hits.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -61,8 +72,10 @@ struct bench {
 	struct segment seg;
 	size_t segment_bytes;
 	uint64_t time_us;
-	bool cold;
-	struct fp_sample *uncached;	/* -C: the samples without cache ids */
+	bool cold, shuffle;
+	char **copies;			/* -S: the shuffled copies of the reply */
+	size_t ncopies, next_copy;
+	struct fp_sample *uncached;	/* -C, -S: for the format stage */
 	struct fp_frame *uncached_frames;
 
 	/* one formatted segment and its sample count, for the compress stage */
@@ -138,6 +151,10 @@ decode_once(struct bench *b)
 	b->time_us += 1000;
 	if (b->cold)
 		fp_sampler_drop_caches(b->sampler);
+	if (b->ncopies) {
+		b->reply.buf = b->copies[b->next_copy];
+		b->next_copy = (b->next_copy + 1) % b->ncopies;
+	}
 	return fp_sampler_decode(b->sampler, &b->reply, b->pids, NULL, b->npids,
 				 b->time_us, 8);
 }
@@ -177,7 +194,7 @@ stage_format(struct bench *b)
 	size_t n;
 
 	s = fp_sampler_samples(b->sampler, &n);
-	format_samples(b, b->cold ? b->uncached : s, n);
+	format_samples(b, b->uncached ? b->uncached : s, n);
 	if (b->seg.len >= b->segment_bytes)
 		b->seg.len = 0;	/* as if flushed */
 	return (long)n;
@@ -258,6 +275,12 @@ report(const char *name, const struct run *runs, int nruns)
 	       wall[nruns / 2]);
 }
 
+static double
+pct(uint64_t hits, uint64_t misses)
+{
+	return hits + misses ? 100.0 * (double)hits / (double)(hits + misses) : 0;
+}
+
 /* Fill b->text with whole samples up to about one segment. */
 static int
 make_text(struct bench *b)
@@ -283,10 +306,132 @@ make_text(struct bench *b)
 	return 0;
 }
 
+enum { SHUFFLE_COPIES = 64 };
+
+struct span {
+	int at, len;
+};
+
+static int
+cmp_span_len(const void *a, const void *b)
+{
+	const struct span *x = a, *y = b;
+
+	return x->len != y->len ? (x->len > y->len) - (x->len < y->len) :
+				  (x->at > y->at) - (x->at < y->at);
+}
+
+/* Where every frame of every current_stacktrace in the reply is. */
+static size_t
+find_frames(const char *buf, struct span **out)
+{
+	char atom[MAXATOMLEN_UTF8];
+	int index = 1, nlists, nitems, arity, nframes, type, size;
+	size_t n = 0, cap = 0;
+	struct span *spans = NULL;
+
+	*out = NULL;
+	if (ei_decode_list_header(buf, &index, &nlists) < 0)
+		return 0;
+	for (int i = 0; i < nlists; i++) {
+		if (ei_get_type(buf, &index, &type, &size) < 0)
+			break;
+		if (type != ERL_LIST_EXT) {	/* undefined: a dead process */
+			if (ei_skip_term(buf, &index) < 0)
+				break;
+			continue;
+		}
+		ei_decode_list_header(buf, &index, &nitems);
+		for (int k = 0; k < nitems; k++) {
+			if (ei_decode_tuple_header(buf, &index, &arity) < 0 ||
+			    ei_decode_atom(buf, &index, atom) < 0)
+				goto out;
+			if (strcmp(atom, "current_stacktrace") != 0) {
+				if (ei_skip_term(buf, &index) < 0)
+					goto out;
+				continue;
+			}
+			if (ei_decode_list_header(buf, &index, &nframes) < 0)
+				goto out;
+			for (int f = 0; f < nframes; f++) {
+				int at = index;
+
+				if (ei_skip_term(buf, &index) < 0)
+					goto out;
+				if (n == cap) {
+					cap = cap ? cap * 2 : 1024;
+					spans = xrealloc(spans, cap * sizeof(*spans));
+				}
+				spans[n++] = (struct span){ at, index - at };
+			}
+			if (nframes > 0 && ei_skip_term(buf, &index) < 0)
+				goto out;	/* the tail */
+		}
+		if (nitems > 0 && ei_skip_term(buf, &index) < 0)
+			goto out;
+	}
+out:
+	*out = spans;
+	return n;
+}
+
+static uint64_t
+xorshift(uint64_t *state)
+{
+	uint64_t x = *state;
+
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	return *state = x;
+}
+
+/* -S: SHUFFLE_COPIES copies of the reply, frames shuffled among the slots
+ * of their size in each. Returns the number of frames that can move. */
+static size_t
+make_shuffled_copies(struct bench *b)
+{
+	struct span *spans, *slot;
+	size_t n = find_frames(b->reply_buf, &spans), movable = 0;
+	uint64_t seed = 0x9e3779b97f4a7c15ull;
+	size_t *perm = xzalloc((n ? n : 1) * sizeof(*perm));
+
+	qsort(spans, n, sizeof(*spans), cmp_span_len);
+	b->copies = xzalloc(SHUFFLE_COPIES * sizeof(*b->copies));
+	b->ncopies = SHUFFLE_COPIES;
+	for (size_t c = 0; c < SHUFFLE_COPIES; c++) {
+		char *copy = xzalloc(b->reply_len);
+
+		memcpy(copy, b->reply_buf, b->reply_len);
+		/* each run of slots of one size: a Fisher–Yates permutation */
+		for (size_t i = 0, j; i < n; i = j) {
+			for (j = i; j < n && spans[j].len == spans[i].len; j++)
+				perm[j - i] = j;
+			if (c == 0 && j - i > 1)
+				movable += j - i;
+			for (size_t k = j - i; k > 1; k--) {
+				size_t r = xorshift(&seed) % k, t = perm[k - 1];
+
+				perm[k - 1] = perm[r];
+				perm[r] = t;
+			}
+			for (size_t k = i; k < j; k++) {
+				slot = &spans[perm[k - i]];
+				memcpy(copy + spans[k].at, b->reply_buf + slot->at,
+				       (size_t)slot->len);
+			}
+		}
+		b->copies[c] = copy;
+	}
+	free(perm);
+	free(spans);
+	return movable;
+}
+
 static void
 usage(FILE *f)
 {
-	fprintf(f, "usage: bench-offline [-r RUNS] [-t SECONDS] [-s SEGMENT_BYTES] [-l ZSTD_LEVEL] [-o TEXT_OUT] [-C] REPLY\n");
+	fprintf(f, "usage: bench-offline [-r RUNS] [-t SECONDS] [-s SEGMENT_BYTES] [-l ZSTD_LEVEL] [-o TEXT_OUT] [-C | -S] REPLY\n");
 }
 
 /* Does the reply's first element ask for current_stacktrace? Not in the
@@ -327,12 +472,13 @@ main(int argc, char **argv)
 		{ "compress", stage_compress },
 		{ "all", stage_all },
 	};
+	struct fp_cache_stats stats;
 	struct run runs[64];
 	int nruns = 9, level = 3, opt, rc = 1, index = 1, type, count;
 	double seconds = 0.3;
 	const char *text_out = NULL;
 
-	while ((opt = getopt(argc, argv, "r:t:s:l:o:Ch")) != -1) {
+	while ((opt = getopt(argc, argv, "r:t:s:l:o:CSh")) != -1) {
 		switch (opt) {
 		case 'r': nruns = atoi(optarg); break;
 		case 't': seconds = atof(optarg); break;
@@ -340,12 +486,13 @@ main(int argc, char **argv)
 		case 'l': level = atoi(optarg); break;
 		case 'o': text_out = optarg; break;
 		case 'C': b.cold = true; break;
+		case 'S': b.shuffle = true; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 64;
 		}
 	}
 	if (optind != argc - 1 || nruns < 1 || nruns > 64 || seconds <= 0 ||
-	    b.segment_bytes < 4096) {
+	    b.segment_bytes < 4096 || (b.cold && b.shuffle)) {
 		usage(stderr);
 		return 64;
 	}
@@ -379,13 +526,27 @@ main(int argc, char **argv)
 	 * over in one fwrite */
 	setvbuf(b.seg.f, NULL, _IONBF, 0);
 
+	if (b.shuffle) {
+		size_t movable = make_shuffled_copies(&b);
+
+		printf("shuffled: %d copies, %zu frames moved among slots of their size\n",
+		       SHUFFLE_COPIES, movable);
+		if (movable < 2) {
+			fprintf(stderr, "bench-offline: %s: no two frames of one size to shuffle\n",
+				argv[optind]);
+			rc = 65;
+			goto out;
+		}
+	}
 	if (decode_once(&b) != (int)b.npids) {
 		fprintf(stderr, "bench-offline: %s: %zu processes, decode failed or found dead ones\n",
 			argv[optind], b.npids);
 		rc = 65;
 		goto out;
 	}
-	if (b.cold) {
+	if (b.cold || b.shuffle) {
+		/* the format stage's samples: no stack id (-C, -S), no frame
+		 * ids (-C) */
 		const struct fp_sample *smp;
 		size_t n, nf = 0, at = 0;
 
@@ -400,7 +561,9 @@ main(int argc, char **argv)
 			b.uncached[i].frames = b.uncached_frames + at;
 			for (uint32_t k = 0; k < smp[i].nframes; k++) {
 				b.uncached_frames[at] = smp[i].frames[k];
-				b.uncached_frames[at++].id = 0;
+				if (b.cold)
+					b.uncached_frames[at].id = 0;
+				at++;
 			}
 		}
 	}
@@ -443,6 +606,13 @@ main(int argc, char **argv)
 		b.seg.len = 0;
 		report(stages[k].name, runs, nruns);
 	}
+	fp_sampler_cache_stats(b.sampler, &stats);
+	printf("\ndecoder caches over the run: stacks %.1f%% hit (%llu new), frames %.1f%% hit (%llu new), %llu clears\n",
+	       pct(stats.stack_hits, stats.stack_misses),
+	       (unsigned long long)stats.stack_misses,
+	       pct(stats.frame_hits, stats.frame_misses),
+	       (unsigned long long)stats.frame_misses,
+	       (unsigned long long)stats.clears);
 	rc = 0;
 out:
 	fclose(b.seg.f);
@@ -455,5 +625,8 @@ out:
 	free(b.reply_buf);
 	free(b.uncached);
 	free(b.uncached_frames);
+	for (size_t c = 0; b.copies && c < b.ncopies; c++)
+		free(b.copies[c]);
+	free(b.copies);
 	return rc;
 }

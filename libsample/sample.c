@@ -46,6 +46,12 @@ struct arena_chunk {
 	char data[];
 };
 
+/* Where one frame of a stacktrace lies in the reply, and its bytes' hash. */
+struct frame_span {
+	size_t at, end;
+	uint64_t hash;
+};
+
 struct fp_sampler {
 	struct pidmap procs;
 
@@ -74,6 +80,8 @@ struct fp_sampler {
 	size_t *frame_start;	/* per sample, index into frames */
 	struct fp_frame *frames;
 	size_t nframes, frames_cap;
+	struct frame_span *spans;	/* decode_stacktrace()'s scratch */
+	size_t spans_cap;
 	struct arena_chunk *arena;
 	size_t gone;
 };
@@ -169,6 +177,7 @@ fp_sampler_destroy(struct fp_sampler *s)
 	pidmap_release(&s->procs);
 	intern_release(&s->frame_cache);
 	intern_release(&s->stack_cache);
+	free(s->spans);
 	while (s->arena) {
 		struct arena_chunk *next = s->arena->next;
 
@@ -494,39 +503,31 @@ decode_frame_slow(struct fp_sampler *s, const char *buf, int *index,
 }
 
 /*
- * One frame, from the cache when its bytes were seen before. A frame
- * decoded anew is cached when its bytes are context-free; *cached says
- * whether the frame (and its strings) now lives in the cache.
+ * One frame whose context-free bytes are @f, from the cache when they
+ * were seen before, else decoded and cached; either way *fr's strings
+ * then live in the cache.
  */
 static int
-decode_frame(struct fp_sampler *s, const char *buf, int *index,
-	     struct fp_frame *fr, bool *cached)
+frame_from_span(struct fp_sampler *s, const char *buf,
+		const struct frame_span *f, struct fp_frame *fr)
 {
 	const unsigned char *b = (const unsigned char *)buf;
-	size_t start = (size_t)*index, end = start;
 	const struct fp_frame *hit;
 	struct fp_frame *e;
-	uint64_t h;
+	int index = (int)f->at;
 
-	*cached = false;
-	if (etf_skip_plain(b, s->len, &end) < 0)
-		return decode_frame_slow(s, buf, index, fr);
-	h = hash_bytes(b + start, end - start);
-	hit = intern_find(&s->frame_cache, h, b + start, end - start);
+	hit = intern_find(&s->frame_cache, f->hash, b + f->at, f->end - f->at);
 	if (hit) {
 		*fr = *hit;
-		*index = (int)end;
-		*cached = true;
 		s->stats.frame_hits++;
 		return 0;
 	}
 	s->stats.frame_misses++;
-	if (decode_frame_slow(s, buf, index, fr) < 0)
+	if (decode_frame_slow(s, buf, &index, fr) < 0 ||
+	    (size_t)index != f->end)
 		return -EBADMSG;
-	if ((size_t)*index != end)
-		return -EBADMSG;
-	e = intern_add(&s->frame_cache, h, b + start, end - start, sizeof(*e),
-		       NULL);
+	e = intern_add(&s->frame_cache, f->hash, b + f->at, f->end - f->at,
+		       sizeof(*e), NULL);
 	e->module = intern_strdup(&s->frame_cache, fr->module, strlen(fr->module));
 	e->function = intern_strdup(&s->frame_cache, fr->function,
 				    strlen(fr->function));
@@ -536,7 +537,71 @@ decode_frame(struct fp_sampler *s, const char *buf, int *index,
 	e->line = fr->line;
 	e->id = next_cache_id();
 	*fr = *e;
+	return 0;
+}
+
+/*
+ * One frame, from the cache when its bytes were seen before. A frame
+ * decoded anew is cached when its bytes are context-free; *cached says
+ * whether the frame (and its strings) now lives in the cache.
+ */
+static int
+decode_frame(struct fp_sampler *s, const char *buf, int *index,
+	     struct fp_frame *fr, bool *cached)
+{
+	const unsigned char *b = (const unsigned char *)buf;
+	struct frame_span f = { .at = (size_t)*index, .end = (size_t)*index };
+
+	*cached = false;
+	if (etf_skip_frame_or_plain(b, s->len, &f.end) < 0)
+		return decode_frame_slow(s, buf, index, fr);
+	f.hash = hash_bytes(b + f.at, f.end - f.at);
+	if (frame_from_span(s, buf, &f, fr) < 0)
+		return -EBADMSG;
+	*index = (int)f.end;
 	*cached = true;
+	return 0;
+}
+
+/*
+ * A proper list of context-free frames at @start: each frame's span and
+ * hash into s->spans, the list's end into *end and a hash of the whole
+ * list folded from the frames' into *hash (the same bytes always give the
+ * same hash, which is all the stack cache needs). -1 for anything else:
+ * [] (NIL_EXT), an improper list, a frame that is not plain.
+ */
+static int
+scan_frames(struct fp_sampler *s, const unsigned char *b, size_t start,
+	    size_t *nframes, size_t *end, uint64_t *hash)
+{
+	size_t p = start + 5, n;
+	uint64_t h;
+
+	if (s->len - start < 5 || b[start] != ERL_LIST_EXT)
+		return -1;
+	n = etf_be32(b + start + 1);
+	if (n > s->len - p)		/* a frame takes a byte at least */
+		return -1;
+	if (n > s->spans_cap) {
+		s->spans_cap = n < 64 ? 64 : n;
+		s->spans = xrealloc(s->spans, s->spans_cap * sizeof(*s->spans));
+	}
+	h = hash_mix64(n ^ 0x5851f42d4c957f2dULL, 0x14057b7ef767814fULL);
+	for (size_t i = 0; i < n; i++) {
+		struct frame_span *f = &s->spans[i];
+
+		f->at = f->end = p;
+		if (etf_skip_frame_or_plain(b, s->len, &f->end) < 0)
+			return -1;
+		f->hash = hash_bytes(b + p, f->end - p);
+		h = hash_mix64(h ^ f->hash, 0x9e3779b97f4a7c15ULL);
+		p = f->end;
+	}
+	if (p >= s->len || b[p] != ERL_NIL_EXT)
+		return -1;
+	*nframes = n;
+	*end = p + 1;
+	*hash = h;
 	return 0;
 }
 
@@ -572,7 +637,7 @@ decode_stacktrace(struct fp_sampler *s, const char *buf, int *index,
 		  const struct cached_stack **used)
 {
 	const unsigned char *b = (const unsigned char *)buf;
-	size_t start = (size_t)*index, end = start, first = s->nframes;
+	size_t start = (size_t)*index, end = start, first = s->nframes, n;
 	const struct cached_stack *hit = NULL;
 	bool plain, all_cached;
 	struct cached_stack *cs;
@@ -586,6 +651,30 @@ decode_stacktrace(struct fp_sampler *s, const char *buf, int *index,
 		*index = (int)(start + prev->len);
 		return 0;
 	}
+	/*
+	 * The usual stack, a proper list of plain frames, is walked once:
+	 * each frame's span and hash are kept for the frame cache, the
+	 * stack's hash is made of theirs.
+	 */
+	if (scan_frames(s, b, start, &n, &end, &h) == 0) {
+		hit = intern_find(&s->stack_cache, h, b + start, end - start);
+		if (hit) {
+			take_cached_stack(s, hit, smp, used);
+			*index = (int)end;
+			return 0;
+		}
+		s->stats.stack_misses++;
+		for (size_t i = 0; i < n; i++) {
+			if (frame_from_span(s, buf, &s->spans[i], new_frame(s)) < 0)
+				return -EBADMSG;
+		}
+		smp->nframes = (uint32_t)n;
+		*index = (int)end;
+		goto add;
+	}
+
+	/* anything else (an empty list too): the term, then frame by frame */
+	end = start;
 	plain = all_cached = etf_skip_plain(b, s->len, &end) == 0;
 	if (plain) {
 		h = hash_bytes(b + start, end - start);
@@ -616,6 +705,7 @@ decode_stacktrace(struct fp_sampler *s, const char *buf, int *index,
 	if (!all_cached || (size_t)*index != end)
 		return 0;
 
+add:
 	cs = intern_add(&s->stack_cache, h, b + start, end - start,
 			sizeof(*cs) + smp->nframes * sizeof(struct fp_frame), &key);
 	cs->id = next_cache_id();

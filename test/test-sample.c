@@ -11,6 +11,7 @@
 #include "fp-test.h"
 #include "fp/sample.h"
 #include "fp/select.h"
+#include "etf.h"
 #include "node-private.h"
 
 #define NODE "app@host"
@@ -1028,6 +1029,210 @@ START_TEST(select_bad)
 END_TEST
 
 /* The gate in front of ei: lengths, nesting, and no text floats. */
+/* {lists, F, 1, [{file, "lists.erl"}, {line, Line}]}, atoms as @enc
+ * (ERLANG_UTF8: SMALL_ATOM_UTF8_EXT; ERLANG_LATIN1: ATOM_EXT) */
+static void
+enc_frame(ei_x_buff *x, const char *f, long line, erlang_char_encoding enc)
+{
+	ei_x_encode_tuple_header(x, 4);
+	ei_x_encode_atom_as(x, "lists", ERLANG_UTF8, enc);
+	ei_x_encode_atom_as(x, f, ERLANG_UTF8, enc);
+	ei_x_encode_long(x, 1);
+	ei_x_encode_list_header(x, 2);
+	ei_x_encode_tuple_header(x, 2);
+	ei_x_encode_atom_as(x, "file", ERLANG_UTF8, enc);
+	ei_x_encode_string(x, "lists.erl");
+	enc_kv_long(x, "line", line);
+	ei_x_encode_empty_list(x);
+}
+
+/*
+ * The straight-line frame skip: takes the shapes process_info sends,
+ * leaves everything else to the general walk, and where it takes a frame
+ * ends where the walk does; cut short anywhere it refuses (exact-size
+ * copies, for the sanitizers).
+ */
+START_TEST(skip_frame)
+{
+	enum { FAST, WALK };
+	static const struct {
+		const char *what;
+		int path;
+	} cases[] = {
+		{ "utf8 atoms, small line", FAST },
+		{ "latin-1 atoms, line > 255", FAST },
+		{ "no location", FAST },
+		{ "args instead of arity", WALK },
+		{ "file as code points", WALK },
+		{ "error_info map", WALK },
+		{ "three-tuple", WALK },
+	};
+
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		ei_x_buff x;
+		size_t start = 1, fast = 1, walk = 1;
+
+		ei_x_new_with_version(&x);
+		switch (c) {
+		case 0: enc_frame(&x, "foldl", 12, ERLANG_UTF8); break;
+		case 1: enc_frame(&x, "foldl", 70000, ERLANG_LATIN1); break;
+		case 2:
+			ei_x_encode_tuple_header(&x, 4);
+			ei_x_encode_atom(&x, "erlang");
+			ei_x_encode_atom(&x, "apply");
+			ei_x_encode_long(&x, 2);
+			ei_x_encode_empty_list(&x);
+			break;
+		case 3:
+			ei_x_encode_tuple_header(&x, 4);
+			ei_x_encode_atom(&x, "erlang");
+			ei_x_encode_atom(&x, "+");
+			ei_x_encode_list_header(&x, 1);
+			ei_x_encode_long(&x, 1);
+			ei_x_encode_empty_list(&x);
+			ei_x_encode_empty_list(&x);
+			break;
+		case 4:
+			ei_x_encode_tuple_header(&x, 4);
+			ei_x_encode_atom(&x, "m");
+			ei_x_encode_atom(&x, "f");
+			ei_x_encode_long(&x, 0);
+			ei_x_encode_list_header(&x, 1);
+			ei_x_encode_tuple_header(&x, 2);
+			ei_x_encode_atom(&x, "file");
+			ei_x_encode_list_header(&x, 1);
+			ei_x_encode_long(&x, 0x3b1);
+			ei_x_encode_empty_list(&x);
+			ei_x_encode_empty_list(&x);
+			break;
+		case 5:
+			ei_x_encode_tuple_header(&x, 4);
+			ei_x_encode_atom(&x, "m");
+			ei_x_encode_atom(&x, "f");
+			ei_x_encode_long(&x, 0);
+			ei_x_encode_list_header(&x, 1);
+			ei_x_encode_tuple_header(&x, 2);
+			ei_x_encode_atom(&x, "error_info");
+			ei_x_encode_map_header(&x, 0);
+			ei_x_encode_empty_list(&x);
+			break;
+		case 6:
+			ei_x_encode_tuple_header(&x, 3);
+			ei_x_encode_atom(&x, "m");
+			ei_x_encode_atom(&x, "f");
+			ei_x_encode_long(&x, 0);
+			break;
+		}
+		/* the whole frame */
+		fp_assert_int_eq(etf_skip_frame((unsigned char *)x.buff,
+						(size_t)x.index, &fast),
+				 cases[c].path == FAST ? 0 : -1);
+		fp_assert_int_eq(etf_skip_plain((unsigned char *)x.buff,
+						(size_t)x.index, &walk), 0);
+		fp_assert_int_eq(walk, (size_t)x.index);
+		if (cases[c].path == FAST)
+			fp_assert_int_eq(fast, walk);
+		fast = walk = start;
+		fp_assert_int_eq(etf_skip_frame_or_plain((unsigned char *)x.buff,
+							 (size_t)x.index, &fast), 0);
+		fp_assert_int_eq(fast, (size_t)x.index);
+
+		/* cut short: refused by both */
+		for (size_t len = 1; len < (size_t)x.index; len++) {
+			unsigned char *copy = malloc(len);
+
+			memcpy(copy, x.buff, len);
+			fast = walk = start;
+			fp_assert_int_eq(etf_skip_frame(copy, len, &fast), -1);
+			fp_assert_int_eq(etf_skip_plain(copy, len, &walk), -1);
+			fp_assert_int_eq(fast, start);
+			free(copy);
+		}
+		ei_x_free(&x);
+	}
+}
+END_TEST
+
+/* A process with only a stack (and reductions): @order names the frames,
+ * top first. */
+static void
+enc_stack_proc(ei_x_buff *x, const char *const *order, int n)
+{
+	ei_x_encode_list_header(x, 2);
+	ei_x_encode_tuple_header(x, 2);
+	ei_x_encode_atom(x, "current_stacktrace");
+	ei_x_encode_list_header(x, n);
+	for (int i = 0; i < n; i++)
+		enc_frame(x, order[i], 10 + order[i][0], ERLANG_UTF8);
+	ei_x_encode_empty_list(x);
+	enc_kv_long(x, "reductions", 1);
+	ei_x_encode_empty_list(x);
+}
+
+/*
+ * New stacks made of known frames (a process moving through code it ran
+ * before): each stack is new, each frame comes from the cache with the id
+ * it had, and a stack another process sent is found by its bytes.
+ */
+START_TEST(decode_known_frames)
+{
+	static const char *const abc[] = { "a", "b", "c" },
+			  *const cab[] = { "c", "a", "b" },
+			  *const bc[] = { "b", "c" };
+	struct fp_sampler *s = fp_sampler_new();
+	struct fp_pid pids[3] = { { 80, 0 }, { 81, 0 }, { 82, 0 } };
+	const struct fp_sample *out;
+	struct fp_cache_stats st;
+	uint64_t ids[3];
+	struct fp_reply r;
+	ei_x_buff x;
+	size_t n;
+
+	ei_x_new_with_version(&x);
+	ei_x_encode_list_header(&x, 1);
+	enc_stack_proc(&x, abc, 3);
+	ei_x_encode_empty_list(&x);
+	r = reply_of(&x);
+	fp_assert_int_eq(fp_sampler_decode(s, &r, pids, NULL, 1, 1, 8), 1);
+	out = fp_sampler_samples(s, &n);
+	fp_assert_int_eq(out[0].nframes, 3);
+	for (int i = 0; i < 3; i++) {
+		ids[i] = out[0].frames[i].id;
+		fp_assert(ids[i] != 0);
+	}
+	fp_assert_str_eq(out[0].frames[1].function, "b");
+	fp_assert_int_eq(out[0].frames[2].line, 10 + 'c');
+	ei_x_free(&x);
+
+	/* the same process elsewhere, two others: c a b, a b c, b c */
+	ei_x_new_with_version(&x);
+	ei_x_encode_list_header(&x, 3);
+	enc_stack_proc(&x, cab, 3);
+	enc_stack_proc(&x, abc, 3);
+	enc_stack_proc(&x, bc, 2);
+	ei_x_encode_empty_list(&x);
+	r = reply_of(&x);
+	fp_assert_int_eq(fp_sampler_decode(s, &r, pids, NULL, 3, 2, 8), 3);
+	out = fp_sampler_samples(s, &n);
+	fp_assert_int_eq(out[0].frames[0].id, ids[2]);
+	fp_assert_int_eq(out[0].frames[1].id, ids[0]);
+	fp_assert_int_eq(out[0].frames[2].id, ids[1]);
+	fp_assert_str_eq(out[0].frames[0].function, "c");
+	fp_assert_str_eq(out[0].frames[0].file, "lists.erl");
+	fp_assert_int_eq(out[2].nframes, 2);
+	fp_assert_int_eq(out[2].frames[0].id, ids[1]);
+	fp_assert(out[0].stack_id != out[1].stack_id);
+	fp_assert(out[2].stack_id != out[1].stack_id);
+	fp_sampler_cache_stats(s, &st);
+	fp_assert_int_eq(st.frame_misses, 3);	/* the first three only */
+	fp_assert_int_eq(st.stack_misses, 3);	/* abc, cab, bc */
+	fp_assert_int_eq(st.stack_hits, 1);	/* abc from another process */
+
+	ei_x_free(&x);
+	fp_sampler_destroy(s);
+}
+END_TEST
+
 START_TEST(term_check)
 {
 	ei_x_buff x;
@@ -1351,6 +1556,8 @@ suite(void)
 	tcase_add_test(tc, decode_cache);
 	tcase_add_test(tc, decode_unchecked_truncated);
 	tcase_add_test(tc, decode_cache_bound);
+	tcase_add_test(tc, decode_known_frames);
+	tcase_add_test(tc, skip_frame);
 	tcase_add_test(tc, decode_deltas);
 	tcase_add_test(tc, decode_unicode_file);
 	tcase_add_test(tc, decode_proc_lib_initial_call);

@@ -1029,6 +1029,16 @@ START_TEST(select_bad)
 END_TEST
 
 /* The gate in front of ei: lengths, nesting, and no text floats. */
+/* The head of a frame, {M, F, Arity, ...: the caller adds the location. */
+static void
+enc_mfa(ei_x_buff *x, const char *m, const char *f, long arity)
+{
+	ei_x_encode_tuple_header(x, 4);
+	ei_x_encode_atom(x, m);
+	ei_x_encode_atom(x, f);
+	ei_x_encode_long(x, arity);
+}
+
 /* {lists, F, 1, [{file, "lists.erl"}, {line, Line}]}, atoms as @enc
  * (ERLANG_UTF8: SMALL_ATOM_UTF8_EXT; ERLANG_LATIN1: ATOM_EXT) */
 static void
@@ -1077,10 +1087,7 @@ START_TEST(skip_frame)
 		case 0: enc_frame(&x, "foldl", 12, ERLANG_UTF8); break;
 		case 1: enc_frame(&x, "foldl", 70000, ERLANG_LATIN1); break;
 		case 2:
-			ei_x_encode_tuple_header(&x, 4);
-			ei_x_encode_atom(&x, "erlang");
-			ei_x_encode_atom(&x, "apply");
-			ei_x_encode_long(&x, 2);
+			enc_mfa(&x, "erlang", "apply", 2);
 			ei_x_encode_empty_list(&x);
 			break;
 		case 3:
@@ -1093,10 +1100,7 @@ START_TEST(skip_frame)
 			ei_x_encode_empty_list(&x);
 			break;
 		case 4:
-			ei_x_encode_tuple_header(&x, 4);
-			ei_x_encode_atom(&x, "m");
-			ei_x_encode_atom(&x, "f");
-			ei_x_encode_long(&x, 0);
+			enc_mfa(&x, "m", "f", 0);
 			ei_x_encode_list_header(&x, 1);
 			ei_x_encode_tuple_header(&x, 2);
 			ei_x_encode_atom(&x, "file");
@@ -1106,10 +1110,7 @@ START_TEST(skip_frame)
 			ei_x_encode_empty_list(&x);
 			break;
 		case 5:
-			ei_x_encode_tuple_header(&x, 4);
-			ei_x_encode_atom(&x, "m");
-			ei_x_encode_atom(&x, "f");
-			ei_x_encode_long(&x, 0);
+			enc_mfa(&x, "m", "f", 0);
 			ei_x_encode_list_header(&x, 1);
 			ei_x_encode_tuple_header(&x, 2);
 			ei_x_encode_atom(&x, "error_info");

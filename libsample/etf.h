@@ -251,7 +251,7 @@ etf_skip_frame(const unsigned char *b, size_t len, size_t *pos)
 {
 	size_t p = *pos, n;
 
-	if (len - p < 2 || b[p] != ERL_SMALL_TUPLE_EXT || b[p + 1] != 4)
+	if (p >= len || len - p < 2 || b[p] != ERL_SMALL_TUPLE_EXT || b[p + 1] != 4)
 		return -1;
 	p += 2;
 	if (etf_skip_atom(b, len, &p) < 0 || etf_skip_atom(b, len, &p) < 0 ||

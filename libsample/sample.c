@@ -568,7 +568,8 @@ decode_frame(struct fp_sampler *s, const char *buf, int *index,
  * hash into s->spans, the list's end into *end and a hash of the whole
  * list folded from the frames' into *hash (the same bytes always give the
  * same hash, which is all the stack cache needs). -1 for anything else:
- * [] (NIL_EXT), an improper list, a frame that is not plain.
+ * [] (NIL_EXT), an improper list, an element that is not a plain
+ * 4-tuple.
  */
 static int
 scan_frames(struct fp_sampler *s, const unsigned char *b, size_t start,
@@ -577,19 +578,25 @@ scan_frames(struct fp_sampler *s, const unsigned char *b, size_t start,
 	size_t p = start + 5, n;
 	uint64_t h;
 
-	if (s->len - start < 5 || b[start] != ERL_LIST_EXT)
+	if (start >= s->len || s->len - start < 5 || b[start] != ERL_LIST_EXT)
 		return -1;
 	n = etf_be32(b + start + 1);
-	if (n > s->len - p)		/* a frame takes a byte at least */
-		return -1;
-	if (n > s->spans_cap) {
-		s->spans_cap = n < 64 ? 64 : n;
-		s->spans = xrealloc(s->spans, s->spans_cap * sizeof(*s->spans));
-	}
 	h = hash_mix64(n ^ 0x5851f42d4c957f2dULL, 0x14057b7ef767814fULL);
 	for (size_t i = 0; i < n; i++) {
-		struct frame_span *f = &s->spans[i];
+		struct frame_span *f;
 
+		/* Only 4-tuples go on (anything else is refused further on),
+		 * and the scratch grows with the frames found, never with a
+		 * count the reply merely claims: at 9 bytes a frame at least,
+		 * it stays under 3 times the reply. */
+		if (s->len - p < 2 || b[p] != ERL_SMALL_TUPLE_EXT || b[p + 1] != 4)
+			return -1;
+		if (i == s->spans_cap) {
+			s->spans_cap = s->spans_cap ? s->spans_cap * 2 : 64;
+			s->spans = xrealloc(s->spans,
+					    s->spans_cap * sizeof(*s->spans));
+		}
+		f = &s->spans[i];
 		f->at = f->end = p;
 		if (etf_skip_frame_or_plain(b, s->len, &f->end) < 0)
 			return -1;
@@ -699,7 +706,9 @@ decode_stacktrace(struct fp_sampler *s, const char *buf, int *index,
 			return -EBADMSG;
 		all_cached = all_cached && cached;
 	}
-	if (count > 0 && (ei_decode_list_header(buf, index, &count) < 0 || count != 0))
+	/* the tail; [] as a LIST_EXT of none has one too */
+	if ((count > 0 || b[start] == ERL_LIST_EXT) &&
+	    (ei_decode_list_header(buf, index, &count) < 0 || count != 0))
 		return -EBADMSG;
 	smp->nframes = (uint32_t)(s->nframes - first);
 	if (!all_cached || (size_t)*index != end)

@@ -1234,6 +1234,59 @@ START_TEST(decode_known_frames)
 }
 END_TEST
 
+/*
+ * Stacks at the edges of the encoding: [] written as a LIST_EXT of none
+ * (an empty stack), the same with a tail that is not [], a count the
+ * bytes cannot hold, elements that are not frames.
+ */
+START_TEST(decode_stack_edges)
+{
+	static const struct {
+		const char *bytes;
+		int len;
+		int result;
+	} cases[] = {
+		{ "l\0\0\0\0j", 6, 1 },
+		{ "l\0\0\0\0a\1", 7, -EBADMSG },
+		{ "l\x7f\xff\xff\xffj", 6, -EBADMSG },
+		{ "l\0\0\0\3jjjj", 9, -EBADMSG },
+	};
+	struct fp_pid pid = { 80, 0 };
+
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		struct fp_sampler *s = fp_sampler_new();
+		const struct fp_sample *out;
+		struct fp_reply r;
+		ei_x_buff x;
+		size_t n;
+
+		ei_x_new_with_version(&x);
+		ei_x_encode_list_header(&x, 1);
+		ei_x_encode_list_header(&x, 2);
+		ei_x_encode_tuple_header(&x, 2);
+		ei_x_encode_atom(&x, "current_stacktrace");
+		ei_x_append_buf(&x, cases[c].bytes, cases[c].len);
+		enc_kv_long(&x, "reductions", 1);
+		ei_x_encode_empty_list(&x);
+		ei_x_encode_empty_list(&x);
+		r = reply_of(&x);
+		/* twice: the second time through the caches */
+		for (int pass = 0; pass < 2; pass++)
+			fp_assert_int_eq(fp_sampler_decode(s, &r, &pid, NULL, 1,
+							   1 + pass, 8),
+					 cases[c].result);
+		if (cases[c].result == 1) {
+			out = fp_sampler_samples(s, &n);
+			fp_assert_int_eq(n, 1);
+			fp_assert_int_eq(out[0].nframes, 0);
+			fp_assert_int_eq(out[0].value[FP_METRIC_REDUCTIONS], 1);
+		}
+		ei_x_free(&x);
+		fp_sampler_destroy(s);
+	}
+}
+END_TEST
+
 START_TEST(term_check)
 {
 	ei_x_buff x;
@@ -1559,6 +1612,7 @@ suite(void)
 	tcase_add_test(tc, decode_cache_bound);
 	tcase_add_test(tc, decode_known_frames);
 	tcase_add_test(tc, skip_frame);
+	tcase_add_test(tc, decode_stack_edges);
 	tcase_add_test(tc, decode_deltas);
 	tcase_add_test(tc, decode_unicode_file);
 	tcase_add_test(tc, decode_proc_lib_initial_call);

@@ -541,25 +541,26 @@ work_pct(const struct daemon *d, double us, double secs)
 }
 
 /*
- * Our own CPU time since @cpu0_us over @secs, as a share of the node's
+ * @cpu_us of our own CPU time over @secs, as a share of the node's
  * schedulers in percent, when the node runs on this host: there it is
  * taken from the node's cores (docs/PERFORMANCE.md measured it as a third
  * of the loss at top 100 x 10 on a saturated 2-core node). A node on
  * another host does not pay it: 0.
  */
 static double
-self_pct(const struct daemon *d, uint64_t cpu0_us, double secs)
+self_pct(const struct daemon *d, uint64_t cpu_us, double secs)
 {
 	if (!d->connected || !fp_node_is_local(d->node))
 		return 0;
-	return work_pct(d, (double)(fpd_cpu_us() - cpu0_us), secs);
+	return work_pct(d, (double)cpu_us, secs);
 }
 
+/* A budget window from @now, when our CPU time read @cpu_us. */
 static void
-budget_window_start(struct daemon *d, uint64_t now)
+budget_window_start(struct daemon *d, uint64_t now, uint64_t cpu_us)
 {
 	d->bw_mono = now;
-	d->bw_cpu_us = fpd_cpu_us();
+	d->bw_cpu_us = cpu_us;
 	work_reset(&d->bw_work);
 }
 
@@ -1095,7 +1096,7 @@ try_connect(struct daemon *d, uint64_t now)
 	}
 
 	d->connected = true;
-	budget_window_start(d, now);
+	budget_window_start(d, now, fpd_cpu_us());
 	fpd_info("%s to %s (OTP %s%s) as %s",
 		 d->ever_connected ? "reconnected" : "connected",
 		 d->o->node, fp_node_otp_release(d->node),
@@ -1206,7 +1207,7 @@ on_health(struct daemon *d, const struct fp_reply *reply, uint64_t now)
 		if (runq >= 0 && runq <= (int64_t)d->runq_limit &&
 		    rtt < d->o->timeout_us / 2) {
 			fpd_breaker_close(&d->breaker, now);
-			budget_window_start(d, now);
+			budget_window_start(d, now, fpd_cpu_us());
 			fpd_info("circuit breaker closed: run queues %lld, probe %.1f ms; sampling resumes",
 				 (long long)runq, (double)rtt / 1000.0);
 			note(d, "circuit breaker closed: run queues %lld, probe %.1f ms",
@@ -1289,11 +1290,10 @@ interval_report(struct daemon *d, uint64_t now)
 	double achieved = secs > 0 ? (double)d->st_samples / secs : 0;
 	double requested = (double)d->nset * d->budget.rate;
 	uint64_t dropped = fpd_output_dropped(d->out) - d->dropped_before;
-	uint64_t cpu_us = fpd_cpu_us();
-	double self_cpu = secs > 0 ? (double)(cpu_us - d->interval_cpu_us) /
-				     (secs * 1e6) * 100.0 : 0;
+	uint64_t cpu_us = fpd_cpu_us(), used_us = cpu_us - d->interval_cpu_us;
+	double self_cpu = secs > 0 ? (double)used_us / (secs * 1e6) * 100.0 : 0;
 	double cost = work_pct(d, work_us(d, &d->st_work), secs) +
-		      self_pct(d, d->interval_cpu_us, secs);
+		      self_pct(d, used_us, secs);
 	double p50 = 0, p99 = 0, pmax = 0;
 
 	if (d->nrtt) {
@@ -1355,23 +1355,25 @@ static void
 budget_tick(struct daemon *d, uint64_t now)
 {
 	double secs = (double)(now - d->bw_mono) / 1e6;
+	uint64_t cpu_us;
 	double cost;
 	char what[200];
 
 	if (now - d->bw_mono < BUDGET_WINDOW_US)
 		return;
+	cpu_us = fpd_cpu_us();
 	if (!d->breaker.open && !d->stopping &&
 	    (d->bw_work.sampled || d->bw_work.probed)) {
 		cost = work_pct(d, work_us(d, &d->bw_work), secs) +
 		       work_pct(d, d->select_us, (double)d->o->every_us / 1e6) +
-		       self_pct(d, d->bw_cpu_us, secs);
+		       self_pct(d, cpu_us - d->bw_cpu_us, secs);
 		if (fpd_budget_update(&d->budget, cost, what, sizeof(what))) {
 			fpd_info("budget: %s", what);
 			note(d, "budget: %s", what);
 			fpd_output_event(d->out);
 		}
 	}
-	budget_window_start(d, now);
+	budget_window_start(d, now, cpu_us);
 }
 
 static void
@@ -1673,7 +1675,7 @@ fpd_run(const struct fpd_options *o, const char *cookie)
 	d.interval_cpu_us = fpd_cpu_us();
 	fpd_budget_init(&d.budget, o->max_overhead, o->rate, o->top);
 	work_reset(&d.st_work);
-	budget_window_start(&d, d.start_mono);
+	budget_window_start(&d, d.start_mono, d.interval_cpu_us);
 	d.backoff_us = BACKOFF_MIN_US;
 
 	rc = try_connect(&d, d.start_mono);

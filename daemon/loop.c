@@ -92,10 +92,6 @@ struct daemon {
 
 	bool connected, ever_connected;
 	uint64_t reconnect_at, backoff_us;
-	unsigned restore_depth;		/* what to put back, per connection */
-	bool have_restore_depth;
-	unsigned original_depth;	/* what the node had before we came */
-	bool have_original_depth;
 
 	/* selection */
 	struct request req_procs, req_reds, req_whereis, req_init;
@@ -292,7 +288,6 @@ lost_connection(struct daemon *d, const char *why)
 	/* a stop asked of a helper that is gone is as good as answered */
 	d->helper_done = d->helper_stop_sent;
 	d->breaker.open = d->breaker.probing = false;
-	d->have_restore_depth = false;
 	d->timeouts = 0;
 	d->nset = d->ntop = d->nnamed = 0;
 	d->backoff_us = BACKOFF_MIN_US;
@@ -1079,7 +1074,7 @@ static int
 try_connect(struct daemon *d, uint64_t now)
 {
 	unsigned timeout_ms = (unsigned)(d->o->timeout_us / 1000);
-	unsigned old;
+	unsigned orig, depth;
 	int rc;
 
 	rc = fp_node_connect(d->node, timeout_ms);
@@ -1103,23 +1098,14 @@ try_connect(struct daemon *d, uint64_t now)
 		 fp_node_is_local(d->node) ? ", on this host" : "",
 		 fp_node_self_name(d->node));
 
-	rc = fp_node_set_backtrace_depth(d->node, d->o->backtrace_depth, &old,
-					 timeout_ms);
-	if (rc == 0) {
-		/* After a dropped connection to a node that stayed up, the
-		 * node still has our depth: restore what it had first. */
-		if (!d->have_original_depth) {
-			d->original_depth = old;
-			d->have_original_depth = true;
-		}
-		d->restore_depth = old == d->o->backtrace_depth ?
-				   d->original_depth : old;
-		d->have_restore_depth = true;
-		fpd_debug("backtrace_depth %u -> %u", old, d->o->backtrace_depth);
-	} else {
-		fpd_warn("cannot set backtrace_depth on %s: stacks stay at the node's depth",
-			 d->o->node);
-	}
+	rc = fp_node_depth_attach(d->node, d->o->backtrace_depth, &orig, &depth,
+				  timeout_ms);
+	if (rc == 0)
+		fpd_debug("backtrace_depth %u (the node's own: %u), held by the node's janitor",
+			  depth, orig);
+	else
+		fpd_warn("cannot raise backtrace_depth on %s (%s): stacks stay at the node's depth",
+			 d->o->node, strerror(-rc));
 
 	d->ever_connected = true;
 	fp_select_reset(d->select);
@@ -1144,23 +1130,23 @@ try_connect(struct daemon *d, uint64_t now)
 	return 0;
 }
 
+/* Leave the janitor now rather than when the connection closes, so that
+ * the flag is back before we exit. */
 static void
 restore_node(struct daemon *d)
 {
-	unsigned old;
+	unsigned orig, depth;
 	int rc;
 
-	if (!d->connected || !d->have_restore_depth)
+	if (!d->connected)
 		return;
-	rc = fp_node_set_backtrace_depth(d->node, d->restore_depth, &old,
-					 (unsigned)(d->o->timeout_us / 1000));
-	if (rc == 0) {
-		fpd_debug("backtrace_depth restored to %u", d->restore_depth);
-		d->have_restore_depth = false;
-	} else {
-		fpd_warn("could not restore backtrace_depth %u on %s",
-			 d->restore_depth, d->o->node);
-	}
+	rc = fp_node_depth_detach(d->node, &orig, &depth,
+				  (unsigned)(d->o->timeout_us / 1000));
+	if (rc == 0)
+		fpd_debug("backtrace_depth now %u (the node's own: %u)", depth, orig);
+	else if (rc != -ENOENT)
+		fpd_warn("could not leave the janitor on %s (%s): the node puts backtrace_depth back when the connection closes",
+			 d->o->node, strerror(-rc));
 }
 
 /* ---- circuit breaker --------------------------------------------------- */

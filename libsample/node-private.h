@@ -46,6 +46,8 @@ struct fp_node {
 	unsigned nsamplers, next_sampler;
 	unsigned connects;
 
+	bool depth_attached;	/* the node's janitor holds our depth */
+
 	/* FP_REQUEST_HELPER: the module loaded for this connection (helper.c) */
 	char helper_mod[MAXATOMLEN];
 	erlang_pid helper;
@@ -113,6 +115,40 @@ node_beam_rename(unsigned char *beam, size_t len, const char *from,
 int
 node_rpc_send(struct fp_node *node, const char *mod, const char *fun,
 	      const ei_x_buff *args, uint64_t *id);
+
+/* The same wrapped in timer:tc/3: the reply is {Microseconds, Result}
+ * (fp_reply_take_time()); @unchecked as node_encode_ref(). */
+int
+node_rpc_send_timed(struct fp_node *node, const char *mod, const char *fun,
+		    const ei_x_buff *args, uint64_t *id, bool unchecked);
+
+/* eval.c: Erlang source the node parses (once per connection) into
+ * @parsed, then runs with erl_eval:exprs(Parsed, Bindings) — stock code
+ * only. @bindings is an encoded list of {'Var', Value}, or NULL. The
+ * reply is {value, Value, Bindings}: node_reply_eval_value() moves a
+ * reply (after fp_reply_take_time(), if timed) to Value; node_eval_call()
+ * waits and does that. Errors as node_call(). */
+int
+node_expr_parse(struct fp_node *node, const char *source, ei_x_buff *parsed,
+		unsigned timeout_ms);
+
+int
+node_eval_send(struct fp_node *node, const ei_x_buff *parsed,
+	       const ei_x_buff *bindings, bool timed, uint64_t *id);
+
+int
+node_eval_call(struct fp_node *node, const ei_x_buff *parsed,
+	       const ei_x_buff *bindings, unsigned timeout_ms,
+	       struct fp_reply *reply);
+
+int
+node_reply_eval_value(struct fp_reply *reply);
+
+/* {Tag, Term, ...}: where Term's bytes start and end in a checked reply;
+ * -EPROTO when the reply is not such a tuple. */
+int
+node_reply_element(const struct fp_reply *reply, const char *tag, int *start,
+		   int *end);
 
 /* Decode a pid sent by the node into its local numbers. */
 int

@@ -146,6 +146,8 @@ fp_node_disconnect(struct fp_node *node)
 		node_helper_stop(node);
 		ei_close_connection(node->fd);
 		node->fd = -1;
+		/* the janitor sees the connection go */
+		node->depth_attached = false;
 	}
 }
 
@@ -515,7 +517,7 @@ node_rpc_send(struct fp_node *node, const char *mod, const char *fun,
  * what the daemon's cost budget counts (fp_reply_take_time()). With
  * @unchecked the result reaches the caller unchecked (fp_reply.checked).
  */
-static int
+int
 node_rpc_send_timed(struct fp_node *node, const char *mod, const char *fun,
 		    const ei_x_buff *args, uint64_t *id, bool unchecked)
 {
@@ -887,72 +889,34 @@ static const char eval_sampler_source[] =
 	" end, [{min_heap_size, 131072}, {fullsweep_after, 0},"
 	"       {message_queue_data, off_heap}]).";
 
-/* {Tag, Term, ...}: the bytes of the second element of a checked reply. */
-static int
-reply_element(const struct fp_reply *reply, const char *tag, int *start,
-	      int *end)
-{
-	char atom[MAXATOMLEN_UTF8];
-	int index = reply->index, arity;
-
-	if (ei_decode_tuple_header(reply->buf, &index, &arity) < 0 || arity < 2 ||
-	    node_decode_atom(reply->buf, &index, atom) < 0 ||
-	    strcmp(atom, tag) != 0)
-		return -EPROTO;
-	*start = index;
-	if (ei_skip_term(reply->buf, &index) < 0)
-		return -EPROTO;
-	*end = index;
-	return 0;
-}
-
 static int
 start_eval_samplers(struct fp_node *node, unsigned timeout_ms)
 {
 	struct fp_reply reply;
-	ei_x_buff args, exprs;
-	int rc, start, end;
+	ei_x_buff bindings, exprs;
+	int rc = 0;
 
-	ei_x_new(&args);
+	ei_x_new(&bindings);
 	ei_x_new(&exprs);
 	node->nsamplers = 0;
 	memset(node->sampler_busy, 0, sizeof(node->sampler_busy));
 
-	/* erl_scan:string(Source) -> {ok, Tokens, End} */
-	ei_x_encode_list_header(&args, 1);
-	ei_x_encode_string(&args, eval_sampler_source);
-	ei_x_encode_empty_list(&args);
-	rc = node_call(node, "erl_scan", "string", &args, timeout_ms, &reply);
-	if (rc < 0 || (rc = reply_element(&reply, "ok", &start, &end)) < 0)
+	rc = node_expr_parse(node, eval_sampler_source, &exprs, timeout_ms);
+	if (rc < 0)
 		goto out;
-
-	/* erl_parse:parse_exprs(Tokens) -> {ok, Exprs} */
-	args.index = 0;
-	ei_x_encode_list_header(&args, 1);
-	ei_x_append_buf(&args, reply.buf + start, end - start);
-	ei_x_encode_empty_list(&args);
-	rc = node_call(node, "erl_parse", "parse_exprs", &args, timeout_ms, &reply);
-	if (rc < 0 || (rc = reply_element(&reply, "ok", &start, &end)) < 0)
-		goto out;
-	ei_x_append_buf(&exprs, reply.buf + start, end - start);
-
-	/* erl_eval:exprs(Exprs, [{'Daemon', Self}]) -> {value, Pid, _} */
+	/* [{'Daemon', Self}] */
+	ei_x_encode_list_header(&bindings, 1);
+	ei_x_encode_tuple_header(&bindings, 2);
+	ei_x_encode_atom(&bindings, "Daemon");
+	ei_x_encode_pid(&bindings, ei_self(&node->ec));
+	ei_x_encode_empty_list(&bindings);
 	for (unsigned k = 0; k < FP_EVAL_SAMPLERS; k++) {
 		int index;
 
-		args.index = 0;
-		ei_x_encode_list_header(&args, 2);
-		ei_x_append_buf(&args, exprs.buff, exprs.index);
-		ei_x_encode_list_header(&args, 1);
-		ei_x_encode_tuple_header(&args, 2);
-		ei_x_encode_atom(&args, "Daemon");
-		ei_x_encode_pid(&args, ei_self(&node->ec));
-		ei_x_encode_empty_list(&args);
-		ei_x_encode_empty_list(&args);
-		rc = node_call(node, "erl_eval", "exprs", &args, timeout_ms, &reply);
-		if (rc < 0 || (rc = reply_element(&reply, "value", &start, &end)) < 0)
+		rc = node_eval_call(node, &exprs, &bindings, timeout_ms, &reply);
+		if (rc < 0)
 			goto out;
-		index = start;
+		index = reply.index;
 		if (ei_decode_pid(reply.buf, &index, &node->samplers[k]) < 0) {
 			rc = -EPROTO;
 			goto out;
@@ -966,7 +930,7 @@ out:
 		fp_log(FP_LOG_WARNING, "%s: could not start the eval sampler: %s",
 		       node->target, rc == -EPROTO ? "unexpected reply" :
 		       strerror(-rc));
-	ei_x_free(&args);
+	ei_x_free(&bindings);
 	ei_x_free(&exprs);
 	return rc;
 }
@@ -1053,34 +1017,6 @@ fp_node_connect(struct fp_node *node, unsigned timeout_ms)
 		       rc == -ENOEXEC ? rc : -EPROTO;
 	}
 	return 0;
-}
-
-int
-fp_node_set_backtrace_depth(struct fp_node *node, unsigned depth,
-			    unsigned *old, unsigned timeout_ms)
-{
-	struct fp_reply reply;
-	ei_x_buff args;
-	long prev;
-	int rc, i;
-
-	ei_x_new(&args);
-	ei_x_encode_list_header(&args, 2);
-	ei_x_encode_atom(&args, "backtrace_depth");
-	ei_x_encode_ulong(&args, depth);
-	ei_x_encode_empty_list(&args);
-	rc = node_call(node, "erlang", "system_flag", &args, timeout_ms, &reply);
-	if (rc < 0)
-		goto out;
-	i = reply.index;
-	if (ei_decode_long(reply.buf, &i, &prev) < 0 || prev < 0) {
-		rc = -EPROTO;
-		goto out;
-	}
-	*old = (unsigned)prev;
-out:
-	ei_x_free(&args);
-	return rc;
 }
 
 void

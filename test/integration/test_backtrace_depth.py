@@ -6,6 +6,10 @@ The node's backtrace_depth is set to 12 first.  flame_profd runs with
 (iii) until SIGINT; each time, after it exits, the flag is 12 again.
 While it runs the flag is expected to be 40, and samples deeper than 12
 frames must appear.
+Then (iv) two daemons asking 40 and 60 overlap, and leave in both orders:
+the flag is the deepest asked while either runs, 12 after both; (v) a
+daemon killed with SIGKILL: the node puts 12 back by itself, and no
+janitor process stays registered.
 (erlang:system_info/1 has no backtrace_depth item: the value is read by
 swapping the flag and putting the old value straight back.)
 """
@@ -62,6 +66,45 @@ def main(t):
             h.log(d.read_stderr()[-3000:])
         t.eq(node.get_backtrace_depth(), CUSTOM, "backtrace_depth restored after %s" % name)
         h.check_output(t, out, node, min_samples=1)
+
+    # (iv) two daemons, both orders
+    deeper = REQUESTED + 20
+    for first_out in (True, False):
+        order = "first in, first out" if first_out else "last in, first out"
+        a = start(node, REQUESTED)
+        b = start(node, deeper)
+        t.eq(node.get_backtrace_depth(), deeper,
+             "%s: the deepest asked (%d) while both run" % (order, deeper))
+        leaving, staying = (a, b) if first_out else (b, a)
+        t.eq(leaving.stop(signal.SIGTERM), 0, "%s: first daemon exits 0" % order)
+        t.eq(node.get_backtrace_depth(), deeper if first_out else REQUESTED,
+             "%s: the other daemon's depth stays in force" % order)
+        time.sleep(0.5)
+        t.check(staying.poll() is None, "%s: the other daemon still runs" % order)
+        t.eq(staying.stop(signal.SIGTERM), 0, "%s: second daemon exits 0" % order)
+        t.eq(node.get_backtrace_depth(), CUSTOM,
+             "%s: backtrace_depth %d after both" % (order, CUSTOM))
+        t.eq(node.eval_str("atom_to_list(whereis(flame_profd_janitor))"), "undefined",
+             "%s: no janitor left" % order)
+
+    # (v) SIGKILL: the node restores the flag itself
+    d = start(node, REQUESTED)
+    t.eq(node.get_backtrace_depth(), REQUESTED, "SIGKILL run: %d while profiling"
+         % REQUESTED)
+    d.stop(signal.SIGKILL)
+    t.eq(node.wait_int("D = erlang:system_flag(backtrace_depth, 8), "
+                       "erlang:system_flag(backtrace_depth, D), D",
+                       CUSTOM, timeout=10),
+         CUSTOM, "backtrace_depth back after SIGKILL")
+    t.eq(node.eval_str("atom_to_list(whereis(flame_profd_janitor))"), "undefined",
+         "no janitor left after SIGKILL")
+
+
+def start(node, depth):
+    d = h.start_daemon(h.daemon_args(node, h.mkdtemp("out_"), top=6, rate=20,
+                                     every="500ms", backtrace_depth=depth))
+    d.wait_log(h.INTERVAL_RE.pattern, timeout=20)
+    return d
 
 
 if __name__ == "__main__":

@@ -157,14 +157,34 @@ fp_node_receive(struct fp_node *node, unsigned timeout_ms,
 		struct fp_reply *reply);
 
 /**
- * Synchronous erlang:system_flag(backtrace_depth, @depth).
+ * Keep the node's backtrace_depth at @depth or deeper while this
+ * connection lasts. The flag is held by the node's janitor, one process
+ * (registered flame_profd_janitor, run by erl_eval: nothing is loaded)
+ * shared by every flame_profd attached: it sets the deepest depth any of
+ * them asked for, never less than the node's own, and puts the node's
+ * own back when the last of them has detached or lost its connection
+ * (SIGKILL included), then exits. Synchronous.
  *
- * @param[out] old the previous depth
- * @return 0 or a negative errno as fp_node_receive().
+ * @param[out] orig the node's own depth, from before the first daemon
+ * @param[out] now  the depth in force now
+ * @return 0, -EPROTO (the node answered otherwise: nothing was changed),
+ *         or as fp_node_receive().
  */
 int
-fp_node_set_backtrace_depth(struct fp_node *node, unsigned depth,
-			    unsigned *old, unsigned timeout_ms);
+fp_node_depth_attach(struct fp_node *node, unsigned depth, unsigned *orig,
+		     unsigned *now, unsigned timeout_ms);
+
+/**
+ * Leave the janitor at once (a clean stop): the flag goes back to what
+ * the daemons still attached need, or to the node's own.
+ *
+ * @return 0 with the depths as above; -ENOENT when this connection was
+ *         not attached, or the janitor had already gone; or as
+ *         fp_node_receive().
+ */
+int
+fp_node_depth_detach(struct fp_node *node, unsigned *orig, unsigned *now,
+		     unsigned timeout_ms);
 
 /**
  * The processes, reductions and sample requests run inside timer:tc/3 on

@@ -36,7 +36,7 @@ struct fpd_options {
 	unsigned scan_max;
 	uint64_t every_us;
 	double rate;
-	struct fp_pid *pids;
+	const char **pids;	/* --pid, as given (fp_node_check_pids()) */
 	size_t npids;
 	const char **names;
 	size_t nnames;

@@ -94,11 +94,19 @@ struct daemon {
 	uint64_t reconnect_at, backoff_us;
 
 	/* selection */
-	struct request req_procs, req_reds, req_whereis, req_init;
+	struct request req_procs, req_reds, req_whereis, req_init, req_alive;
 	uint64_t next_select_mono;
 	uint64_t select_started_mono;
-	struct fp_pid *named;		/* --name, resolved */
-	size_t nnamed;
+	/* --pid and --name, as the node resolves them; each change of a
+	 * target's state is said once */
+	struct fp_pid *pinned;		/* --pid i */
+	enum fp_pid_state *pin_state;	/* ... and what the node says of it */
+	bool *pin_alive;
+	bool pins_checked;
+	struct fp_pid *named;		/* --name i, when registered */
+	bool *name_found;
+	bool *name_said;		/* name_found[i] as last reported */
+	bool names_checked;
 	struct fp_pid *top;
 	size_t ntop;
 	struct fp_pid *init_pids;
@@ -282,6 +290,7 @@ lost_connection(struct daemon *d, const char *why)
 
 	d->req_procs.active = d->req_reds.active = false;
 	d->req_whereis.active = d->req_init.active = false;
+	d->req_alive.active = false;
 	d->req_health.active = false;
 	d->req_batch.active = false;
 	d->helper_told = false;
@@ -289,7 +298,8 @@ lost_connection(struct daemon *d, const char *why)
 	d->helper_done = d->helper_stop_sent;
 	d->breaker.open = d->breaker.probing = false;
 	d->timeouts = 0;
-	d->nset = d->ntop = d->nnamed = 0;
+	d->nset = d->ntop = 0;
+	memset(d->name_found, 0, d->o->nnames * sizeof(*d->name_found));
 	d->backoff_us = BACKOFF_MIN_US;
 	d->reconnect_at = now + d->backoff_us;
 }
@@ -329,10 +339,14 @@ rebuild_set(struct daemon *d)
 	size_t n = 0;
 
 	d->nset = 0;
-	for (size_t i = 0; i < d->o->npids; i++)
-		add_to_set(d, d->o->pids[i]);
-	for (size_t i = 0; i < d->nnamed; i++)
-		add_to_set(d, d->named[i]);
+	for (size_t i = 0; i < d->o->npids; i++) {
+		if (d->pin_state[i] == FP_PID_ALIVE)
+			add_to_set(d, d->pinned[i]);
+	}
+	for (size_t i = 0; i < d->o->nnames; i++) {
+		if (d->name_found[i])
+			add_to_set(d, d->named[i]);
+	}
 	for (size_t i = 0; i < d->ntop; i++)
 		add_to_set(d, d->top[i]);
 	if (d->nset)
@@ -402,6 +416,8 @@ send_reductions(struct daemon *d, uint64_t now)
 	check_send(d, rc, "reductions request");
 }
 
+static void send_alive(struct daemon *d, uint64_t now);
+
 static void
 start_selection(struct daemon *d, uint64_t now)
 {
@@ -419,12 +435,13 @@ start_selection(struct daemon *d, uint64_t now)
 	} else {
 		send_reductions(d, now);
 	}
-	if (!d->connected || !d->o->nnames || d->req_whereis.active)
-		return;
-	rc = fp_node_whereis_request(d->node, d->o->names, d->o->nnames, &id);
-	if (rc == 0)
-		request_sent(&d->req_whereis, id, now);
-	check_send(d, rc, "whereis request");
+	if (d->connected && d->o->nnames && !d->req_whereis.active) {
+		rc = fp_node_whereis_request(d->node, d->o->names, d->o->nnames, &id);
+		if (rc == 0)
+			request_sent(&d->req_whereis, id, now);
+		check_send(d, rc, "whereis request");
+	}
+	send_alive(d, now);
 }
 
 /*
@@ -620,22 +637,167 @@ on_reductions(struct daemon *d, struct fp_reply *reply, uint64_t now)
 	fpd_budget_top_applied(&d->budget);
 }
 
+/* With no --top, the --pid and --name targets are all there is. */
+static bool
+any_target(const struct daemon *d)
+{
+	if (d->o->top)
+		return true;
+	for (size_t i = 0; i < d->o->npids; i++) {
+		if (d->pin_state[i] == FP_PID_ALIVE)
+			return true;
+	}
+	for (size_t i = 0; i < d->o->nnames; i++) {
+		if (d->name_found[i])
+			return true;
+	}
+	return !d->names_checked && d->o->nnames;
+}
+
+static void
+nothing_to_sample(struct daemon *d)
+{
+	fpd_err("nothing to sample on %s: no --pid is alive and no --name is registered",
+		fp_node_name(d->node));
+	d->exit_code = FPD_EXIT_NOSAMPLES;
+	d->stopping = true;
+}
+
 static void
 on_whereis(struct daemon *d, const struct fp_reply *reply)
 {
-	int n;
+	bool first = !d->names_checked;
 
 	d->req_whereis.active = false;
-	n = fp_node_decode_pids(reply, d->named, d->o->nnames);
-	if (n < 0) {
+	if (fp_node_decode_whereis(reply, d->named, d->name_found,
+				   d->o->nnames) < 0) {
 		fpd_warn("unexpected reply to whereis; --name processes not resolved");
 		return;
 	}
-	if ((size_t)n < d->o->nnames && fp_log_enabled(FP_LOG_DEBUG))
-		fpd_debug("%zu of %zu --name processes are not registered",
-			  d->o->nnames - (size_t)n, d->o->nnames);
-	d->nnamed = (size_t)n;
+	d->names_checked = true;
+	for (size_t i = 0; i < d->o->nnames; i++) {
+		if (d->name_found[i] == d->name_said[i] && !first)
+			continue;
+		if (d->name_found[i])
+			fpd_info("--name %s is <0.%u.%u>", d->o->names[i],
+				 d->named[i].num, d->named[i].serial);
+		else if (first)
+			fpd_warn("--name %s is not registered on %s", d->o->names[i],
+				 fp_node_name(d->node));
+		else
+			fpd_warn("--name %s is no longer registered on %s",
+				 d->o->names[i], fp_node_name(d->node));
+		d->name_said[i] = d->name_found[i];
+	}
+	if (first && d->total_samples == 0 && !any_target(d)) {
+		nothing_to_sample(d);
+		return;
+	}
 	rebuild_set(d);
+}
+
+/* Whether the live --pid targets still live: once per selection. */
+static void
+send_alive(struct daemon *d, uint64_t now)
+{
+	size_t n = 0;
+	uint64_t id;
+	int rc;
+
+	if (!d->connected || d->req_alive.active)
+		return;
+	for (size_t i = 0; i < d->o->npids; i++) {
+		if (d->pin_state[i] == FP_PID_ALIVE)
+			d->init_pids[n++] = d->pinned[i];
+	}
+	if (n == 0)
+		return;
+	rc = fp_node_alive_request(d->node, d->init_pids, n, &id);
+	if (rc == 0)
+		request_sent(&d->req_alive, id, now);
+	check_send(d, rc, "is_process_alive request");
+}
+
+static void
+on_alive(struct daemon *d, const struct fp_reply *reply)
+{
+	bool *alive = d->pin_alive;
+	size_t n = 0, k = 0;
+	bool changed = false;
+
+	d->req_alive.active = false;
+	for (size_t i = 0; i < d->o->npids; i++)
+		n += d->pin_state[i] == FP_PID_ALIVE;
+	if (fp_node_decode_bools(reply, alive, n) < 0) {
+		fpd_warn("unexpected reply to is_process_alive");
+		return;
+	}
+	for (size_t i = 0; i < d->o->npids; i++) {
+		if (d->pin_state[i] != FP_PID_ALIVE)
+			continue;
+		if (!alive[k++]) {
+			fpd_warn("--pid %s has exited; no longer sampled", d->o->pids[i]);
+			note(d, "--pid %s has exited", d->o->pids[i]);
+			d->pin_state[i] = FP_PID_DEAD;
+			changed = true;
+		}
+	}
+	if (changed)
+		rebuild_set(d);
+}
+
+/*
+ * The --pid targets, checked by the node at each connect (a pid it would
+ * not take is never sent to it). At the first, a pid that is none of
+ * this node's is a usage error; one that does not live is said once.
+ */
+static int
+check_pins(struct daemon *d, unsigned timeout_ms)
+{
+	const struct fpd_options *o = d->o;
+	enum fp_pid_state *was = d->pin_state + o->npids;
+	int rc;
+
+	if (o->npids == 0)
+		return 0;
+	memcpy(was, d->pin_state, o->npids * sizeof(*was));
+	rc = fp_node_check_pids(d->node, o->pids, o->npids, d->pinned,
+				d->pin_state, timeout_ms);
+	if (rc < 0) {
+		fpd_err("cannot check the --pid targets on %s: %s",
+			fp_node_name(d->node), strerror(-rc));
+		return FPD_EXIT_SOFTWARE;
+	}
+	for (size_t i = 0; i < o->npids; i++) {
+		const char *name = fp_node_name(d->node);
+
+		switch (d->pin_state[i]) {
+		case FP_PID_INVALID:
+			if (d->pins_checked && was[i] == FP_PID_INVALID)
+				break;
+			fpd_err("--pid %s: not a pid of %s (numbers out of the node's range)",
+				o->pids[i], name);
+			if (!d->pins_checked)
+				return FPD_EXIT_USAGE;
+			break;
+		case FP_PID_OTHER_NODE:
+			fpd_err("--pid %s: a process of another node than %s", o->pids[i],
+				name);
+			return FPD_EXIT_USAGE;
+		case FP_PID_DEAD:
+			if (!d->pins_checked || was[i] == FP_PID_ALIVE)
+				fpd_warn("--pid %s: no such process on %s", o->pids[i], name);
+			break;
+		case FP_PID_ALIVE:
+			break;
+		}
+	}
+	d->pins_checked = true;
+	if (d->total_samples == 0 && !any_target(d)) {
+		nothing_to_sample(d);
+		return FPD_EXIT_NOSAMPLES;
+	}
+	return 0;
 }
 
 /* ---- sampling --------------------------------------------------------- */
@@ -1092,6 +1254,9 @@ try_connect(struct daemon *d, uint64_t now)
 
 	d->connected = true;
 	budget_window_start(d, now, fpd_cpu_us());
+	if (strcmp(fp_node_name(d->node), d->o->node) != 0 && !d->ever_connected)
+		fpd_info("%s answers as %s: carrying on under that name",
+			 d->o->node, fp_node_name(d->node));
 	fpd_info("%s to %s (OTP %s%s) as %s",
 		 d->ever_connected ? "reconnected" : "connected",
 		 d->o->node, fp_node_otp_release(d->node),
@@ -1106,11 +1271,14 @@ try_connect(struct daemon *d, uint64_t now)
 	else
 		fpd_warn("cannot raise backtrace_depth on %s (%s): stacks stay at the node's depth",
 			 d->o->node, strerror(-rc));
+	rc = check_pins(d, timeout_ms);
+	if (rc)
+		return rc;
 
 	d->ever_connected = true;
 	fp_select_reset(d->select);
 	fp_sampler_reset(d->sampler);
-	d->ntop = d->nnamed = 0;
+	d->ntop = 0;
 	d->owed = 0;
 	d->last_tick_mono = 0;
 	rebuild_set(d);
@@ -1247,6 +1415,8 @@ handle_input(struct daemon *d)
 		on_reductions(d, &reply, now);
 	else if (d->req_whereis.active && reply.id == d->req_whereis.id)
 		on_whereis(d, &reply);
+	else if (d->req_alive.active && reply.id == d->req_alive.id)
+		on_alive(d, &reply);
 	else if (d->req_health.active && reply.id == d->req_health.id)
 		on_health(d, &reply, now);
 	else if (d->req_init.active && reply.id == d->req_init.id) {
@@ -1267,6 +1437,18 @@ cmp_u32(const void *a, const void *b)
 	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
 
 	return x < y ? -1 : x > y;
+}
+
+static size_t
+pinned_count(const struct daemon *d)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < d->o->npids; i++)
+		n += d->pin_state[i] == FP_PID_ALIVE;
+	for (size_t i = 0; i < d->o->nnames; i++)
+		n += d->name_found[i];
+	return n;
 }
 
 static void
@@ -1293,7 +1475,7 @@ interval_report(struct daemon *d, uint64_t now)
 
 		snprintf(text, sizeof(text),
 			 "interval: selected=%zu pinned=%zu samples=%llu skipped=%llu gone=%llu dropped=%llu achieved=%.1f/s requested=%.1f/s requests=%llu probes=%llu reused=%llu rtt_ms=%.1f/%.1f/%.1f target_ms=%.1f cost=%.2f%% self_cpu=%.2f%% rate=%g top=%u breaker=%s",
-			 d->nset, d->o->npids + d->nnamed,
+			 d->nset, pinned_count(d),
 			 (unsigned long long)d->st_samples,
 			 (unsigned long long)d->st_skipped,
 			 (unsigned long long)d->st_gone,
@@ -1390,7 +1572,7 @@ expire(struct daemon *d, struct request *r, uint64_t now, const char *what)
 	if (r == &d->req_health && d->breaker.probing)
 		trip(d, now, "the probe timed out");
 	else if (!d->breaker.open && r != &d->req_health &&
-		 r != &d->req_init && r != &d->req_whereis)
+		 r != &d->req_init && r != &d->req_whereis && r != &d->req_alive)
 		trip(d, now, "a request timed out");
 }
 
@@ -1425,6 +1607,7 @@ tick(struct daemon *d)
 	expire(d, &d->req_reds, now, "reductions scan");
 	expire(d, &d->req_whereis, now, "whereis request");
 	expire(d, &d->req_init, now, "initial_call request");
+	expire(d, &d->req_alive, now, "is_process_alive request");
 	expire(d, &d->req_health, now, "health probe");
 	if (helper_mode(d)) {
 		expire(d, &d->req_batch, now, "helper batch");
@@ -1647,6 +1830,11 @@ fpd_run(const struct fpd_options *o, const char *cookie)
 	d.set = calloc(cap, sizeof(*d.set));
 	d.top = calloc(o->top ? o->top : 1, sizeof(*d.top));
 	d.named = calloc(o->nnames ? o->nnames : 1, sizeof(*d.named));
+	d.name_found = calloc(o->nnames ? o->nnames : 1, sizeof(*d.name_found));
+	d.name_said = calloc(o->nnames ? o->nnames : 1, sizeof(*d.name_said));
+	d.pinned = calloc(o->npids ? o->npids : 1, sizeof(*d.pinned));
+	d.pin_state = calloc(o->npids ? 2 * o->npids : 1, sizeof(*d.pin_state));
+	d.pin_alive = calloc(o->npids ? o->npids : 1, sizeof(*d.pin_alive));
 	d.init_pids = calloc(cap, sizeof(*d.init_pids));
 	for (int i = 0; i < MAX_INFLIGHT; i++) {
 		d.slots[i].pids = calloc(cap, sizeof(*d.slots[i].pids));
@@ -1732,6 +1920,11 @@ out:
 	free(d.set);
 	free(d.top);
 	free(d.named);
+	free(d.name_found);
+	free(d.name_said);
+	free(d.pinned);
+	free(d.pin_state);
+	free(d.pin_alive);
 	free(d.init_pids);
 	for (int i = 0; i < MAX_INFLIGHT; i++) {
 		free(d.slots[i].pids);

@@ -44,7 +44,9 @@ usage(FILE *f)
 "                            since the previous selection (default 100; 0: none).\n"
 "                            With --pid/--name and no --top, only those.\n"
 "  -e, --every DUR           select again every DUR (default 5s)\n"
-"  -p, --pid PID             always sample PID, '<0.123.0>' or 0.123.0 (repeatable)\n"
+"  -p, --pid PID             always sample PID, '<0.123.0>' or 0.123.0, or as\n"
+"                            rabbitmqctl and observer print a pid of the node,\n"
+"                            '<app@host.Creation.123.0>' (repeatable)\n"
 "  -N, --name NAME           always sample the process registered as NAME\n"
 "                            (repeatable)\n"
 "      --scan-max N          read the reductions of at most N processes per\n"
@@ -267,12 +269,15 @@ parse_options(int argc, char **argv, struct fpd_options *o)
 			break;
 		case 'p': {
 			struct fp_pid pid;
+			char node[256];
+			uint32_t creation;
 
-			if (fp_pid_parse(optarg, &pid) < 0)
+			if (fp_pid_parse_full(optarg, &pid, node, sizeof(node),
+					      &creation) < 0)
 				return bad_value("--pid", optarg,
-						 "expected a local pid like '<0.123.0>' or 0.123.0");
+						 "expected a pid like '<0.123.0>', 0.123.0 or '<app@host.Creation.123.0>'");
 			o->pids = realloc(o->pids, (o->npids + 1) * sizeof(*o->pids));
-			o->pids[o->npids++] = pid;
+			o->pids[o->npids++] = optarg;
 			break;
 		}
 		case 'N':

@@ -175,7 +175,7 @@ node_helper_start(struct fp_node *node, unsigned timeout_ms)
 		goto out;
 	}
 	node->have_helper = true;
-	fp_log(FP_LOG_INFO, "%s: helper module %s loaded, sampling process <%u.%u.0>",
+	fp_log(FP_LOG_INFO, "%s: helper module %s loaded, sampling process <0.%u.%u>",
 	       node->target, node->helper_mod, node->helper.num,
 	       node->helper.serial);
 	rc = 0;

@@ -16,7 +16,8 @@
 #define REF_MAGIC_UNCHECKED 0x66707275u	/* "fpru" */
 
 struct fp_node {
-	char *target;
+	char *target;		/* the name we were given */
+	char name[MAXNODELEN + 1];	/* the name the node answers to */
 	char *cookie;
 	char alive[MAXATOMLEN];
 	char host[EI_MAXHOSTNAMELEN + 1];

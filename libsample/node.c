@@ -158,9 +158,9 @@ fp_node_fd(const struct fp_node *node)
 }
 
 const char *
-fp_node_target(const struct fp_node *node)
+fp_node_name(const struct fp_node *node)
 {
-	return node->target;
+	return node->name[0] ? node->name : node->target;
 }
 
 const char *
@@ -815,6 +815,15 @@ setup_calls(struct fp_node *node, unsigned timeout_ms)
 	node->rex.num = rex.num;
 	node->rex.serial = rex.serial;
 	node->creation = rex.creation;
+	/* A node reached through another host name (an alias, localhost,
+	 * an address) still calls itself what it was started as, and takes
+	 * a pid of any other node name for a remote one: every pid we send
+	 * carries the name its own rex has. */
+	if (strlen(rex.node) >= sizeof(node->name)) {
+		rc = -EPROTO;
+		goto out;
+	}
+	strcpy(node->name, rex.node);
 
 	args_atom(&args, "wordsize");
 	rc = node_call(node, "erlang", "system_info", &args, timeout_ms, &reply);
@@ -1025,7 +1034,7 @@ node_encode_local_pid(struct fp_node *node, ei_x_buff *x, struct fp_pid pid)
 	erlang_pid p;
 
 	memset(&p, 0, sizeof(p));
-	snprintf(p.node, sizeof(p.node), "%s", node->target);
+	snprintf(p.node, sizeof(p.node), "%s", node->name);
 	p.num = pid.num;
 	p.serial = pid.serial;
 	p.creation = node->creation;
@@ -1114,6 +1123,46 @@ fp_node_whereis_request(struct fp_node *node, const char *const *names,
 	rc = node_rpc_send(node, "lists", "map", &args, id);
 	ei_x_free(&args);
 	return rc;
+}
+
+int
+fp_node_alive_request(struct fp_node *node, const struct fp_pid *pids,
+		      size_t n, uint64_t *id)
+{
+	ei_x_buff args;
+	int rc;
+
+	ei_x_new(&args);
+	ei_x_encode_list_header(&args, 2);
+	encode_export_fun(&args, "erlang", "is_process_alive", 1);
+	node_encode_pid_list(node, &args, pids, n);
+	ei_x_encode_empty_list(&args);
+	rc = node_rpc_send(node, "lists", "map", &args, id);
+	ei_x_free(&args);
+	return rc;
+}
+
+int
+fp_node_decode_bools(const struct fp_reply *reply, bool *out, size_t n)
+{
+	const char *buf = reply->buf;
+	int index = reply->index, count;
+	char atom[MAXATOMLEN_UTF8];
+
+	if (reply->badrpc || node_reply_check(reply) < 0 ||
+	    ei_decode_list_header(buf, &index, &count) < 0 || (size_t)count != n)
+		return -EBADMSG;
+	for (size_t i = 0; i < n; i++) {
+		if (node_decode_atom(buf, &index, atom) < 0)
+			return -EBADMSG;
+		if (strcmp(atom, "true") == 0)
+			out[i] = true;
+		else if (strcmp(atom, "false") == 0)
+			out[i] = false;
+		else
+			return -EBADMSG;
+	}
+	return 0;
 }
 
 int
@@ -1316,30 +1365,59 @@ fp_node_sample_request(struct fp_node *node, const struct fp_pid *pids,
 	return rc;
 }
 
-int
-fp_node_decode_pids(const struct fp_reply *reply, struct fp_pid *out,
-		    size_t max)
+/* A list of pids and atoms: with @found, element i into out[i] and
+ * found[i] (i < max); without, the pids alone, packed. */
+static int
+decode_pid_list(const struct fp_reply *reply, struct fp_pid *out, bool *found,
+		size_t max, size_t *elements)
 {
 	const char *buf = reply->buf;
 	int index = reply->index, count, type, size;
 	size_t n = 0;
 
 	if (reply->badrpc || node_reply_check(reply) < 0 ||
-	    ei_decode_list_header(buf, &index, &count) < 0)
+	    ei_decode_list_header(buf, &index, &count) < 0 || count < 0)
 		return -EBADMSG;
 	for (int i = 0; i < count; i++) {
+		bool pid_ext;
+
 		if (ei_get_type(buf, &index, &type, &size) < 0)
 			return -EBADMSG;
-		if (type == ERL_PID_EXT || type == ERL_NEW_PID_EXT) {
+		pid_ext = type == ERL_PID_EXT || type == ERL_NEW_PID_EXT;
+		if (found && (size_t)i < max)
+			found[i] = pid_ext;
+		if (pid_ext) {
 			struct fp_pid pid;
 
 			if (node_decode_pid(buf, &index, &pid) < 0)
 				return -EBADMSG;
-			if (n < max)
+			if (found && (size_t)i < max)
+				out[i] = pid;
+			else if (!found && n < max)
 				out[n++] = pid;
 		} else if (node_skip_term(buf, &index) < 0) {
 			return -EBADMSG;
 		}
 	}
+	*elements = (size_t)count;
 	return (int)n;
+}
+
+int
+fp_node_decode_pids(const struct fp_reply *reply, struct fp_pid *out,
+		    size_t max)
+{
+	size_t elements;
+
+	return decode_pid_list(reply, out, NULL, max, &elements);
+}
+
+int
+fp_node_decode_whereis(const struct fp_reply *reply, struct fp_pid *out,
+		       bool *found, size_t n)
+{
+	size_t elements;
+	int rc = decode_pid_list(reply, out, found, n, &elements);
+
+	return rc < 0 || elements != n ? -EBADMSG : 0;
 }

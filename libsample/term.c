@@ -103,3 +103,45 @@ fp_pid_parse(const char *str, struct fp_pid *pid)
 	pid->serial = serial;
 	return 0;
 }
+
+int
+fp_pid_parse_full(const char *str, struct fp_pid *pid, char *node,
+		  size_t nodelen, uint32_t *creation)
+{
+	const char *p, *dot[3] = { NULL }, *end;
+	size_t len = strlen(str), n = 0;
+	uint32_t fields[3];
+
+	*creation = 0;
+	if (nodelen)
+		node[0] = '\0';
+	if (fp_pid_parse(str, pid) == 0)
+		return 0;
+	/* <alive@host.Creation.Number.Serial>: the host may have dots, so the
+	 * three numbers are found from the end */
+	if (len < 2 || str[0] != '<' || str[len - 1] != '>')
+		return -EINVAL;
+	end = str + len - 1;
+	for (p = end - 1; p > str && n < 3; p--) {
+		if (*p == '.')
+			dot[n++] = p;
+	}
+	if (n < 3)
+		return -EINVAL;
+	/* dot[2] ends the node name, dot[1] the creation, dot[0] the number */
+	p = dot[2] + 1;
+	for (int k = 0; k < 3; k++) {
+		if (parse_u32(&p, &fields[k]) < 0 || p != (k < 2 ? dot[1 - k] : end))
+			return -EINVAL;
+		p++;
+	}
+	len = (size_t)(dot[2] - (str + 1));
+	if (len == 0 || len >= nodelen || !memchr(str + 1, '@', len))
+		return -EINVAL;
+	memcpy(node, str + 1, len);
+	node[len] = '\0';
+	*creation = fields[0];
+	pid->num = fields[1];
+	pid->serial = fields[2];
+	return 1;
+}

@@ -42,6 +42,47 @@ START_TEST(pid_parse)
 END_TEST
 
 static const struct {
+	const char *text;
+	int rc;
+	const char *node;
+	unsigned creation, num, serial;
+} full_pid_cases[] = {
+	{ "<0.123.0>", 0, "", 0, 123, 0 },
+	{ "0.99999.0", 0, "", 0, 99999, 0 },
+	{ "<rabbit@vm.1795511417.723.0>", 1, "rabbit@vm", 1795511417u, 723, 0 },
+	{ "<app@host.example.com.3.1.2>", 1, "app@host.example.com", 3, 1, 2 },
+	{ "<app@10.0.0.1.0.45.9>", 1, "app@10.0.0.1", 0, 45, 9 },
+	{ "<rabbit.1.723.0>", -EINVAL, "", 0, 0, 0 },	/* no @: no node */
+	{ "<@vm.1.2.3>", 1, "@vm", 1, 2, 3 },		/* the node judges it */
+	{ "<.1.723.0>", -EINVAL, "", 0, 0, 0 },
+	{ "<a@b.1.723>", -EINVAL, "", 0, 0, 0 },
+	{ "<a@b.1.723.0", -EINVAL, "", 0, 0, 0 },
+	{ "a@b.1.723.0>", -EINVAL, "", 0, 0, 0 },
+	{ "<a@b.x.723.0>", -EINVAL, "", 0, 0, 0 },
+	{ "<a@b.1.723.99999999999>", -EINVAL, "", 0, 0, 0 },
+	{ "<a@b.1..0>", -EINVAL, "", 0, 0, 0 },
+	{ "<1.123.0>", -EINVAL, "", 0, 0, 0 },
+};
+
+START_TEST(pid_parse_full)
+{
+	struct fp_pid pid = { 0, 0 };
+	char node[64] = "x";
+	uint32_t creation = 99;
+	int rc = fp_pid_parse_full(full_pid_cases[_i].text, &pid, node,
+				   sizeof(node), &creation);
+
+	fp_assert_int_eq(rc, full_pid_cases[_i].rc);
+	if (rc >= 0) {
+		fp_assert_str_eq(node, full_pid_cases[_i].node);
+		fp_assert_int_eq(creation, full_pid_cases[_i].creation);
+		fp_assert_int_eq(pid.num, full_pid_cases[_i].num);
+		fp_assert_int_eq(pid.serial, full_pid_cases[_i].serial);
+	}
+}
+END_TEST
+
+static const struct {
 	const char *name;
 	int ok;
 } node_cases[] = {
@@ -151,6 +192,7 @@ suite(void)
 
 	tc = tcase_create("pid");
 	tcase_add_loop_test(tc, pid_parse, 0, N(pid_cases));
+	tcase_add_loop_test(tc, pid_parse_full, 0, N(full_pid_cases));
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("node-name");

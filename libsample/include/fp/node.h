@@ -95,8 +95,11 @@ fp_node_disconnect(struct fp_node *node);
 int
 fp_node_fd(const struct fp_node *node);
 
+/** The name the node answers to (its rex's node), which can differ from
+ * the one it was reached by (another host name for the same host);
+ * the name given before the first connect. */
 const char *
-fp_node_target(const struct fp_node *node);
+fp_node_name(const struct fp_node *node);
 
 /** Our own node name (alive@host), valid after a connect attempt. */
 const char *
@@ -155,6 +158,30 @@ struct fp_reply {
 int
 fp_node_receive(struct fp_node *node, unsigned timeout_ms,
 		struct fp_reply *reply);
+
+/** What the node says of a pid a user named (fp_node_check_pids()). */
+enum fp_pid_state {
+	FP_PID_ALIVE = 0,
+	FP_PID_DEAD,		/* no such process (now, or of this run of the node) */
+	FP_PID_INVALID,		/* not a pid, or numbers this node does not take */
+	FP_PID_OTHER_NODE,	/* the remote form names another node */
+};
+
+/**
+ * Check pids as a user wrote them (fp_pid_parse_full()) against the
+ * node: the remote form must name this node (fp_node_name()), and the
+ * node itself turns each into a pid (erlang:list_to_pid/1) and says
+ * whether it lives. A pid the node would not accept is never sent to it.
+ * Synchronous; one request.
+ *
+ * @param[out] pids   the pid of each (meaningful when ALIVE or DEAD)
+ * @param[out] states what the node said of each
+ * @return 0, -EPROTO, or as fp_node_receive().
+ */
+int
+fp_node_check_pids(struct fp_node *node, const char *const *texts, size_t n,
+		   struct fp_pid *pids, enum fp_pid_state *states,
+		   unsigned timeout_ms);
 
 /**
  * Keep the node's backtrace_depth at @depth or deeper while this
@@ -218,6 +245,15 @@ int
 fp_node_whereis_request(struct fp_node *node, const char *const *names,
 			size_t n, uint64_t *id);
 
+/** Request erlang:is_process_alive/1 for each pid. */
+int
+fp_node_alive_request(struct fp_node *node, const struct fp_pid *pids,
+		      size_t n, uint64_t *id);
+
+/** Decode a list of @n booleans. @return 0 or -EBADMSG. */
+int
+fp_node_decode_bools(const struct fp_reply *reply, bool *out, size_t n);
+
 /** Request proc_lib:initial_call/1 for each pid. */
 int
 fp_node_initial_call_request(struct fp_node *node, const struct fp_pid *pids,
@@ -263,6 +299,16 @@ fp_node_sample_lists(const enum fp_ask *asks, size_t n);
 int
 fp_node_decode_pids(const struct fp_reply *reply, struct fp_pid *out,
 		    size_t max);
+
+/**
+ * Decode a whereis reply for @n names, name by name: found[i] tells
+ * whether name i is registered, out[i] its pid if so.
+ *
+ * @return 0, or -EBADMSG (also when the list has other than @n elements).
+ */
+int
+fp_node_decode_whereis(const struct fp_reply *reply, struct fp_pid *out,
+		       bool *found, size_t n);
 
 /* ---- FP_REQUEST_HELPER ------------------------------------------------ */
 

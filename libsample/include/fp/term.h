@@ -36,6 +36,21 @@ fp_pid_key(struct fp_pid pid)
 int
 fp_pid_parse(const char *str, struct fp_pid *pid);
 
+/**
+ * The same, and also the form rabbitmqctl and observer print for a pid of
+ * another node: "<alive@host.Creation.Number.Serial>". Only the syntax is
+ * checked: whether the node is the one profiled and accepts those numbers
+ * is the node's to say (fp_node_check_pids()).
+ *
+ * @param[out] node     the node name of the remote form ("" otherwise),
+ *                      room for @nodelen bytes
+ * @param[out] creation its creation (0 otherwise)
+ * @return 0 for a local form, 1 for the remote form, -EINVAL otherwise.
+ */
+int
+fp_pid_parse_full(const char *str, struct fp_pid *pid, char *node,
+		  size_t nodelen, uint32_t *creation);
+
 /** Process status as process_info(Pid, status) returns it. */
 enum fp_status {
 	FP_STATUS_UNKNOWN = 0,

@@ -60,6 +60,10 @@
 #define SCAN_COST_US 0.65
 #define HELPER_ROW_COST_US 60.0
 #define HELPER_PROBE_COST_US 1.0
+/* The largest process whose whole dictionary proc_lib:initial_call/1 may
+ * copy, once in its life, on a node that cannot read one key of it: at
+ * about 11 ns a byte (measured, OTP 25), 3 ms of one scheduler at most. */
+#define IC_COPY_MAX (256 * 1024)
 /* The budget looks at the last second of sampling (and the last
  * selection, spread over its interval), whatever --every is: a node is
  * never sampled over budget for more than about a second. */
@@ -96,6 +100,7 @@ struct daemon {
 	/* selection */
 	struct request req_procs, req_reds, req_whereis, req_init, req_alive;
 	uint64_t next_select_mono;
+	uint64_t next_ic_mono;		/* initial calls looked for */
 	uint64_t select_started_mono;
 	/* --pid and --name, as the node resolves them; each change of a
 	 * target's state is said once */
@@ -335,9 +340,6 @@ add_to_set(struct daemon *d, struct fp_pid pid)
 static void
 rebuild_set(struct daemon *d)
 {
-	uint64_t now = fpd_now_mono_us();
-	size_t n = 0;
-
 	d->nset = 0;
 	for (size_t i = 0; i < d->o->npids; i++) {
 		if (d->pin_state[i] == FP_PID_ALIVE)
@@ -379,22 +381,40 @@ rebuild_set(struct daemon *d)
 		slot->gen = d->set_gen;
 	}
 
-	/* proc_lib knows what OTP processes were started as; ask once. */
-	if (d->req_init.active || !d->connected)
+}
+
+/*
+ * proc_lib knows what OTP processes were started as: each is asked once
+ * in its life, once a sample has shown it was started by proc_lib. Where
+ * the node cannot read that one key of a process dictionary, asking
+ * copies the whole dictionary (proc_lib:initial_call/1): only processes
+ * of at most IC_COPY_MAX bytes are asked there, the others keep
+ * proc_lib:init_p as their initial call.
+ */
+static void
+ask_initial_calls(struct daemon *d, uint64_t now)
+{
+	int64_t max = fp_node_reads_dict_keys(d->node) ? -1 : IC_COPY_MAX;
+	size_t n = 0;
+	uint64_t id;
+	int rc;
+
+	if (d->req_init.active || !d->connected || now < d->next_ic_mono)
 		return;
+	d->next_ic_mono = now + BUDGET_WINDOW_US;
 	for (size_t i = 0; i < d->nset; i++) {
-		if (fp_sampler_wants_initial_call(d->sampler, d->set[i]))
+		if (fp_sampler_wants_proc_lib_call(d->sampler, d->set[i], max))
 			d->init_pids[n++] = d->set[i];
 	}
-	if (n) {
-		uint64_t id;
-		int rc = fp_node_initial_call_request(d->node, d->init_pids, n, &id);
-
-		d->ninit = n;
-		if (rc == 0)
-			request_sent(&d->req_init, id, now);
-		check_send(d, rc, "initial_call request");
+	if (n == 0)
+		return;
+	rc = fp_node_initial_call_request(d->node, d->init_pids, n, &id);
+	d->ninit = n;
+	if (rc == 0) {
+		request_sent(&d->req_init, id, now);
+		fp_sampler_initial_calls_asked(d->sampler, d->init_pids, n);
 	}
+	check_send(d, rc, "initial_call request");
 }
 
 /* ---- selection -------------------------------------------------------- */
@@ -1383,6 +1403,20 @@ on_health(struct daemon *d, const struct fp_reply *reply, uint64_t now)
 }
 
 static void
+on_initial_calls(struct daemon *d, struct fp_reply *reply)
+{
+	uint64_t us = take_time(d, reply);
+
+	d->req_init.active = false;
+	/* node work like a scan's: in the interval and in the budget */
+	d->st_work.procs_us += us;
+	d->bw_work.procs_us += us;
+	if (fp_sampler_initial_calls(d->sampler, reply, d->init_pids,
+				     d->ninit) < 0)
+		fpd_debug("unexpected initial_call reply");
+}
+
+static void
 handle_input(struct daemon *d)
 {
 	struct sample_slot *slot;
@@ -1419,12 +1453,9 @@ handle_input(struct daemon *d)
 		on_alive(d, &reply);
 	else if (d->req_health.active && reply.id == d->req_health.id)
 		on_health(d, &reply, now);
-	else if (d->req_init.active && reply.id == d->req_init.id) {
-		d->req_init.active = false;
-		if (fp_sampler_initial_calls(d->sampler, &reply, d->init_pids,
-					     d->ninit) < 0)
-			fpd_debug("unexpected proc_lib:initial_call reply");
-	} else {
+	else if (d->req_init.active && reply.id == d->req_init.id)
+		on_initial_calls(d, &reply);
+	else {
 		fpd_debug("late reply %llu dropped", (unsigned long long)reply.id);
 	}
 }
@@ -1633,6 +1664,9 @@ tick(struct daemon *d)
 			return;
 	}
 	sample_tick(d, now);
+	ask_initial_calls(d, now);
+	if (!d->connected)
+		return;
 	budget_tick(d, now);
 	if (helper_mode(d))
 		helper_sync(d);

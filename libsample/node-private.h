@@ -48,6 +48,8 @@ struct fp_node {
 	unsigned connects;
 
 	bool depth_attached;	/* the node's janitor holds our depth */
+	bool dict_keys;		/* process_info(P, {dictionary, Key}) works */
+	bool probing;		/* a badrpc answers a feature probe: no warning */
 
 	/* FP_REQUEST_HELPER: the module loaded for this connection (helper.c) */
 	char helper_mod[MAXATOMLEN];

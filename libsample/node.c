@@ -673,7 +673,8 @@ decode_reply(struct fp_node *node, struct fp_reply *reply)
 		       node->target, node->rx.index);
 		return -EBADMSG;
 	}
-	if (rc == 1 && reply->badrpc && fp_log_enabled(FP_LOG_WARNING)) {
+	if (rc == 1 && reply->badrpc && !node->probing &&
+	    fp_log_enabled(FP_LOG_WARNING)) {
 		char *s = NULL;
 		int i = reply->index, arity;
 
@@ -792,6 +793,14 @@ args_atom(ei_x_buff *x, const char *atom)
 	ei_x_encode_empty_list(x);
 }
 
+static void
+encode_dict_key(ei_x_buff *x, const char *key)
+{
+	ei_x_encode_tuple_header(x, 2);
+	ei_x_encode_atom(x, "dictionary");
+	ei_x_encode_atom(x, key);
+}
+
 static int
 setup_calls(struct fp_node *node, unsigned timeout_ms)
 {
@@ -824,6 +833,21 @@ setup_calls(struct fp_node *node, unsigned timeout_ms)
 		goto out;
 	}
 	strcpy(node->name, rex.node);
+
+	/* process_info(P, {dictionary, Key}) (OTP 26.2 and later) reads one
+	 * key without copying the dictionary; older nodes refuse the item
+	 * with badarg. rex is a gen_server: it has the key asked here. */
+	args.index = 0;
+	ei_x_encode_list_header(&args, 2);
+	ei_x_encode_pid(&args, &rex);
+	encode_dict_key(&args, "$initial_call");
+	ei_x_encode_empty_list(&args);
+	node->probing = true;
+	rc = node_call(node, "erlang", "process_info", &args, timeout_ms, &reply);
+	node->probing = false;
+	if (rc < 0 && rc != -EPROTO)
+		goto out;
+	node->dict_keys = rc == 0;
 
 	args_atom(&args, "wordsize");
 	rc = node_call(node, "erlang", "system_info", &args, timeout_ms, &reply);
@@ -1173,13 +1197,36 @@ fp_node_initial_call_request(struct fp_node *node, const struct fp_pid *pids,
 	int rc;
 
 	ei_x_new(&args);
-	ei_x_encode_list_header(&args, 2);
-	encode_export_fun(&args, "proc_lib", "initial_call", 1);
-	node_encode_pid_list(node, &args, pids, n);
-	ei_x_encode_empty_list(&args);
-	rc = node_rpc_send(node, "lists", "map", &args, id);
+	if (node->dict_keys) {
+		/* lists:zipwith(fun erlang:process_info/2, Pids,
+		 *               [{dictionary, '$initial_call'}, ...]):
+		 * one key, read without copying the dictionary */
+		ei_x_encode_list_header(&args, 3);
+		encode_export_fun(&args, "erlang", "process_info", 2);
+		node_encode_pid_list(node, &args, pids, n);
+		if (n) {
+			ei_x_encode_list_header(&args, (long)n);
+			for (size_t i = 0; i < n; i++)
+				encode_dict_key(&args, "$initial_call");
+		}
+		ei_x_encode_empty_list(&args);
+		ei_x_encode_empty_list(&args);
+		rc = node_rpc_send_timed(node, "lists", "zipwith", &args, id, false);
+	} else {
+		ei_x_encode_list_header(&args, 2);
+		encode_export_fun(&args, "proc_lib", "initial_call", 1);
+		node_encode_pid_list(node, &args, pids, n);
+		ei_x_encode_empty_list(&args);
+		rc = node_rpc_send_timed(node, "lists", "map", &args, id, false);
+	}
 	ei_x_free(&args);
 	return rc;
+}
+
+bool
+fp_node_reads_dict_keys(const struct fp_node *node)
+{
+	return node->dict_keys;
 }
 
 /*

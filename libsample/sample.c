@@ -22,6 +22,22 @@ struct cached_stack {
 	struct fp_frame frames[];
 };
 
+/*
+ * What proc_lib said a process was started as, kept while the process
+ * lives, whether or not it is in the set: asking costs the node a copy of
+ * the process's dictionary where it cannot read one key of it, so each
+ * process is asked once in its life (also when the answer was lost).
+ */
+struct ic_memo {
+	char *module;		/* NULL: asked, no answer */
+	char *function;
+	uint32_t arity;
+};
+
+/* Memo entries kept at most; past it, those of processes not in the set
+ * go (they may be asked again if they come back). */
+enum { IC_MEMO_MAX = 65536 };
+
 struct proc_state {
 	bool have_prev;
 	bool ic_from_proc_lib;
@@ -84,6 +100,7 @@ struct fp_sampler {
 	size_t spans_cap;
 	struct arena_chunk *arena;
 	size_t gone;
+	struct pidmap ic_memo;	/* struct ic_memo */
 };
 
 enum { ARENA_CHUNK = 64 * 1024 };
@@ -151,9 +168,26 @@ fp_sampler_new(void)
 	struct fp_sampler *s = xnew(struct fp_sampler);
 
 	pidmap_init(&s->procs, sizeof(struct proc_state));
+	pidmap_init(&s->ic_memo, sizeof(struct ic_memo));
 	intern_init(&s->frame_cache);
 	intern_init(&s->stack_cache);
 	return s;
+}
+
+static void
+memo_clear(struct fp_sampler *s)
+{
+	size_t it = 0;
+	uint64_t key;
+	void *v;
+
+	while (pidmap_next(&s->ic_memo, &it, &key, &v)) {
+		struct ic_memo *m = v;
+
+		free(m->module);
+		free(m->function);
+	}
+	pidmap_clear(&s->ic_memo);
 }
 
 static void
@@ -166,6 +200,7 @@ forget_all(struct fp_sampler *s)
 	while (pidmap_next(&s->procs, &it, &key, &v))
 		proc_state_release(v);
 	pidmap_clear(&s->procs);
+	memo_clear(s);
 }
 
 void
@@ -175,6 +210,7 @@ fp_sampler_destroy(struct fp_sampler *s)
 		return;
 	forget_all(s);
 	pidmap_release(&s->procs);
+	pidmap_release(&s->ic_memo);
 	intern_release(&s->frame_cache);
 	intern_release(&s->stack_cache);
 	free(s->spans);
@@ -237,6 +273,68 @@ fp_sampler_wants_initial_call(const struct fp_sampler *s, struct fp_pid pid)
 	return !st || !st->ic_module;
 }
 
+bool
+fp_sampler_wants_proc_lib_call(const struct fp_sampler *s, struct fp_pid pid,
+			       int64_t max_memory)
+{
+	const struct proc_state *st = pidmap_find(&s->procs, fp_pid_key(pid));
+
+	/* proc_lib only knows better for what it started itself */
+	if (!st || !st->have_prev || !st->ic_module || st->ic_from_proc_lib ||
+	    strcmp(st->ic_module, "proc_lib") != 0 ||
+	    strncmp(st->ic_function, "init_p", 6) != 0 ||
+	    pidmap_find(&s->ic_memo, fp_pid_key(pid)))
+		return false;
+	return max_memory < 0 || st->prev[FP_METRIC_MEMORY] <= max_memory;
+}
+
+/* Room for one more memo: past IC_MEMO_MAX, forget the processes that
+ * are not in the set. */
+static void
+memo_make_room(struct fp_sampler *s)
+{
+	size_t it = 0;
+	uint64_t key;
+	void *v;
+
+	uint64_t *gone;
+	size_t n = 0;
+
+	if (s->ic_memo.count < IC_MEMO_MAX)
+		return;
+	gone = xzalloc(s->ic_memo.count * sizeof(*gone));
+	while (pidmap_next(&s->ic_memo, &it, &key, &v)) {
+		struct ic_memo *m = v;
+
+		if (pidmap_find(&s->procs, key))
+			continue;
+		free(m->module);
+		free(m->function);
+		gone[n++] = key;
+	}
+	/* removing moves entries: not while walking */
+	for (size_t i = 0; i < n; i++)
+		pidmap_remove(&s->ic_memo, gone[i]);
+	free(gone);
+	if (s->ic_memo.count >= IC_MEMO_MAX)
+		memo_clear(s);
+}
+
+void
+fp_sampler_initial_calls_asked(struct fp_sampler *s, const struct fp_pid *pids,
+			       size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		bool created;
+		struct ic_memo *m;
+
+		memo_make_room(s);
+		m = pidmap_insert(&s->ic_memo, fp_pid_key(pids[i]), &created);
+		if (created)
+			m->module = m->function = NULL;
+	}
+}
+
 static bool
 is_atom_type(int type)
 {
@@ -277,12 +375,37 @@ decode_mfa(const char *buf, int *index, char *m, char *f, uint32_t *arity)
 	return 0;
 }
 
+/* proc_lib's {M, F, Args}, or a dictionary read's
+ * {{dictionary, '$initial_call'}, {M, F, Arity} | undefined}: 1 with the
+ * call, 0 for an answer without one (false, undefined), or -EBADMSG. */
+static int
+decode_initial_call(const char *buf, int *index, char *m, char *f,
+		    uint32_t *arity)
+{
+	int type, size, start = *index, n;
+
+	if (ei_get_type(buf, index, &type, &size) < 0)
+		return -EBADMSG;
+	if (is_atom_type(type))
+		return node_decode_atom(buf, index, m) < 0 ? -EBADMSG : 0;
+	if (ei_decode_tuple_header(buf, index, &n) < 0)
+		return -EBADMSG;
+	if (n == 2) {
+		/* the key, then the value */
+		if (node_skip_term(buf, index) < 0)
+			return -EBADMSG;
+		return decode_initial_call(buf, index, m, f, arity);
+	}
+	*index = start;
+	return decode_mfa(buf, index, m, f, arity) < 0 ? -EBADMSG : 1;
+}
+
 int
 fp_sampler_initial_calls(struct fp_sampler *s, const struct fp_reply *reply,
 			 const struct fp_pid *pids, size_t n)
 {
 	const char *buf = reply->buf;
-	int index = reply->index, count, type, size;
+	int index = reply->index, count, rc;
 	char m[MAXATOMLEN_UTF8], f[MAXATOMLEN_UTF8];
 
 	if (reply->badrpc || node_reply_check(reply) < 0 ||
@@ -290,21 +413,29 @@ fp_sampler_initial_calls(struct fp_sampler *s, const struct fp_reply *reply,
 		return -EBADMSG;
 	for (size_t i = 0; i < n; i++) {
 		struct proc_state *st;
+		struct ic_memo *memo;
 		uint32_t arity;
 		bool created;
 
-		if (ei_get_type(buf, &index, &type, &size) < 0)
+		rc = decode_initial_call(buf, &index, m, f, &arity);
+		if (rc < 0)
 			return -EBADMSG;
-		if (is_atom_type(type)) {	/* false: not a proc_lib process */
-			if (node_decode_atom(buf, &index, m) < 0)
-				return -EBADMSG;
+		if (rc == 0)
 			continue;
+		memo_make_room(s);
+		memo = pidmap_insert(&s->ic_memo, fp_pid_key(pids[i]), &created);
+		if (!created) {
+			free(memo->module);
+			free(memo->function);
 		}
-		if (decode_mfa(buf, &index, m, f, &arity) < 0)
-			return -EBADMSG;
-		st = pidmap_insert(&s->procs, fp_pid_key(pids[i]), &created);
-		set_initial_call(st, m, f, arity);
-		st->ic_from_proc_lib = true;
+		memo->module = xstrdup(m);
+		memo->function = xstrdup(f);
+		memo->arity = arity;
+		st = pidmap_find(&s->procs, fp_pid_key(pids[i]));
+		if (st) {
+			set_initial_call(st, m, f, arity);
+			st->ic_from_proc_lib = true;
+		}
 	}
 	return 0;
 }
@@ -973,11 +1104,22 @@ apply_history(struct fp_sampler *s, struct fp_sample *smp,
 	st->have_prev = true;
 
 	/* The node's own initial_call names proc_lib for every OTP
-	 * process; proc_lib's answer, once we have it, is the useful one. */
-	if (smp->has_initial_call && !st->ic_from_proc_lib)
-		set_initial_call(st, smp->initial_call.module,
-				 smp->initial_call.function,
-				 smp->initial_call.arity);
+	 * process; proc_lib's answer, once we have it, is the useful one
+	 * (remembered while the process lives, in the set or not). */
+	if (smp->has_initial_call && !st->ic_from_proc_lib) {
+		const struct ic_memo *memo = pidmap_find(&s->ic_memo,
+							 fp_pid_key(smp->pid));
+
+		if (memo && memo->module) {
+			set_initial_call(st, memo->module, memo->function,
+					 memo->arity);
+			st->ic_from_proc_lib = true;
+		} else {
+			set_initial_call(st, smp->initial_call.module,
+					 smp->initial_call.function,
+					 smp->initial_call.arity);
+		}
+	}
 	if (st->ic_module) {
 		smp->has_initial_call = true;
 		smp->initial_call.module = st->ic_module;

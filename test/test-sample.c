@@ -736,11 +736,61 @@ START_TEST(decode_proc_lib_initial_call)
 	ei_x_encode_empty_list(&x);
 	r = reply_of(&x);
 	fp_assert_int_eq(fp_sampler_initial_calls(s, &r, pids, 2), 0);
-	fp_assert(!fp_sampler_wants_initial_call(s, pids[0]));
-	fp_assert(fp_sampler_wants_initial_call(s, pids[1]));
 	ei_x_free(&x);
 
-	/* The sample's own proc_lib:init_p/5 does not override it. */
+	/* The sample's own proc_lib:init_p/5 does not override it, also
+	 * after the process left the set and came back. */
+	for (int round = 0; round < 2; round++) {
+		ei_x_new_with_version(&x);
+		ei_x_encode_list_header(&x, 1);
+		enc_proc(&x, &proc_a);
+		ei_x_encode_empty_list(&x);
+		r = reply_of(&x);
+		fp_assert_int_eq(fp_sampler_decode(s, &r, pids, NULL, 1, 1, 8), 1);
+		out = fp_sampler_samples(s, &n);
+		fp_assert_str_eq(out[0].initial_call.module, "my_server");
+		fp_assert_str_eq(out[0].initial_call.function, "init");
+		fp_assert_int_eq(out[0].initial_call.arity, 1);
+		fp_assert(!fp_sampler_wants_initial_call(s, pids[0]));
+		fp_assert(!fp_sampler_wants_proc_lib_call(s, pids[0], -1));
+		ei_x_free(&x);
+		fp_sampler_retain(s, NULL, 0);
+	}
+	fp_sampler_destroy(s);
+}
+END_TEST
+
+/* A dictionary read's {{dictionary, '$initial_call'}, {M, F, Arity}}. */
+START_TEST(decode_dict_initial_call)
+{
+	struct fp_sampler *s = fp_sampler_new();
+	struct fp_pid pids[3] = { { 80, 0 }, { 81, 0 }, { 82, 0 } };
+	const struct fp_sample *out;
+	struct fp_reply r;
+	ei_x_buff x;
+	size_t n;
+
+	ei_x_new_with_version(&x);
+	ei_x_encode_list_header(&x, 3);
+	ei_x_encode_tuple_header(&x, 2);
+	ei_x_encode_tuple_header(&x, 2);
+	ei_x_encode_atom(&x, "dictionary");
+	ei_x_encode_atom(&x, "$initial_call");
+	ei_x_encode_tuple_header(&x, 3);
+	ei_x_encode_atom(&x, "my_server");
+	ei_x_encode_atom(&x, "init");
+	ei_x_encode_long(&x, 1);
+	ei_x_encode_tuple_header(&x, 2);	/* no such key */
+	ei_x_encode_tuple_header(&x, 2);
+	ei_x_encode_atom(&x, "dictionary");
+	ei_x_encode_atom(&x, "$initial_call");
+	ei_x_encode_atom(&x, "undefined");
+	ei_x_encode_atom(&x, "undefined");	/* gone */
+	ei_x_encode_empty_list(&x);
+	r = reply_of(&x);
+	fp_assert_int_eq(fp_sampler_initial_calls(s, &r, pids, 3), 0);
+	ei_x_free(&x);
+
 	ei_x_new_with_version(&x);
 	ei_x_encode_list_header(&x, 1);
 	enc_proc(&x, &proc_a);
@@ -749,9 +799,57 @@ START_TEST(decode_proc_lib_initial_call)
 	fp_assert_int_eq(fp_sampler_decode(s, &r, pids, NULL, 1, 1, 8), 1);
 	out = fp_sampler_samples(s, &n);
 	fp_assert_str_eq(out[0].initial_call.module, "my_server");
-	fp_assert_str_eq(out[0].initial_call.function, "init");
 	fp_assert_int_eq(out[0].initial_call.arity, 1);
 	ei_x_free(&x);
+	fp_sampler_destroy(s);
+}
+END_TEST
+
+/* Who is asked proc_lib:initial_call/1: processes proc_lib started, once
+ * in their life, and where the copy costs, only small ones. */
+START_TEST(proc_lib_call_asked_once)
+{
+	struct fp_sampler *s = fp_sampler_new();
+	struct fp_pid pid = { 90, 0 };
+	struct proc p = proc_a;		/* proc_lib:init_p/5, memory 5000 */
+	struct fp_reply r;
+	ei_x_buff x;
+
+	fp_assert(!fp_sampler_wants_proc_lib_call(s, pid, -1));	/* no sample yet */
+	ei_x_new_with_version(&x);
+	ei_x_encode_list_header(&x, 1);
+	enc_proc(&x, &p);
+	ei_x_encode_empty_list(&x);
+	r = reply_of(&x);
+	fp_assert_int_eq(fp_sampler_decode(s, &r, &pid, NULL, 1, 1, 8), 1);
+	ei_x_free(&x);
+	fp_assert(fp_sampler_wants_proc_lib_call(s, pid, -1));
+	fp_assert(fp_sampler_wants_proc_lib_call(s, pid, p.memory));
+	fp_assert(!fp_sampler_wants_proc_lib_call(s, pid, p.memory - 1));
+
+	/* asked, the answer lost: never again, in the set or back in it */
+	fp_sampler_initial_calls_asked(s, &pid, 1);
+	fp_assert(!fp_sampler_wants_proc_lib_call(s, pid, -1));
+	fp_sampler_retain(s, NULL, 0);
+	ei_x_new_with_version(&x);
+	ei_x_encode_list_header(&x, 1);
+	enc_proc(&x, &p);
+	ei_x_encode_empty_list(&x);
+	r = reply_of(&x);
+	fp_assert_int_eq(fp_sampler_decode(s, &r, &pid, NULL, 1, 1, 8), 1);
+	ei_x_free(&x);
+	fp_assert(!fp_sampler_wants_proc_lib_call(s, pid, -1));
+
+	/* a new connection: pids may mean other processes */
+	fp_sampler_reset(s);
+	ei_x_new_with_version(&x);
+	ei_x_encode_list_header(&x, 1);
+	enc_proc(&x, &p);
+	ei_x_encode_empty_list(&x);
+	r = reply_of(&x);
+	fp_assert_int_eq(fp_sampler_decode(s, &r, &pid, NULL, 1, 1, 8), 1);
+	ei_x_free(&x);
+	fp_assert(fp_sampler_wants_proc_lib_call(s, pid, -1));
 	fp_sampler_destroy(s);
 }
 END_TEST
@@ -1616,6 +1714,8 @@ suite(void)
 	tcase_add_test(tc, decode_deltas);
 	tcase_add_test(tc, decode_unicode_file);
 	tcase_add_test(tc, decode_proc_lib_initial_call);
+	tcase_add_test(tc, decode_dict_initial_call);
+	tcase_add_test(tc, proc_lib_call_asked_once);
 	tcase_add_loop_test(tc, decode_bad, 0, 6);
 	tcase_add_test(tc, decode_pids);
 	tcase_add_test(tc, term_check);

@@ -254,10 +254,21 @@ fp_node_alive_request(struct fp_node *node, const struct fp_pid *pids,
 int
 fp_node_decode_bools(const struct fp_reply *reply, bool *out, size_t n);
 
-/** Request proc_lib:initial_call/1 for each pid. */
+/**
+ * Request what each pid was started as, timed (fp_reply_take_time()),
+ * for fp_sampler_initial_calls(): process_info(P, {dictionary,
+ * '$initial_call'}) where the node reads one key without copying the
+ * dictionary (fp_node_reads_dict_keys()), else proc_lib:initial_call/1,
+ * which copies the whole dictionary of the process.
+ */
 int
 fp_node_initial_call_request(struct fp_node *node, const struct fp_pid *pids,
 			     size_t n, uint64_t *id);
+
+/** Whether the node reads one key of a process dictionary without
+ * copying the rest (probed at connect; OTP 26.2 and later). */
+bool
+fp_node_reads_dict_keys(const struct fp_node *node);
 
 /** What a sample request asks of one process. */
 enum fp_ask {

@@ -44,8 +44,27 @@ fp_sampler_wants_initial_call(const struct fp_sampler *sampler,
 			      struct fp_pid pid);
 
 /**
- * Take a proc_lib:initial_call/1 reply for @pids: processes started by
- * proc_lib get the call they were started with rather than proc_lib's.
+ * True when @pid was started by proc_lib (its own initial call, from a
+ * sample, is proc_lib:init_p), proc_lib's answer is not known, it was
+ * never asked in this process's life, and its memory at its last sample
+ * is at most @max_memory bytes (-1: any). Asking copies the process's
+ * dictionary on a node that cannot read one key of it
+ * (fp_node_reads_dict_keys()): the bound keeps that copy small.
+ */
+bool
+fp_sampler_wants_proc_lib_call(const struct fp_sampler *sampler,
+			       struct fp_pid pid, int64_t max_memory);
+
+/** @pids are being asked (fp_node_initial_call_request()): never again
+ * in their lives, even if the answer is lost. */
+void
+fp_sampler_initial_calls_asked(struct fp_sampler *sampler,
+			       const struct fp_pid *pids, size_t n);
+
+/**
+ * Take a fp_node_initial_call_request() reply for @pids (after
+ * fp_reply_take_time()): processes started by proc_lib get the call
+ * they were started with rather than proc_lib's, kept while they live.
  *
  * @return 0 or -EBADMSG.
  */

@@ -677,7 +677,7 @@ any_target(const struct daemon *d)
 static void
 nothing_to_sample(struct daemon *d)
 {
-	fpd_err("nothing to sample on %s: no --pid is alive and no --name is registered",
+	fpd_err("no sample taken: nothing to sample on %s (no --pid is alive, no --name is registered)",
 		fp_node_name(d->node));
 	d->exit_code = FPD_EXIT_NOSAMPLES;
 	d->stopping = true;

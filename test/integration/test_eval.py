@@ -21,8 +21,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
 
 # processes linked to a pid of another node: the samplers (nothing else on
-# the demo node links to a remote process)
+# the demo node links to a remote process but the janitor, which holds
+# backtrace_depth for the daemons attached)
 SAMPLERS = ("length([P || P <- processes(),"
+            " P =/= whereis(flame_profd_janitor),"
             " {links, L} <- [erlang:process_info(P, links)],"
             " lists:any(fun(X) -> node(X) =/= node() end, L)])")
 
@@ -74,6 +76,7 @@ def main(t):
     d.wait_samples(timeout=30)
     t.eq(wait_samplers(node, 3), 3, "three samplers")
     victim = node.eval("hd([P || P <- processes(),"
+                       " P =/= whereis(flame_profd_janitor),"
                        " {links, L} <- [erlang:process_info(P, links)],"
                        " lists:any(fun(X) -> node(X) =/= node() end, L)])")
     node.eval("exit(%s, kill)" % ("list_to_pid(\"%s\")" % victim.strip()))

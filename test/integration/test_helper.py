@@ -28,8 +28,10 @@ import harness as h  # noqa: E402
 MODULES = ("[M || M <- erlang:loaded(),"
            " lists:prefix(\"fpdh_\", atom_to_list(M))]")
 # processes linked to a pid of another node: the helper (nothing else on
-# the demo node links to a remote process)
+# the demo node links to a remote process but the janitor, which holds
+# backtrace_depth for the daemons attached)
 LINKED = ("[P || P <- processes(),"
+          " P =/= whereis(flame_profd_janitor),"
           " {links, L} <- [erlang:process_info(P, links)],"
           " lists:any(fun(X) -> node(X) =/= node() end, L)]")
 

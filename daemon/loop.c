@@ -108,7 +108,15 @@ struct daemon {
 	enum fp_pid_state *pin_state;	/* ... and what the node says of it */
 	bool *pin_alive;
 	bool pins_checked;
+	/* the atoms each --name can mean (fp_name_candidates()), asked
+	 * together: name_of[k] is the --name of candidate k */
+	char (*cand)[FP_NAME_MAX];
+	const char **cand_atoms;
+	size_t *name_of, ncand;
+	struct fp_pid *cand_pids;
+	bool *cand_found;
 	struct fp_pid *named;		/* --name i, when registered */
+	size_t *named_as;		/* ... as candidate k */
 	bool *name_found;
 	bool *name_said;		/* name_found[i] as last reported */
 	bool names_checked;
@@ -456,7 +464,7 @@ start_selection(struct daemon *d, uint64_t now)
 		send_reductions(d, now);
 	}
 	if (d->connected && d->o->nnames && !d->req_whereis.active) {
-		rc = fp_node_whereis_request(d->node, d->o->names, d->o->nnames, &id);
+		rc = fp_node_whereis_request(d->node, d->cand_atoms, d->ncand, &id);
 		if (rc == 0)
 			request_sent(&d->req_whereis, id, now);
 		check_send(d, rc, "whereis request");
@@ -689,17 +697,32 @@ on_whereis(struct daemon *d, const struct fp_reply *reply)
 	bool first = !d->names_checked;
 
 	d->req_whereis.active = false;
-	if (fp_node_decode_whereis(reply, d->named, d->name_found,
-				   d->o->nnames) < 0) {
+	if (fp_node_decode_whereis(reply, d->cand_pids, d->cand_found,
+				   d->ncand) < 0) {
 		fpd_warn("unexpected reply to whereis; --name processes not resolved");
 		return;
 	}
+	/* a name's first candidate found is what it means */
+	memset(d->name_found, 0, d->o->nnames * sizeof(*d->name_found));
+	for (size_t k = d->ncand; k-- > 0;) {
+		size_t i = d->name_of[k];
+
+		if (d->cand_found[k]) {
+			d->name_found[i] = true;
+			d->named[i] = d->cand_pids[k];
+			d->named_as[i] = k;
+		}
+	}
 	d->names_checked = true;
 	for (size_t i = 0; i < d->o->nnames; i++) {
+		const char *as = d->cand[d->named_as[i]];
+		bool same = strcmp(as, d->o->names[i]) == 0;
+
 		if (d->name_found[i] == d->name_said[i] && !first)
 			continue;
 		if (d->name_found[i])
-			fpd_info("--name %s is <0.%u.%u>", d->o->names[i],
+			fpd_info("--name %s%s%s%s is <0.%u.%u>", d->o->names[i],
+				 same ? "" : " ('", same ? "" : as, same ? "" : "')",
 				 d->named[i].num, d->named[i].serial);
 		else if (first)
 			fpd_warn("--name %s is not registered on %s", d->o->names[i],
@@ -1865,6 +1888,21 @@ fpd_run(const struct fpd_options *o, const char *cookie)
 	d.top = calloc(o->top ? o->top : 1, sizeof(*d.top));
 	d.named = calloc(o->nnames ? o->nnames : 1, sizeof(*d.named));
 	d.name_found = calloc(o->nnames ? o->nnames : 1, sizeof(*d.name_found));
+	d.named_as = calloc(o->nnames ? o->nnames : 1, sizeof(*d.named_as));
+	d.cand = calloc(2 * o->nnames + 1, sizeof(*d.cand));
+	d.cand_atoms = calloc(2 * o->nnames + 1, sizeof(*d.cand_atoms));
+	d.name_of = calloc(2 * o->nnames + 1, sizeof(*d.name_of));
+	d.cand_pids = calloc(2 * o->nnames + 1, sizeof(*d.cand_pids));
+	d.cand_found = calloc(2 * o->nnames + 1, sizeof(*d.cand_found));
+	for (size_t i = 0; i < o->nnames; i++) {
+		int n = fp_name_candidates(o->names[i], d.cand + d.ncand);
+
+		/* main.c refused names without a candidate */
+		for (int k = 0; k < n; k++, d.ncand++) {
+			d.cand_atoms[d.ncand] = d.cand[d.ncand];
+			d.name_of[d.ncand] = i;
+		}
+	}
 	d.name_said = calloc(o->nnames ? o->nnames : 1, sizeof(*d.name_said));
 	d.pinned = calloc(o->npids ? o->npids : 1, sizeof(*d.pinned));
 	d.pin_state = calloc(o->npids ? 2 * o->npids : 1, sizeof(*d.pin_state));
@@ -1955,6 +1993,12 @@ out:
 	free(d.top);
 	free(d.named);
 	free(d.name_found);
+	free(d.named_as);
+	free(d.cand);
+	free(d.cand_atoms);
+	free(d.name_of);
+	free(d.cand_pids);
+	free(d.cand_found);
 	free(d.name_said);
 	free(d.pinned);
 	free(d.pin_state);

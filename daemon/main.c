@@ -47,8 +47,10 @@ usage(FILE *f)
 "  -p, --pid PID             always sample PID, '<0.123.0>' or 0.123.0, or as\n"
 "                            rabbitmqctl and observer print a pid of the node,\n"
 "                            '<app@host.Creation.123.0>' (repeatable)\n"
-"  -N, --name NAME           always sample the process registered as NAME\n"
-"                            (repeatable)\n"
+"  -N, --name NAME           always sample the process registered as NAME:\n"
+"                            an atom (foo, :foo) or an Elixir alias\n"
+"                            (MyApp.Counter for 'Elixir.MyApp.Counter');\n"
+"                            repeatable\n"
 "      --scan-max N          read the reductions of at most N processes per\n"
 "                            selection (default 50000); bigger nodes are covered\n"
 "                            by a moving window, the current selection always\n"
@@ -156,14 +158,6 @@ parse_uint(const char *s, unsigned long max, unsigned long *out)
 		return -EINVAL;
 	*out = v;
 	return 0;
-}
-
-static bool
-valid_atom_text(const char *s)
-{
-	size_t len = strlen(s);
-
-	return len > 0 && len < 256;
 }
 
 static int
@@ -280,13 +274,16 @@ parse_options(int argc, char **argv, struct fpd_options *o)
 			o->pids[o->npids++] = optarg;
 			break;
 		}
-		case 'N':
-			if (!valid_atom_text(optarg))
+		case 'N': {
+			char cand[2][FP_NAME_MAX];
+
+			if (fp_name_candidates(optarg, cand) < 0)
 				return bad_value("--name", optarg,
-						 "expected a registered name (1 to 255 bytes)");
+						 "expected a registered name (1 to 255 bytes), an Elixir alias or :atom");
 			o->names = realloc(o->names, (o->nnames + 1) * sizeof(*o->names));
 			o->names[o->nnames++] = optarg;
 			break;
+		}
 		case 'o':
 			if (!*optarg)
 				return bad_value("--out", optarg, "expected a directory");

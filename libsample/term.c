@@ -145,3 +145,55 @@ fp_pid_parse_full(const char *str, struct fp_pid *pid, char *node,
 	pid->serial = fields[2];
 	return 1;
 }
+
+/* An Elixir alias: segments of a capital ASCII letter then letters,
+ * digits and underscores, joined by dots. */
+static bool
+is_alias(const char *s)
+{
+	bool start = true;
+
+	for (; *s; s++) {
+		if (start) {
+			if (*s < 'A' || *s > 'Z')
+				return false;
+			start = false;
+		} else if (*s == '.') {
+			start = true;
+		} else if (!(*s >= 'a' && *s <= 'z') && !(*s >= 'A' && *s <= 'Z') &&
+			   !(*s >= '0' && *s <= '9') && *s != '_') {
+			return false;
+		}
+	}
+	return !start;
+}
+
+int
+fp_name_candidates(const char *given, char cand[2][FP_NAME_MAX])
+{
+	size_t len = strlen(given);
+	int n = 0;
+
+	/* Elixir's atom syntax, :foo or :"foo bar" */
+	if (given[0] == ':' && len > 1) {
+		given++;
+		len--;
+		if (given[0] == '"' && len >= 2 && given[len - 1] == '"') {
+			given++;
+			len -= 2;
+		}
+	}
+	if (len == 0 || len >= FP_NAME_MAX)
+		return -EINVAL;
+	if (is_alias(given) && strncmp(given, "Elixir.", 7) != 0) {
+		if (len + 7 < FP_NAME_MAX) {
+			memcpy(cand[n], "Elixir.", 7);
+			memcpy(cand[n] + 7, given, len);
+			cand[n][len + 7] = '\0';
+			n++;
+		}
+	}
+	memcpy(cand[n], given, len);
+	cand[n][len] = '\0';
+	return n + 1;
+}

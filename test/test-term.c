@@ -83,6 +83,40 @@ START_TEST(pid_parse_full)
 END_TEST
 
 static const struct {
+	const char *given;
+	int n;
+	const char *first, *second;
+} name_cases[] = {
+	{ "my_server", 1, "my_server", NULL },
+	{ "RwEx.Counter", 2, "Elixir.RwEx.Counter", "RwEx.Counter" },
+	{ "Counter", 2, "Elixir.Counter", "Counter" },
+	{ "Elixir.RwEx.Counter", 1, "Elixir.RwEx.Counter", NULL },
+	{ ":foo", 1, "foo", NULL },
+	{ ":\"foo bar\"", 1, "foo bar", NULL },
+	{ ":Elixir.X", 1, "Elixir.X", NULL },
+	{ "Rw.counter", 1, "Rw.counter", NULL },	/* no alias: lower case */
+	{ "Rw..X", 1, "Rw..X", NULL },
+	{ "Rw.", 1, "Rw.", NULL },
+	{ "s\xc3\xb6k", 1, "s\xc3\xb6k", NULL },
+	{ ":", 1, ":", NULL },
+	{ "", -EINVAL, NULL, NULL },
+	{ ":\"\"", -EINVAL, NULL, NULL },
+};
+
+START_TEST(name_candidates)
+{
+	char cand[2][FP_NAME_MAX];
+	int n = fp_name_candidates(name_cases[_i].given, cand);
+
+	fp_assert_int_eq(n, name_cases[_i].n);
+	if (n >= 1)
+		fp_assert_str_eq(cand[0], name_cases[_i].first);
+	if (n == 2)
+		fp_assert_str_eq(cand[1], name_cases[_i].second);
+}
+END_TEST
+
+static const struct {
 	const char *name;
 	int ok;
 } node_cases[] = {
@@ -193,6 +227,7 @@ suite(void)
 	tc = tcase_create("pid");
 	tcase_add_loop_test(tc, pid_parse, 0, N(pid_cases));
 	tcase_add_loop_test(tc, pid_parse_full, 0, N(full_pid_cases));
+	tcase_add_loop_test(tc, name_candidates, 0, N(name_cases));
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("node-name");

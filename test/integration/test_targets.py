@@ -102,6 +102,29 @@ def main(t):
     t.eq(len(re.findall(r"--pid %s has exited" % re.escape(victim), d.read_stderr())), 1,
          "exiting --pid: said once")
 
+    # Elixir aliases and atoms
+    alias_pid = node.eval_str(
+        "begin P = spawn(fun() -> (fun L(N) -> receive stop -> ok after 0 -> L(N + 1) "
+        "end end)(0) end), register('Elixir.FpTest.Counter', P), pid_to_list(P) end")
+    for given, atom in (("FpTest.Counter", "Elixir.FpTest.Counter"),
+                        ("Elixir.FpTest.Counter", "Elixir.FpTest.Counter"),
+                        (":fp_demo_sink", "fp_demo_sink")):
+        out = h.mkdtemp("out_")
+        rc, _, se = h.run_daemon(h.daemon_args(node, out, name=[given], rate=20,
+                                               every="1s", duration="2s"), timeout=40)
+        if not t.eq(rc, 0, "--name %s: exit 0" % given):
+            h.log(se[-2000:])
+            continue
+        want = node.pid_of("'%s'" % atom)
+        t.check(re.search(r"--name %s( \('%s'\))? is %s" % (re.escape(given), re.escape(atom),
+                                                           re.escape(want)), se),
+                "--name %s: says it is %s (%s)" % (given, want, atom), se[-1500:])
+        files = h.check_output(t, out, node, min_samples=2)
+        t.eq({s["pid"] for s in h.all_samples(files)}, {want.strip("<>")},
+             "--name %s: that process is sampled" % given)
+    node.eval("'Elixir.FpTest.Counter' ! stop")
+    h.log("  (alias process was %s)" % alias_pid)
+
     # the node reached by another host name
     alias = "%s@localhost" % node.name.split("@")[0]
     out = h.mkdtemp("out_")

@@ -51,6 +51,22 @@ int
 fp_pid_parse_full(const char *str, struct fp_pid *pid, char *node,
 		  size_t nodelen, uint32_t *creation);
 
+/* Room for a registered name's atom text (atoms hold 255 characters;
+ * names are limited to 255 bytes). */
+#define FP_NAME_MAX 256
+
+/**
+ * The atoms a --name can mean: an Elixir alias (RwEx.Counter) is the atom
+ * 'Elixir.RwEx.Counter', tried first, then the atom as written; Elixir's
+ * atom syntax (:foo, :"foo bar") is that atom; anything else is the atom
+ * as written (Elixir.RwEx.Counter, foo).
+ *
+ * @return the number of candidates written (1 or 2), or -EINVAL when
+ *         the name is empty or too long.
+ */
+int
+fp_name_candidates(const char *given, char cand[2][FP_NAME_MAX]);
+
 /** Process status as process_info(Pid, status) returns it. */
 enum fp_status {
 	FP_STATUS_UNKNOWN = 0,

@@ -512,13 +512,13 @@ count_work(uint64_t us, size_t n, double *min_per, uint64_t *total)
 static bool
 helper_mode(const struct daemon *d)
 {
-	return d->o->request == FP_REQUEST_HELPER;
+	return fp_node_request_path(d->node) == FP_REQUEST_HELPER;
 }
 
 static double
 sample_floor(const struct daemon *d)
 {
-	return d->o->request == FP_REQUEST_REX ? SAMPLE_COST_REX_US :
+	return fp_node_request_path(d->node) == FP_REQUEST_REX ? SAMPLE_COST_REX_US :
 						  SAMPLE_COST_EVAL_US;
 }
 
@@ -1250,10 +1250,6 @@ connect_error_exit(struct daemon *d, int rc)
 		fprintf(stderr, "flame_profd: error: %s answered the setup calls with something unexpected\n",
 			node);
 		return FPD_EXIT_SOFTWARE;
-	case -ENOEXEC:
-		fprintf(stderr, "flame_profd: error: %s would not load the helper module of --request helper (an OTP release older than the one flame_profd was built with?); --request rex needs no module\n",
-			node);
-		return FPD_EXIT_SOFTWARE;
 	default:
 		fprintf(stderr, "flame_profd: error: cannot connect to %s: %s\n",
 			node, strerror(-rc));
@@ -1269,7 +1265,6 @@ connect_error_text(int rc)
 	case -ENOENT: return "node not registered with epmd";
 	case -EACCES: return "connection refused by the node (cookie?)";
 	case -ETIMEDOUT: return "timed out";
-	case -ENOEXEC: return "the node would not load the helper module";
 	default: return strerror(-rc);
 	}
 }

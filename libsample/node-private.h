@@ -41,7 +41,9 @@ struct fp_node {
 	unsigned creation;	/* of the target, for the pids we send */
 
 	/* FP_REQUEST_EVAL: sampling processes erl_eval started on the node */
-	enum fp_request_path path;
+	enum fp_request_path path;	/* asked for */
+	enum fp_request_path path_now;	/* ... in use on this connection */
+	bool helper_refused;		/* the node would not load the helper */
 	erlang_pid samplers[FP_EVAL_SAMPLERS];
 	uint64_t sampler_busy[FP_EVAL_SAMPLERS];	/* request id, 0: free */
 	unsigned nsamplers, next_sampler;

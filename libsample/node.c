@@ -106,6 +106,12 @@ fp_node_new(const char *target, const char *cookie)
 	return node;
 }
 
+enum fp_request_path
+fp_node_request_path(const struct fp_node *node)
+{
+	return node->fd >= 0 ? node->path_now : node->path;
+}
+
 void
 fp_node_set_request_path(struct fp_node *node, enum fp_request_path path)
 {
@@ -1040,14 +1046,26 @@ fp_node_connect(struct fp_node *node, unsigned timeout_ms)
 	node->local = fd_is_local(fd);
 
 	rc = setup_calls(node, timeout_ms);
-	if (rc == 0 && node->path == FP_REQUEST_EVAL)
+	node->path_now = node->path;
+	if (node->path == FP_REQUEST_HELPER && node->helper_refused)
+		node->path_now = FP_REQUEST_REX;
+	if (rc == 0 && node->path_now == FP_REQUEST_EVAL)
 		rc = start_eval_samplers(node, timeout_ms);
-	if (rc == 0 && node->path == FP_REQUEST_HELPER)
+	if (rc == 0 && node->path_now == FP_REQUEST_HELPER) {
 		rc = node_helper_start(node, timeout_ms);
+		if (rc == -ENOEXEC) {
+			/* a module built by a newer erlc than the node's: the
+			 * stock path needs none */
+			fp_log(FP_LOG_WARNING, "%s (OTP %s) would not load the helper module; sampling through rex, which needs no module",
+			       node->target, node->otp_release);
+			node->helper_refused = true;
+			node->path_now = FP_REQUEST_REX;
+			rc = 0;
+		}
+	}
 	if (rc < 0) {
 		fp_node_disconnect(node);
-		return rc == -ETIMEDOUT || rc == -ECONNRESET ||
-		       rc == -ENOEXEC ? rc : -EPROTO;
+		return rc == -ETIMEDOUT || rc == -ECONNRESET ? rc : -EPROTO;
 	}
 	return 0;
 }
@@ -1398,7 +1416,7 @@ fp_node_sample_request(struct fp_node *node, const struct fp_pid *pids,
 	ei_x_buff args;
 	int rc;
 
-	if (node->path == FP_REQUEST_EVAL)
+	if (node->path_now == FP_REQUEST_EVAL)
 		return eval_sample_send(node, pids, asks, n, id);
 
 	ei_x_new(&args);

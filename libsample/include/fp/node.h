@@ -58,6 +58,15 @@ void
 fp_node_set_request_path(struct fp_node *node, enum fp_request_path path);
 
 /**
+ * The request path in use: the one asked for, except FP_REQUEST_REX
+ * where the node would not load the helper module of FP_REQUEST_HELPER
+ * (a release older than the erlc that built it; logged once, not tried
+ * again on that handle).
+ */
+enum fp_request_path
+fp_node_request_path(const struct fp_node *node);
+
+/**
  * Connect to @host:@port instead of asking epmd on the node's host (a
  * local tunnel in front of a TLS-distribution node, for one). The
  * handshake still names the node. @host is copied.
@@ -80,8 +89,6 @@ fp_node_destroy(struct fp_node *node);
  *                  node uses the other kind of names),
  *   -ETIMEDOUT     no answer within @timeout_ms,
  *   -EPROTO        the node answered the setup calls with nonsense,
- *   -ENOEXEC       FP_REQUEST_HELPER: the node would not load the helper
- *                  module (an OTP release older than the build's; logged),
  *   -EIO           any other failure.
  */
 int

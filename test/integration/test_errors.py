@@ -108,7 +108,10 @@ def main(t):
     expect(t, "cookie file is a directory", h.daemon_args(node, out, cookie_file=d) + short, 66)
 
     # cookie fallbacks (these must succeed)
-    ok_args = ["--node", node.name, "--out", out, "--duration", "1s", "--every", "500ms"]
+    # a pinned process is sampled right after the connect, with no
+    # selection to wait for: a sample within 5 s on any machine load
+    ok_args = ["--node", node.name, "--out", out, "--duration", "5s", "--every", "500ms",
+               "--name", "fp_demo_sink", "--rate", "50"]
     expect(t, "FLAME_PROFD_COOKIE fallback", ok_args, 0, env={"FLAME_PROFD_COOKIE": node.cookie})
     home = h.mkdtemp("home_")
     h.write_cookie_file(os.path.join(home, ".erlang.cookie"), node.cookie)

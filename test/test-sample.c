@@ -805,6 +805,22 @@ START_TEST(decode_dict_initial_call)
 }
 END_TEST
 
+/* One sample of @p as @pid, decoded. */
+static void
+decode_one_proc(struct fp_sampler *s, const struct proc *p, struct fp_pid pid)
+{
+	struct fp_reply r;
+	ei_x_buff x;
+
+	ei_x_new_with_version(&x);
+	ei_x_encode_list_header(&x, 1);
+	enc_proc(&x, p);
+	ei_x_encode_empty_list(&x);
+	r = reply_of(&x);
+	fp_assert_int_eq(fp_sampler_decode(s, &r, &pid, NULL, 1, 1, 8), 1);
+	ei_x_free(&x);
+}
+
 /* Who is asked proc_lib:initial_call/1: processes proc_lib started, once
  * in their life, and where the copy costs, only small ones. */
 START_TEST(proc_lib_call_asked_once)
@@ -812,17 +828,9 @@ START_TEST(proc_lib_call_asked_once)
 	struct fp_sampler *s = fp_sampler_new();
 	struct fp_pid pid = { 90, 0 };
 	struct proc p = proc_a;		/* proc_lib:init_p/5, memory 5000 */
-	struct fp_reply r;
-	ei_x_buff x;
 
 	fp_assert(!fp_sampler_wants_proc_lib_call(s, pid, -1));	/* no sample yet */
-	ei_x_new_with_version(&x);
-	ei_x_encode_list_header(&x, 1);
-	enc_proc(&x, &p);
-	ei_x_encode_empty_list(&x);
-	r = reply_of(&x);
-	fp_assert_int_eq(fp_sampler_decode(s, &r, &pid, NULL, 1, 1, 8), 1);
-	ei_x_free(&x);
+	decode_one_proc(s, &p, pid);
 	fp_assert(fp_sampler_wants_proc_lib_call(s, pid, -1));
 	fp_assert(fp_sampler_wants_proc_lib_call(s, pid, p.memory));
 	fp_assert(!fp_sampler_wants_proc_lib_call(s, pid, p.memory - 1));
@@ -831,24 +839,12 @@ START_TEST(proc_lib_call_asked_once)
 	fp_sampler_initial_calls_asked(s, &pid, 1);
 	fp_assert(!fp_sampler_wants_proc_lib_call(s, pid, -1));
 	fp_sampler_retain(s, NULL, 0);
-	ei_x_new_with_version(&x);
-	ei_x_encode_list_header(&x, 1);
-	enc_proc(&x, &p);
-	ei_x_encode_empty_list(&x);
-	r = reply_of(&x);
-	fp_assert_int_eq(fp_sampler_decode(s, &r, &pid, NULL, 1, 1, 8), 1);
-	ei_x_free(&x);
+	decode_one_proc(s, &p, pid);
 	fp_assert(!fp_sampler_wants_proc_lib_call(s, pid, -1));
 
 	/* a new connection: pids may mean other processes */
 	fp_sampler_reset(s);
-	ei_x_new_with_version(&x);
-	ei_x_encode_list_header(&x, 1);
-	enc_proc(&x, &p);
-	ei_x_encode_empty_list(&x);
-	r = reply_of(&x);
-	fp_assert_int_eq(fp_sampler_decode(s, &r, &pid, NULL, 1, 1, 8), 1);
-	ei_x_free(&x);
+	decode_one_proc(s, &p, pid);
 	fp_assert(fp_sampler_wants_proc_lib_call(s, pid, -1));
 	fp_sampler_destroy(s);
 }

@@ -1270,6 +1270,8 @@ connect_error_text(int rc)
 }
 
 /* Returns 0 when connected, or an exit code when giving up for good. */
+static const char *request_name(enum fp_request_path path);
+
 static int
 try_connect(struct daemon *d, uint64_t now)
 {
@@ -1326,6 +1328,15 @@ try_connect(struct daemon *d, uint64_t now)
 			50 * fp_node_schedulers(d->node);
 	note(d, "connected to %s (OTP %s%s)", d->o->node, fp_node_otp_release(d->node),
 	     fp_node_is_local(d->node) ? ", on this host" : "");
+	/* what the node was found to offer: probed, never guessed */
+	note(d, "node: name=%s otp=%s dictionary_keys=%s request=%s",
+	     fp_node_name(d->node), fp_node_otp_release(d->node),
+	     fp_node_reads_dict_keys(d->node) ? "yes" : "no",
+	     request_name(fp_node_request_path(d->node)));
+	fpd_debug("node: name=%s otp=%s dictionary_keys=%s request=%s",
+		  fp_node_name(d->node), fp_node_otp_release(d->node),
+		  fp_node_reads_dict_keys(d->node) ? "yes" : "no",
+		  request_name(fp_node_request_path(d->node)));
 	if (helper_mode(d)) {
 		note(d, "helper module %s loaded on %s", fp_node_helper_module(d->node),
 		     d->o->node);
@@ -1727,7 +1738,7 @@ handle_signal(struct daemon *d)
 /* ---- setup and main loop ---------------------------------------------- */
 
 static const char *
-request_name(const struct fpd_options *o)
+request_name(enum fp_request_path path)
 {
 	static const char *const names[] = {
 		[FP_REQUEST_REX] = "rex",
@@ -1735,7 +1746,7 @@ request_name(const struct fpd_options *o)
 		[FP_REQUEST_HELPER] = "helper",
 	};
 
-	return names[o->request];
+	return names[path];
 }
 
 static char *
@@ -1753,7 +1764,7 @@ make_header(const struct fpd_options *o)
 		     "# options: top=%u every=%s rate=%g pids=%zu names=%zu rotate=%s backtrace_depth=%u lines=%s request=%s idle_reuse=%s\n",
 		     FP_VERSION, o->node, stamp, o->top, every, o->rate,
 		     o->npids, o->nnames, rotate, o->backtrace_depth,
-		     o->lines ? "yes" : "no", request_name(o),
+		     o->lines ? "yes" : "no", request_name(o->request),
 		     o->idle_reuse ? "yes" : "no") < 0)
 		return NULL;
 	return h;
@@ -1780,7 +1791,7 @@ make_options_json(const struct fpd_options *o)
 		     (unsigned long long)o->keep_age_us, o->backtrace_depth,
 		     o->lines ? "true" : "false",
 		     (unsigned long long)o->duration_us, o->max_overhead,
-		     request_name(o),
+		     request_name(o->request),
 		     o->idle_reuse ? "true" : "false") < 0)
 		return NULL;
 	return j;

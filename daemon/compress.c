@@ -17,6 +17,7 @@
 #include <zstd.h>
 
 #include "flame_profd.h"
+#include "util-mem.h"
 
 struct fpd_compressor {
 	enum fpd_compress kind;
@@ -130,140 +131,227 @@ fpd_compress_segment(struct fpd_compressor *c, const void *data, size_t len,
 	}
 }
 
-static int
-append(char **plain, size_t *len, size_t *cap, const void *data, size_t n)
-{
-	if (*len + n + 1 > *cap) {
-		size_t ncap = (*cap ? *cap * 2 : 65536);
-		char *p;
+/*
+ * Reading a file back (recovery at the next start) is a stream in bounded
+ * memory, whatever the file holds: a segment's text is kept only until it
+ * is complete, and no segment of ours is larger than text_max, so one
+ * that grows past it (a decompression bomb, another program's file) ends
+ * the scan there.
+ */
+struct scan {
+	int fd;
+	off_t pos;		/* next byte to read */
+	unsigned char in[65536];
+	size_t inlen, inpos;
+	bool eof;
+	char *text;
+	size_t textlen, textcap, text_max;
+	fpd_segment_fn fn;
+	void *data;
+};
 
-		while (ncap < *len + n + 1)
-			ncap *= 2;
-		p = realloc(*plain, ncap);
-		if (!p)
-			return -ENOMEM;
-		*plain = p;
-		*cap = ncap;
-	}
-	memcpy(*plain + *len, data, n);
-	*len += n;
-	(*plain)[*len] = '\0';
+static int
+scan_fill(struct scan *s)
+{
+	ssize_t n;
+
+	if (s->inpos < s->inlen || s->eof)
+		return 0;
+	do {
+		n = pread(s->fd, s->in, sizeof(s->in), s->pos);
+	} while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	s->inlen = (size_t)n;
+	s->inpos = 0;
+	s->pos += n;
+	s->eof = n == 0;
 	return 0;
 }
 
+/* the file offset of the next unread input byte */
+static off_t
+scan_offset(const struct scan *s)
+{
+	return s->pos - (off_t)(s->inlen - s->inpos);
+}
+
+/* false when the text would pass text_max */
+static bool
+scan_text_add(struct scan *s, const void *data, size_t n)
+{
+	if (s->textlen + n > s->text_max)
+		return false;
+	if (s->textlen + n > s->textcap) {
+		size_t cap = s->textcap ? s->textcap : 65536;
+
+		while (cap < s->textlen + n)
+			cap *= 2;
+		s->text = xrealloc(s->text, cap);
+		s->textcap = cap;
+	}
+	memcpy(s->text + s->textlen, data, n);
+	s->textlen += n;
+	return true;
+}
+
+static void
+scan_emit(struct scan *s, size_t len)
+{
+	s->fn(s->data, s->text, len);
+	memmove(s->text, s->text + len, s->textlen - len);
+	s->textlen -= len;
+}
+
 static ssize_t
-zstd_prefix(const unsigned char *data, size_t len, char **plain,
-	    size_t *plainlen)
+scan_zstd(struct scan *s)
 {
 	ZSTD_DCtx *dctx = ZSTD_createDCtx();
-	size_t off = 0, cap = 0, outcap = ZSTD_DStreamOutSize();
-	char *tmp = malloc(outcap);
-	ssize_t rc = 0;
+	size_t outcap = ZSTD_DStreamOutSize();
+	char *out = xzalloc(outcap);
+	off_t good = 0;
+	bool started = false;
+	ssize_t rc;
 
-	*plain = NULL;
-	*plainlen = 0;
-	if (!dctx || !tmp)
+	if (!dctx)
 		abort();
-	while (off < len) {
-		size_t fsize = ZSTD_findFrameCompressedSize(data + off, len - off);
+	for (;;) {
 		ZSTD_inBuffer in;
+		ZSTD_outBuffer o = { out, outcap, 0 };
 		size_t ret;
 
-		size_t frame_plain = *plainlen;
-
-		if (ZSTD_isError(fsize))
-			break;	/* an incomplete frame: the cut */
-		in = (ZSTD_inBuffer){ data + off, fsize, 0 };
-		ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only);
-		do {
-			ZSTD_outBuffer o = { tmp, outcap, 0 };
-
-			ret = ZSTD_decompressStream(dctx, &o, &in);
-			if (ZSTD_isError(ret)) {
-				/* a damaged frame: none of it counts */
-				*plainlen = frame_plain;
-				if (*plain)
-					(*plain)[*plainlen] = '\0';
-				goto done;
+		if ((rc = scan_fill(s)) < 0)
+			goto out;
+		if (s->inpos == s->inlen)
+			break;	/* the end, maybe inside a frame: the cut */
+		if (!started) {
+			started = true;
+			if (s->inlen < 4 || memcmp(s->in, "\x28\xb5\x2f\xfd", 4) != 0) {
+				rc = -EBADMSG;
+				goto out;
 			}
-			if (append(plain, plainlen, &cap, tmp, o.pos) < 0)
-				abort();
-		} while (ret != 0);
-		off += fsize;
+		}
+		in = (ZSTD_inBuffer){ s->in, s->inlen, s->inpos };
+		ret = ZSTD_decompressStream(dctx, &o, &in);
+		s->inpos = in.pos;
+		if (ZSTD_isError(ret) || !scan_text_add(s, out, o.pos))
+			break;	/* damaged or not ours: none of this frame counts */
+		if (ret == 0) {
+			/* a frame ended: one whole segment */
+			good = scan_offset(s);
+			scan_emit(s, s->textlen);
+		}
 	}
-done:
-	if (off == 0 && len >= 4 &&
-	    !(data[0] == 0x28 && data[1] == 0xb5 && data[2] == 0x2f && data[3] == 0xfd))
-		rc = -EBADMSG;
-	else
-		rc = (ssize_t)off;
+	rc = (ssize_t)good;
+out:
 	ZSTD_freeDCtx(dctx);
-	free(tmp);
+	free(out);
 	return rc;
 }
 
 static ssize_t
-gzip_prefix(const unsigned char *data, size_t len, char **plain,
-	    size_t *plainlen)
+scan_gzip(struct scan *s)
 {
-	unsigned char tmp[65536];
-	size_t off = 0, cap = 0;
+	unsigned char out[65536];
+	z_stream z = { 0 };
+	off_t good = 0;
+	bool started = false;
+	ssize_t rc;
 
-	*plain = NULL;
-	*plainlen = 0;
-	if (len >= 2 && !(data[0] == 0x1f && data[1] == 0x8b))
-		return -EBADMSG;
-	while (off < len) {
-		z_stream z = { 0 };
-		size_t member_plain = *plainlen;
-		int ret = Z_OK;
+	if (inflateInit2(&z, 15 + 16) != Z_OK)
+		abort();
+	for (;;) {
+		int ret;
 
-		if (inflateInit2(&z, 15 + 16) != Z_OK)
-			abort();
-		z.next_in = (Bytef *)(uintptr_t)(data + off);
-		z.avail_in = (uInt)(len - off);
-		while (ret == Z_OK) {
-			z.next_out = tmp;
-			z.avail_out = sizeof(tmp);
-			ret = inflate(&z, Z_NO_FLUSH);
-			if (ret == Z_OK || ret == Z_STREAM_END) {
-				if (append(plain, plainlen, &cap, tmp,
-					   sizeof(tmp) - z.avail_out) < 0)
-					abort();
-			}
-			if (ret == Z_BUF_ERROR && z.avail_in == 0)
-				break;	/* truncated */
-		}
-		if (ret != Z_STREAM_END) {
-			/* incomplete member: drop what it gave */
-			*plainlen = member_plain;
-			if (*plain)
-				(*plain)[*plainlen] = '\0';
-			inflateEnd(&z);
+		if ((rc = scan_fill(s)) < 0)
+			goto out;
+		if (s->inpos == s->inlen)
 			break;
+		if (!started) {
+			started = true;
+			if (s->inlen < 2 || s->in[0] != 0x1f || s->in[1] != 0x8b) {
+				rc = -EBADMSG;
+				goto out;
+			}
 		}
-		off = (size_t)(z.next_in - data);
-		inflateEnd(&z);
+		z.next_in = s->in + s->inpos;
+		z.avail_in = (uInt)(s->inlen - s->inpos);
+		z.next_out = out;
+		z.avail_out = sizeof(out);
+		ret = inflate(&z, Z_NO_FLUSH);
+		s->inpos = s->inlen - z.avail_in;
+		if ((ret != Z_OK && ret != Z_STREAM_END && ret != Z_BUF_ERROR) ||
+		    !scan_text_add(s, out, sizeof(out) - z.avail_out))
+			break;
+		if (ret == Z_STREAM_END) {
+			/* a member ended: one whole segment */
+			good = scan_offset(s);
+			scan_emit(s, s->textlen);
+			if (inflateReset(&z) != Z_OK)
+				break;
+		}
 	}
-	return (ssize_t)off;
+	rc = (ssize_t)good;
+out:
+	inflateEnd(&z);
+	return rc;
+}
+
+/* plain text: whole samples end with a blank line */
+static ssize_t
+scan_plain(struct scan *s)
+{
+	off_t good = 0;
+	ssize_t rc;
+
+	for (;;) {
+		size_t n;
+		char *cut = NULL;
+
+		if ((rc = scan_fill(s)) < 0)
+			return rc;
+		if (s->inpos == s->inlen)
+			break;
+		n = s->inlen - s->inpos;
+		if (!scan_text_add(s, s->in + s->inpos, n))
+			break;
+		s->inpos = s->inlen;
+		for (char *p = s->text; (p = memmem(p, s->textlen - (size_t)(p - s->text),
+						   "\n\n", 2)); p += 2)
+			cut = p + 2;
+		if (cut) {
+			size_t len = (size_t)(cut - s->text);
+
+			good = scan_offset(s) - (off_t)(s->textlen - len);
+			scan_emit(s, len);
+		}
+	}
+	return (ssize_t)good;
 }
 
 ssize_t
-fpd_compress_valid_prefix(enum fpd_compress kind, const void *data,
-			  size_t len, char **plain, size_t *plainlen)
+fpd_compress_scan(enum fpd_compress kind, int fd, size_t text_max,
+		  fpd_segment_fn fn, void *data)
 {
-	size_t cap = 0;
+	struct scan *s = xnew(struct scan);
+	ssize_t rc;
 
+	s->fd = fd;
+	s->text_max = text_max;
+	s->fn = fn;
+	s->data = data;
 	switch (kind) {
 	case FPD_COMPRESS_ZSTD:
-		return zstd_prefix(data, len, plain, plainlen);
+		rc = scan_zstd(s);
+		break;
 	case FPD_COMPRESS_GZIP:
-		return gzip_prefix(data, len, plain, plainlen);
+		rc = scan_gzip(s);
+		break;
 	default:
-		*plain = NULL;
-		*plainlen = 0;
-		if (append(plain, plainlen, &cap, data, len) < 0)
-			abort();
-		return (ssize_t)len;
+		rc = scan_plain(s);
+		break;
 	}
+	free(s->text);
+	free(s);
+	return rc;
 }

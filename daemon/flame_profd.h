@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
+#include <sys/types.h>
 
 #include "fp/log.h"
 #include "fp/node.h"
@@ -138,14 +139,23 @@ fpd_compress_segment(struct fpd_compressor *c, const void *data, size_t len,
 const char *
 fpd_compress_suffix(enum fpd_compress kind);
 
+/** Called with the text of each whole segment, in file order. */
+typedef void (*fpd_segment_fn)(void *data, const char *text, size_t len);
+
 /**
- * How many leading bytes of @data (a file of @kind) are complete frames
- * or members. Sets *plain to the decompressed text of those (caller frees).
- * @return that length, or -EBADMSG if the start is not of @kind at all.
+ * Read a file of @kind written by fpd_compress_segment() from @fd as a
+ * stream, in memory bounded by @text_max: @fn gets the text of each whole
+ * segment (zstd frame, gzip member; for plain text, each run of whole
+ * samples). The scan ends at the first segment that is incomplete,
+ * damaged, or whose text would pass @text_max.
+ *
+ * @return the file offset after the last whole segment (0: none), or
+ *         -EBADMSG if the file does not start as @kind, or a negative
+ *         errno of pread(2).
  */
 ssize_t
-fpd_compress_valid_prefix(enum fpd_compress kind, const void *data,
-			  size_t len, char **plain, size_t *plainlen);
+fpd_compress_scan(enum fpd_compress kind, int fd, size_t text_max,
+		  fpd_segment_fn fn, void *data);
 
 /* output.c */
 struct fpd_output_config {
@@ -235,6 +245,21 @@ fpd_output_chown(struct fpd_output *out, uid_t uid, gid_t gid);
 uint64_t
 fpd_output_dropped(const struct fpd_output *out);
 
+/* What a run's files hold, for its last line. */
+struct fpd_output_totals {
+	uint64_t written;	/* samples in the files finished */
+	uint64_t dropped;	/* samples lost to write errors */
+	uint64_t unrecorded;	/* dropped or skipped, in no file (none
+				 * could be written after they happened) */
+	unsigned unfinished;	/* files that could not be finished: left
+				 * under their partial names */
+	int fatal;		/* -errno: the output directory is gone
+				 * and cannot be made again */
+};
+
+void
+fpd_output_totals(const struct fpd_output *out, struct fpd_output_totals *t);
+
 /* retention.c */
 struct fpd_file_entry {
 	char name[320];
@@ -263,12 +288,13 @@ fpd_index_load(int dirfd, struct fpd_file_entry **entries, size_t *n);
 
 /**
  * Rewrite the index and manifest.json atomically from @entries, keeping
- * only the files that still exist.
+ * only the files that still exist; both are created with @mode, never
+ * through a link.
  */
 int
 fpd_index_store(int dirfd, struct fpd_file_entry *entries, size_t *n,
 		const char *node, const char *otp_release,
-		const char *options_json);
+		const char *options_json, mode_t mode);
 
 /* budget.c */
 struct fpd_budget {

@@ -1640,6 +1640,13 @@ static void
 tick(struct daemon *d)
 {
 	uint64_t now = fpd_now_mono_us();
+	struct fpd_output_totals totals;
+
+	fpd_output_totals(d->out, &totals);
+	if (totals.fatal && !d->stopping) {
+		fpd_err("stopping: no output directory to write to");
+		d->stopping = true;
+	}
 
 	if (d->o->duration_us && now - d->start_mono >= d->o->duration_us &&
 	    !d->stopping) {
@@ -1829,6 +1836,7 @@ fpd_run(const struct fpd_options *o, const char *cookie)
 {
 	struct fp_perf_options popts = { .lines = o->lines };
 	struct daemon d = { .o = o, .tfd = -1, .sfd = -1 };
+	struct fpd_output_totals totals;
 	size_t cap = set_capacity(o);
 	char *header, *options;
 	int err = 0, rc;
@@ -1973,10 +1981,24 @@ fpd_run(const struct fpd_options *o, const char *cookie)
 		restore_node(&d);
 	}
 	note(&d, "stopped after %llu samples", (unsigned long long)d.total_samples);
-	if (fpd_output_finish(d.out) < 0 && d.exit_code == 0)
-		d.exit_code = FPD_EXIT_IOERR;
+	fpd_output_finish(d.out);
+	fpd_output_totals(d.out, &totals);
+	/* what the files hold, not what was handed to them */
 	fpd_info("stopped: %llu samples written under %s",
-		 (unsigned long long)d.total_samples, fpd_output_dir(d.out));
+		 (unsigned long long)totals.written, fpd_output_dir(d.out));
+	if (totals.dropped)
+		fpd_warn("%llu samples dropped on write errors",
+			 (unsigned long long)totals.dropped);
+	if (totals.unrecorded)
+		fpd_warn("%llu samples dropped or skipped after the last file that could be written: no file records them",
+			 (unsigned long long)totals.unrecorded);
+	if (totals.unfinished && d.exit_code == 0) {
+		fpd_err("%u file(s) could not be finished and stay under their partial names in %s (the next start recovers them)",
+			totals.unfinished, fpd_output_dir(d.out));
+		d.exit_code = FPD_EXIT_IOERR;
+	}
+	if (totals.fatal && d.exit_code == 0)
+		d.exit_code = FPD_EXIT_CANTCREAT;
 	/* A fixed-duration run (CI) says whether it got what it came for. */
 	if (d.duration_over && d.exit_code == 0) {
 		if (d.total_samples == 0) {

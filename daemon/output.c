@@ -22,14 +22,20 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "flame_profd.h"
+#include "util-mem.h"
 
 #define LOCK_NAME ".flame_profd.lock"
 #define SEGMENT_MAX (4u << 20)		/* flush early past this */
 #define SEGMENT_US 1000000u		/* at most this much lost on a crash */
 #define ERROR_LOG_INTERVAL_US 10000000u
+/* No segment of ours holds more text: recovery stops at one that does. */
+#define SEGMENT_TEXT_MAX (4 * SEGMENT_MAX)
+/* Names tried, one millisecond apart, for a file whose name is taken. */
+#define FINISH_TRIES 1000
 
 struct fpd_output {
 	struct fpd_output_config cfg;
@@ -56,13 +62,17 @@ struct fpd_output {
 	char *segbuf;
 	size_t seglen, segcap;
 	uint64_t seg_samples, seg_first_us, seg_last_us;
-	uint64_t pending_skipped;
+	uint64_t pending_skipped;	/* counts for the next file */
+	uint64_t pending_dropped;
 	uint64_t pending_events;
 
 	struct fpd_file_entry *index;
 	size_t nindex;
 
 	uint64_t dropped_total;
+	uint64_t written_total;	/* samples in the files finished */
+	unsigned unfinished;	/* files that could not be finished */
+	int fatal;		/* the directory is gone for good: -errno */
 	uint64_t last_error_log_mono;
 	uint64_t errors_since_log;
 };
@@ -181,8 +191,9 @@ kind_of(const char *name)
 
 /* Count samples and their time range in plain text. */
 static void
-scan_text(const char *text, size_t len, struct fpd_file_entry *e)
+scan_text(void *data, const char *text, size_t len)
 {
+	struct fpd_file_entry *e = data;
 	const char *p = text, *end = text + len;
 
 	while (p < end) {
@@ -213,12 +224,18 @@ scan_text(const char *text, size_t len, struct fpd_file_entry *e)
 	}
 }
 
-static int
-read_file_at(int dirfd, const char *name, char **data, size_t *len)
+/*
+ * The samples and time range of the whole segments of file @name (of
+ * @kind: a partial file's name does not say), read as a stream (fpd_compress_scan()): @return the bytes they take, 0 when
+ * none is whole, or a negative errno (-EINVAL: not a regular file).
+ */
+static ssize_t
+count_file(int dirfd, const char *name, enum fpd_compress kind,
+	   struct fpd_file_entry *e, off_t *size)
 {
-	int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	struct stat st;
-	ssize_t n;
+	ssize_t keep;
 
 	if (fd < 0)
 		return -errno;
@@ -226,17 +243,10 @@ read_file_at(int dirfd, const char *name, char **data, size_t *len)
 		close(fd);
 		return -EINVAL;
 	}
-	*data = malloc((size_t)st.st_size + 1);
-	if (!*data)
-		abort();
-	n = pread(fd, *data, (size_t)st.st_size, 0);
+	*size = st.st_size;
+	keep = fpd_compress_scan(kind, fd, SEGMENT_TEXT_MAX, scan_text, e);
 	close(fd);
-	if (n != st.st_size) {
-		free(*data);
-		return -EIO;
-	}
-	*len = (size_t)n;
-	return 0;
+	return keep;
 }
 
 static void add_index(struct fpd_output *out, const struct fpd_file_entry *e);
@@ -255,106 +265,258 @@ truncate_at(struct fpd_output *out, const char *name, off_t len)
 	return rc;
 }
 
+/* NODE.YYYYMMDDTHHMMSS.mmmZ.perf...: the time in the name, in ms */
+static bool
+name_ms(const struct fpd_output *out, const char *name, uint64_t *ms)
+{
+	size_t nl = strlen(out->node_s);
+	struct tm tm = { 0 };
+	unsigned msec;
+
+	if (!fpd_is_finished_name(out->node_s, name) ||
+	    sscanf(name + nl + 1, "%4d%2d%2dT%2d%2d%2d.%3uZ", &tm.tm_year,
+		   &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min, &tm.tm_sec,
+		   &msec) != 7)
+		return false;
+	tm.tm_year -= 1900;
+	tm.tm_mon -= 1;
+	*ms = (uint64_t)timegm(&tm) * 1000 + msec;
+	return true;
+}
+
+/*
+ * Move @from to the finished name @name, or if that is taken to the next
+ * free millisecond's name: never over a file that is there. @name gets
+ * the name used. 0, or a negative errno (-EEXIST when FINISH_TRIES
+ * names in a row are taken).
+ */
+static int
+rename_free(struct fpd_output *out, const char *from, char *name, size_t size)
+{
+	enum fpd_compress kind = kind_of(name);
+	uint64_t ms;
+	char stamp[40];
+
+	if (!name_ms(out, name, &ms))
+		return -EINVAL;
+	for (int tries = 0; tries < FINISH_TRIES; tries++, ms++) {
+		fpd_format_utc(ms * 1000, stamp, sizeof(stamp), true);
+		snprintf(name, size, "%s.%s.perf%s", out->node_s, stamp,
+			 fpd_compress_suffix(kind));
+		if (renameat2(out->dirfd, from, out->dirfd, name,
+			      RENAME_NOREPLACE) == 0)
+			return 0;
+		if (errno != EEXIST)
+			return -errno;
+	}
+	return -EEXIST;
+}
+
+/* Set-aside leftovers kept at most: the newest, for a post-mortem. */
+#define ASIDE_MAX 8
+#define ASIDE_SUFFIX ".unrecoverable"
+
+static int
+cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Leftovers our partial files may become: ".NAME.partial[.unrecoverable]"
+ * with NAME one of our finished names. */
+static bool
+leftover_name(const struct fpd_output *out, const char *name, bool aside)
+{
+	size_t len = strlen(name), tail = aside ? 8 + strlen(ASIDE_SUFFIX) : 8;
+	char inner[sizeof(out->final)];
+
+	if (name[0] != '.' || len < tail + 2 || len - tail - 1 >= sizeof(inner) ||
+	    strncmp(name + len - tail, aside ? ".partial" ASIDE_SUFFIX : ".partial",
+		    tail) != 0)
+		return false;
+	snprintf(inner, sizeof(inner), "%.*s", (int)(len - tail - 1), name + 1);
+	return fpd_is_finished_name(out->node_s, inner);
+}
+
+/* The names in our directory that @match takes, sorted. */
+static size_t
+list_names(struct fpd_output *out, bool (*match)(const struct fpd_output *,
+						  const char *, bool),
+	   bool arg, char ***names)
+{
+	int fd = dup(out->dirfd);
+	DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
+	struct dirent *de;
+	size_t n = 0;
+
+	*names = NULL;
+	if (!dir) {
+		if (fd >= 0)
+			close(fd);
+		return 0;
+	}
+	rewinddir(dir);
+	while ((de = readdir(dir))) {
+		if (!match(out, de->d_name, arg))
+			continue;
+		*names = xrealloc(*names, (n + 1) * sizeof(**names));
+		(*names)[n++] = xstrdup(de->d_name);
+	}
+	closedir(dir);
+	qsort(*names, n, sizeof(**names), cmp_str);
+	return n;
+}
+
+static void
+free_names(char **names, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+}
+
+/* Keep the newest ASIDE_MAX set-aside leftovers; empty ones never. */
+static void
+prune_aside(struct fpd_output *out)
+{
+	char **names;
+	size_t n = list_names(out, leftover_name, true, &names), keep = 0;
+
+	for (size_t i = n; i-- > 0;) {
+		struct stat st;
+
+		if (fstatat(out->dirfd, names[i], &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    S_ISREG(st.st_mode) && st.st_size > 0 && keep < ASIDE_MAX) {
+			keep++;
+			continue;
+		}
+		if (unlinkat(out->dirfd, names[i], 0) == 0)
+			fpd_info("removed %s/%s, an old leftover", out->dir, names[i]);
+	}
+	free_names(names, n);
+}
+
 /*
  * A partial file left by a killed daemon: keep its whole segments (for
- * plain text: up to its last complete sample) under the final name, or set
- * it aside as NAME.unrecoverable when nothing in it is whole.
+ * plain text: up to its last complete sample) under a finished name that
+ * is free, read as a stream in bounded memory; an empty one goes, one
+ * with nothing whole in it is set aside as NAME.unrecoverable (the newest
+ * few are kept).
  */
 static void
 recover_one(struct fpd_output *out, const char *partial)
 {
-	char final[320], aside[360];
-	enum fpd_compress kind;
+	char final[sizeof(out->final)], aside[sizeof(out->partial) + 16];
 	struct fpd_file_entry e = { 0 };
-	char *data = NULL, *plain = NULL;
-	size_t len = 0, plainlen = 0;
+	off_t size = 0;
 	ssize_t keep;
+	int rc;
 
 	/* ".NAME.partial" -> "NAME" */
 	snprintf(final, sizeof(final), "%.*s", (int)(strlen(partial) - 9),
 		 partial + 1);
-	kind = kind_of(final);
-	snprintf(aside, sizeof(aside), "%s.unrecoverable", partial);
+	snprintf(aside, sizeof(aside), "%s%s", partial, ASIDE_SUFFIX);
 
-	if (read_file_at(out->dirfd, partial, &data, &len) < 0)
+	keep = count_file(out->dirfd, partial, kind_of(final), &e, &size);
+	if (keep == -EINVAL)
+		return;		/* not a regular file: not ours to touch */
+	if (keep <= 0 || e.samples == 0) {
+		if (size == 0) {
+			if (unlinkat(out->dirfd, partial, 0) == 0)
+				fpd_info("removed %s/%s: empty", out->dir, partial);
+			return;
+		}
 		goto set_aside;
-	keep = fpd_compress_valid_prefix(kind, data, len, &plain, &plainlen);
-	if (keep < 0)
-		goto set_aside;
-	if (kind == FPD_COMPRESS_NONE) {
-		/* cut after the last complete sample */
-		char *cut = NULL;
-
-		for (char *p = plain; (p = memmem(p, plainlen - (size_t)(p - plain),
-						 "\n\n", 2)); p += 2)
-			cut = p + 2;
-		keep = cut ? cut - plain : 0;
-		plainlen = (size_t)keep;
 	}
-	scan_text(plain, plainlen, &e);
-	if (e.samples == 0)
+	if (truncate_at(out, partial, keep) < 0)
 		goto set_aside;
-	if (truncate_at(out, partial, keep) < 0 ||
-	    renameat(out->dirfd, partial, out->dirfd, final) < 0)
-		goto set_aside;
+	rc = rename_free(out, partial, final, sizeof(final));
+	if (rc < 0) {
+		fpd_err("cannot recover %s/%s: %s; it stays as it is", out->dir,
+			partial, strerror(-rc));
+		out->unfinished++;
+		return;
+	}
 	fsync(out->dirfd);
 	snprintf(e.name, sizeof(e.name), "%s", final);
 	e.bytes = (uint64_t)keep;
 	e.recovered = true;
 	add_index(out, &e);
 	fpd_warn("recovered %s/%s left by an earlier run (%" PRIu64
-		 " samples, %zu bytes cut)", out->dir, final, e.samples,
-		 len - (size_t)keep);
-	goto out;
+		 " samples, %lld bytes cut)", out->dir, final, e.samples,
+		 (long long)(size - keep));
+	return;
 
 set_aside:
-	if (renameat(out->dirfd, partial, out->dirfd, aside) == 0)
+	if (renameat2(out->dirfd, partial, out->dirfd, aside, RENAME_NOREPLACE) == 0)
 		fpd_warn("set aside %s/%s: nothing in it could be recovered",
 			 out->dir, aside);
-out:
-	free(data);
-	free(plain);
 }
 
-static int
-recover_leftovers(struct fpd_output *out)
+static bool
+partial_name(const struct fpd_output *out, const char *name, bool unused)
 {
-	int fd = dup(out->dirfd);
-	DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
-	char **names = NULL;
-	size_t n = 0;
-	struct dirent *de;
+	return leftover_name(out, name, false);
+}
 
-	if (!dir) {
-		if (fd >= 0)
-			close(fd);
-		return 0;
+static bool
+finished_name(const struct fpd_output *out, const char *name, bool unused)
+{
+	return fpd_is_finished_name(out->node_s, name);
+}
+
+static bool
+indexed(const struct fpd_output *out, const char *name)
+{
+	for (size_t i = 0; i < out->nindex; i++) {
+		if (strcmp(out->index[i].name, name) == 0)
+			return true;
 	}
-	while ((de = readdir(dir))) {
-		size_t len = strlen(de->d_name);
+	return false;
+}
 
-		/* ".NODE.<stamp>.perf[.gz|.zst].partial", ours only */
-		if (de->d_name[0] != '.' || len < 10 ||
-		    strcmp(de->d_name + len - 8, ".partial") != 0)
-			continue;
-		{
-			char inner[340];
+/*
+ * What an earlier run left: partial files are recovered, and finished
+ * files the index does not list (a run killed between the rename and the
+ * index update) are counted and added. @return whether the index changed.
+ */
+static bool
+reconcile(struct fpd_output *out)
+{
+	char **names;
+	size_t n = list_names(out, partial_name, false, &names);
+	size_t before = out->nindex;
 
-			snprintf(inner, sizeof(inner), "%.*s", (int)(len - 9),
-				 de->d_name + 1);
-			if (!fpd_is_finished_name(out->node_s, inner))
-				continue;
-		}
-		names = realloc(names, (n + 1) * sizeof(*names));
-		names[n++] = strdup(de->d_name);
-	}
-	closedir(dir);
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < n; i++)
 		recover_one(out, names[i]);
-		free(names[i]);
+	free_names(names, n);
+	prune_aside(out);
+
+	n = list_names(out, finished_name, false, &names);
+	for (size_t i = 0; i < n; i++) {
+		struct fpd_file_entry e = { 0 };
+		off_t size = 0;
+		ssize_t whole;
+
+		if (indexed(out, names[i]))
+			continue;
+		whole = count_file(out->dirfd, names[i], kind_of(names[i]), &e, &size);
+		if (whole == -EINVAL)
+			continue;
+		if (whole <= 0 || e.samples == 0 || whole != size) {
+			fpd_warn("%s/%s is not in the index and cannot be accounted for (%s); left alone",
+				 out->dir, names[i], whole < 0 ? strerror((int)-whole) :
+				 "not whole segments");
+			continue;
+		}
+		snprintf(e.name, sizeof(e.name), "%s", names[i]);
+		e.bytes = (uint64_t)size;
+		add_index(out, &e);
+		fpd_info("%s/%s added to the index (%" PRIu64 " samples)", out->dir,
+			 names[i], e.samples);
 	}
-	free(names);
-	return (int)n;
+	free_names(names, n);
+	return out->nindex != before;
 }
 
 /* ---- index ---------------------------------------------------------------- */
@@ -373,7 +535,7 @@ store_index(struct fpd_output *out)
 {
 	int rc = fpd_index_store(out->dirfd, out->index, &out->nindex,
 				 out->cfg.node, out->otp_release,
-				 out->cfg.options_json);
+				 out->cfg.options_json, out->cfg.file_mode);
 
 	if (rc < 0)
 		fpd_warn("cannot write the manifest in %s: %s", out->dir,
@@ -419,7 +581,8 @@ fpd_output_new(const struct fpd_output_config *config, int *err,
 
 	*what = "cannot lock the output directory";
 	out->lockfd = openat(out->dirfd, LOCK_NAME,
-			     O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0640);
+			     O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
+			     config->file_mode);
 	if (out->lockfd < 0) {
 		rc = -errno;
 		goto fail;
@@ -444,8 +607,8 @@ fpd_output_new(const struct fpd_output_config *config, int *err,
 
 	if (fpd_index_load(out->dirfd, &out->index, &out->nindex) < 0)
 		fpd_warn("cannot read the index in %s; starting a new one", out->dir);
-	if (recover_leftovers(out) > 0)
-		store_index(out);	/* the recovered files, in case this run writes none */
+	if (reconcile(out))
+		store_index(out);	/* in case this run writes no file */
 
 	out->comp = fpd_compressor_new(config->compress, config->level);
 	out->seg = fopencookie(out, "w", io);
@@ -508,6 +671,107 @@ fpd_output_set_otp_release(struct fpd_output *out, const char *release)
 	snprintf(out->otp_release, sizeof(out->otp_release), "%s", release);
 }
 
+void
+fpd_output_totals(const struct fpd_output *out, struct fpd_output_totals *t)
+{
+	t->written = out->written_total;
+	t->dropped = out->dropped_total;
+	t->unrecorded = out->pending_dropped + out->pending_skipped;
+	t->unfinished = out->unfinished;
+	t->fatal = out->fatal;
+}
+
+/* The open file's whole segments into a new file under the directory's
+ * new descriptor (the old file's directory is gone). */
+static int
+carry_over(struct fpd_output *out)
+{
+	char buf[65536];
+	int fd = openat(out->dirfd, out->partial,
+			O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+			out->cfg.file_mode);
+
+	if (fd < 0)
+		return -errno;
+	for (off_t off = 0; off < out->good;) {
+		size_t want = (size_t)(out->good - off) < sizeof(buf) ?
+			      (size_t)(out->good - off) : sizeof(buf);
+		ssize_t n = pread(out->fd, buf, want, off);
+
+		if (n <= 0 || write_all(fd, buf, (size_t)n) < 0) {
+			close(fd);
+			unlinkat(out->dirfd, out->partial, 0);
+			return n < 0 ? -errno : -EIO;
+		}
+		off += n;
+	}
+	close(out->fd);
+	out->fd = fd;
+	return 0;
+}
+
+/*
+ * The output directory deleted under us (a cron job, an operator): make
+ * it again, take the lock in it again, and carry the file being written
+ * over, rather than write on into a directory nobody can see. If it
+ * cannot be made again, the run ends (fpd_output_totals().fatal).
+ */
+static void
+check_dir(struct fpd_output *out)
+{
+	struct stat st;
+	int dirfd, lockfd, rc;
+
+	if (out->fatal || fstat(out->dirfd, &st) < 0 || st.st_nlink > 0)
+		return;
+	rc = mkdir_p(out->dir, out->cfg.dir_mode);
+	if (rc < 0)
+		goto fail;
+	dirfd = open(out->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dirfd < 0) {
+		rc = -errno;
+		goto fail;
+	}
+	lockfd = openat(dirfd, LOCK_NAME, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
+			out->cfg.file_mode);
+	if (lockfd < 0 || flock(lockfd, LOCK_EX | LOCK_NB) < 0) {
+		rc = -errno;
+		if (lockfd >= 0)
+			close(lockfd);
+		close(dirfd);
+		goto fail;
+	}
+	close(out->dirfd);
+	close(out->lockfd);
+	out->dirfd = dirfd;
+	out->lockfd = lockfd;
+	if (out->fd >= 0 && (rc = carry_over(out)) < 0) {
+		fpd_err("output directory %s was deleted and made again, but the file being written could not be carried over: %s; its samples are dropped",
+			out->dir, strerror(-rc));
+		out->entry.dropped += out->entry.samples;
+		out->dropped_total += out->entry.samples;
+		close(out->fd);
+		out->fd = -1;
+		out->pending_dropped += out->entry.dropped;
+		out->pending_skipped += out->entry.skipped;
+		out->pending_events += out->entry.events;
+		return;
+	}
+	fpd_warn("output directory %s was deleted: made it again%s", out->dir,
+		 out->fd >= 0 ? ", with the file being written" : "");
+	return;
+fail:
+	out->fatal = rc;
+	fpd_err("output directory %s was deleted and cannot be made again: %s",
+		out->dir, strerror(-rc));
+	if (out->fd >= 0) {
+		out->dropped_total += out->entry.samples;
+		out->pending_dropped += out->entry.samples + out->entry.dropped;
+		close(out->fd);
+		out->fd = -1;
+	}
+}
+
 static void
 set_final_name(struct fpd_output *out, uint64_t ms)
 {
@@ -521,12 +785,6 @@ set_final_name(struct fpd_output *out, uint64_t ms)
 		 stamp, fpd_compress_suffix(out->cfg.compress));
 }
 
-static void
-next_final_name(struct fpd_output *out)
-{
-	set_final_name(out, out->final_ms + 1);
-}
-
 static int
 open_file(struct fpd_output *out, uint64_t now_epoch_us)
 {
@@ -538,8 +796,12 @@ open_file(struct fpd_output *out, uint64_t now_epoch_us)
 	set_final_name(out, ms);
 	snprintf(out->partial, sizeof(out->partial), ".%s.partial", out->final);
 
+	check_dir(out);
+	if (out->fatal)
+		return -1;
+	/* read-write: a file whose directory was deleted is copied over */
 	out->fd = openat(out->dirfd, out->partial,
-			 O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+			 O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
 			 out->cfg.file_mode);
 	if (out->fd < 0) {
 		log_write_error(out, errno, "cannot create a file");
@@ -550,8 +812,9 @@ open_file(struct fpd_output *out, uint64_t now_epoch_us)
 	memset(&out->entry, 0, sizeof(out->entry));
 	snprintf(out->entry.name, sizeof(out->entry.name), "%s", out->final);
 	out->entry.skipped = out->pending_skipped;
+	out->entry.dropped = out->pending_dropped;
 	out->entry.events = out->pending_events;
-	out->pending_skipped = out->pending_events = 0;
+	out->pending_skipped = out->pending_dropped = out->pending_events = 0;
 	out->seglen = 0;
 	out->seg_samples = 0;
 	fputs(out->cfg.header, out->seg);
@@ -597,6 +860,9 @@ fpd_output_flush(struct fpd_output *out)
 	out->flushed_mono_us = fpd_now_mono_us();
 	if (out->fd < 0 || out->seglen == 0)
 		return 0;
+	check_dir(out);
+	if (out->fd < 0)
+		return -EIO;	/* the directory went and could not be made again */
 	rc = fpd_compress_segment(out->comp, out->segbuf, out->seglen, &data, &len);
 	if (rc == 0)
 		rc = write_all(out->fd, data, len);
@@ -636,7 +902,8 @@ fpd_output_finish(struct fpd_output *out)
 		close(out->fd);
 		out->fd = -1;
 		unlinkat(out->dirfd, out->partial, 0);
-		out->pending_skipped += out->entry.skipped + out->entry.dropped;
+		out->pending_skipped += out->entry.skipped;
+		out->pending_dropped += out->entry.dropped;
 		out->pending_events += out->entry.events;
 		return 0;
 	}
@@ -646,30 +913,22 @@ fpd_output_finish(struct fpd_output *out)
 	if (close(out->fd) < 0 && rc == 0)
 		rc = -errno;
 	out->fd = -1;
+	/* Never over a finished file (a clock set back between runs could
+	 * give the same name): the next free millisecond's name instead. */
+	if (rc == 0)
+		rc = rename_free(out, out->partial, out->final, sizeof(out->final));
 	if (rc < 0) {
 		/* Keep what is there under the partial name (the next start
 		 * recovers it); never present an unsynced file as complete. */
-		fpd_err("cannot finish %s/%s: %s", out->dir, out->partial,
-			strerror(-rc));
+		fpd_err("cannot finish %s/%s: %s; it stays as it is", out->dir,
+			out->partial, rc == -EEXIST ? "no free name" : strerror(-rc));
+		out->unfinished++;
 		return rc;
-	}
-	/* Never over a finished file (a clock set back between runs could
-	 * give the same name): take the next free millisecond instead. */
-	for (int tries = 0;; tries++) {
-		if (renameat2(out->dirfd, out->partial, out->dirfd, out->final,
-			      RENAME_NOREPLACE) == 0)
-			break;
-		if (errno != EEXIST || tries == 1000) {
-			rc = -errno;
-			fpd_err("cannot rename %s/%s: %s", out->dir, out->partial,
-				strerror(errno));
-			return rc;
-		}
-		next_final_name(out);
 	}
 	snprintf(out->entry.name, sizeof(out->entry.name), "%s", out->final);
 	fsync(out->dirfd);
 	out->entry.bytes = (uint64_t)out->good;
+	out->written_total += out->entry.samples;
 	add_index(out, &out->entry);
 	fpd_info("finished %s/%s (%" PRIu64 " samples, %" PRIu64 " bytes)",
 		 out->dir, out->final, out->entry.samples, out->entry.bytes);

@@ -152,7 +152,7 @@ fpd_retention_apply(int dirfd, const char *node_s, unsigned keep_files,
 int
 fpd_index_load(int dirfd, struct fpd_file_entry **entries, size_t *n)
 {
-	int fd = openat(dirfd, INDEX_NAME, O_RDONLY | O_CLOEXEC);
+	int fd = openat(dirfd, INDEX_NAME, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	size_t cap = 0;
 	char line[1024];
 	FILE *f;
@@ -206,14 +206,23 @@ json_string(FILE *f, const char *s)
 	fputc('"', f);
 }
 
-/* Write via a temporary name, fsync, rename over @name. */
+/*
+ * Write via a temporary name, fsync, rename over @name. The temporary
+ * file is always a new one of ours: whatever stands at its name (a link
+ * planted by someone who can write the directory, a leftover) is removed
+ * first, and the file is created exclusively, never through a link.
+ */
 static int
-replace_file(int dirfd, const char *name, FILE **fp, char *tmp, size_t tmplen)
+replace_file(int dirfd, const char *name, FILE **fp, char *tmp, size_t tmplen,
+	     mode_t mode)
 {
 	int fd;
 
 	snprintf(tmp, tmplen, ".%s.tmp", name);
-	fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+	if (unlinkat(dirfd, tmp, 0) < 0 && errno != ENOENT)
+		return -errno;
+	fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+		    mode);
 	if (fd < 0)
 		return -errno;
 	*fp = fdopen(fd, "w");
@@ -249,7 +258,7 @@ iso(uint64_t us, char *buf, size_t size)
 int
 fpd_index_store(int dirfd, struct fpd_file_entry *entries, size_t *n,
 		const char *node, const char *otp_release,
-		const char *options_json)
+		const char *options_json, mode_t mode)
 {
 	char tmp[340], a[40], b[40];
 	size_t kept = 0;
@@ -264,7 +273,7 @@ fpd_index_store(int dirfd, struct fpd_file_entry *entries, size_t *n,
 	}
 	*n = kept;
 
-	rc = replace_file(dirfd, INDEX_NAME, &f, tmp, sizeof(tmp));
+	rc = replace_file(dirfd, INDEX_NAME, &f, tmp, sizeof(tmp), mode);
 	if (rc < 0)
 		return rc;
 	for (size_t i = 0; i < *n; i++) {
@@ -279,7 +288,7 @@ fpd_index_store(int dirfd, struct fpd_file_entry *entries, size_t *n,
 	if (rc < 0)
 		return rc;
 
-	rc = replace_file(dirfd, MANIFEST_NAME, &f, tmp, sizeof(tmp));
+	rc = replace_file(dirfd, MANIFEST_NAME, &f, tmp, sizeof(tmp), mode);
 	if (rc < 0)
 		return rc;
 	iso(fpd_now_epoch_us(), a, sizeof(a));

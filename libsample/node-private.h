@@ -109,6 +109,19 @@ int
 node_beam_rename(unsigned char *beam, size_t len, const char *from,
 		 const char *to);
 
+/* Room for @more bytes past x->index, the buffer doubled if it grows:
+ * call before a long run of encodes into one buffer. */
+void
+node_x_reserve(ei_x_buff *x, size_t more);
+
+/* The rpc message of mod:fun(args...) (args an encoded list) into @x,
+ * replacing what it held, under reference @id; @timed wraps it in
+ * timer:tc/3. */
+void
+node_rpc_encode(struct fp_node *node, ei_x_buff *x, const char *mod,
+		const char *fun, const ei_x_buff *args, uint64_t id,
+		bool unchecked, bool timed);
+
 /* Send an rpc of mod:fun(args...) with args an encoded list. */
 int
 node_rpc_send(struct fp_node *node, const char *mod, const char *fun,

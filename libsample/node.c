@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -467,9 +468,68 @@ node_encode_ref(struct fp_node *node, ei_x_buff *x, uint64_t id, bool unchecked)
 	ei_x_encode_ref(x, &ref);
 }
 
+/*
+ * ei_x_* grows a buffer to what one encode needs plus 200 bytes, so a
+ * long run of encodes into one buffer copies it over and over:
+ * quadratic in the length of a list. Doubling makes the run linear.
+ * ei allocates with malloc (ei_x_new()) and reallocates unless
+ * ei_x_extra (100) bytes stay free past what an encode needs.
+ */
+#define X_SLACK 128
+
+void
+node_x_reserve(ei_x_buff *x, size_t more)
+{
+	size_t want = (size_t)x->index + more + X_SLACK, size;
+
+	if (want <= (size_t)x->buffsz)
+		return;
+	size = (size_t)x->buffsz * 2;
+	if (size < want)
+		size = want;
+	if (size > INT_MAX)
+		size = INT_MAX;
+	x->buff = xrealloc(x->buff, size);
+	x->buffsz = (int)size;
+}
+
+/*
+ * {'$gen_call', {Self, Ref}, {call, Mod, Fun, Args, user}} makes rex
+ * spawn a worker and answer {Ref, Reply}: tagged replies, unlike
+ * ei_rpc_to()'s {rex, Reply}. @timed wraps the call in
+ * timer:tc(Mod, Fun, Args) without copying Args twice.
+ */
+void
+node_rpc_encode(struct fp_node *node, ei_x_buff *x, const char *mod,
+		const char *fun, const ei_x_buff *args, uint64_t id,
+		bool unchecked, bool timed)
+{
+	x->index = 0;
+	node_x_reserve(x, (size_t)args->index + 2 * MAXATOMLEN_UTF8 + 512);
+	ei_x_encode_version(x);
+	ei_x_encode_tuple_header(x, 3);
+	ei_x_encode_atom(x, "$gen_call");
+	ei_x_encode_tuple_header(x, 2);
+	ei_x_encode_pid(x, ei_self(&node->ec));
+	node_encode_ref(node, x, id, unchecked);
+	ei_x_encode_tuple_header(x, 5);
+	ei_x_encode_atom(x, "call");
+	if (timed) {
+		ei_x_encode_atom(x, "timer");
+		ei_x_encode_atom(x, "tc");
+		ei_x_encode_list_header(x, 3);
+	}
+	ei_x_encode_atom(x, mod);
+	ei_x_encode_atom(x, fun);
+	ei_x_append_buf(x, args->buff, args->index);
+	if (timed)
+		ei_x_encode_empty_list(x);
+	ei_x_encode_atom(x, "user");
+}
+
 static int
 rpc_send(struct fp_node *node, const char *mod, const char *fun,
-	 const ei_x_buff *args, uint64_t *id, bool unchecked)
+	 const ei_x_buff *args, uint64_t *id, bool unchecked, bool timed)
 {
 	ei_x_buff *x = &node->tx;
 	int rc;
@@ -477,24 +537,8 @@ rpc_send(struct fp_node *node, const char *mod, const char *fun,
 	if (node->fd < 0)
 		return -ENOTCONN;
 
-	/* {'$gen_call', {Self, Ref}, {call, Mod, Fun, Args, user}} makes
-	 * rex spawn a worker and answer {Ref, Reply}: tagged replies, unlike
-	 * ei_rpc_to()'s {rex, Reply}. */
-	x->index = 0;
-	ei_x_encode_version(x);
-	ei_x_encode_tuple_header(x, 3);
-	ei_x_encode_atom(x, "$gen_call");
-	ei_x_encode_tuple_header(x, 2);
-	ei_x_encode_pid(x, ei_self(&node->ec));
 	*id = ++node->next_id;
-	node_encode_ref(node, x, *id, unchecked);
-	ei_x_encode_tuple_header(x, 5);
-	ei_x_encode_atom(x, "call");
-	ei_x_encode_atom(x, mod);
-	ei_x_encode_atom(x, fun);
-	ei_x_append_buf(x, args->buff, args->index);
-	ei_x_encode_atom(x, "user");
-
+	node_rpc_encode(node, x, mod, fun, args, *id, unchecked, timed);
 	rc = ei_reg_send_tmo(&node->ec, node->fd, "rex", x->buff, x->index,
 			     10000);
 	if (rc < 0)
@@ -506,7 +550,7 @@ int
 node_rpc_send(struct fp_node *node, const char *mod, const char *fun,
 	      const ei_x_buff *args, uint64_t *id)
 {
-	return rpc_send(node, mod, fun, args, id, false);
+	return rpc_send(node, mod, fun, args, id, false, false);
 }
 
 /*
@@ -519,18 +563,7 @@ static int
 node_rpc_send_timed(struct fp_node *node, const char *mod, const char *fun,
 		    const ei_x_buff *args, uint64_t *id, bool unchecked)
 {
-	ei_x_buff tc;
-	int rc;
-
-	ei_x_new(&tc);
-	ei_x_encode_list_header(&tc, 3);
-	ei_x_encode_atom(&tc, mod);
-	ei_x_encode_atom(&tc, fun);
-	ei_x_append_buf(&tc, args->buff, args->index);
-	ei_x_encode_empty_list(&tc);
-	rc = rpc_send(node, "timer", "tc", &tc, id, unchecked);
-	ei_x_free(&tc);
-	return rc;
+	return rpc_send(node, mod, fun, args, id, unchecked, true);
 }
 
 int
@@ -1096,11 +1129,26 @@ node_encode_local_pid(struct fp_node *node, ei_x_buff *x, struct fp_pid pid)
 	ei_x_encode_pid(x, &p);
 }
 
+/* The bytes of one pid of the target: all of them have the same size. */
+static size_t
+local_pid_size(struct fp_node *node)
+{
+	erlang_pid p;
+	int index = 0;
+
+	memset(&p, 0, sizeof(p));
+	snprintf(p.node, sizeof(p.node), "%s", node->target);
+	p.creation = node->creation;
+	ei_encode_pid(NULL, &index, &p);
+	return (size_t)index;
+}
+
 void
 node_encode_pid_list(struct fp_node *node, ei_x_buff *x, const struct fp_pid *pids,
 		size_t n)
 {
 	if (n) {
+		node_x_reserve(x, 6 + n * local_pid_size(node));
 		ei_x_encode_list_header(x, (long)n);
 		for (size_t i = 0; i < n; i++)
 			node_encode_local_pid(node, x, pids[i]);
@@ -1147,6 +1195,7 @@ fp_node_reductions_request(struct fp_node *node, const struct fp_pid *pids,
 	encode_export_fun(&args, "erlang", "process_info", 2);
 	node_encode_pid_list(node, &args, pids, n);
 	if (n) {
+		node_x_reserve(&args, 6 + n * (3 + strlen("reductions")));
 		ei_x_encode_list_header(&args, (long)n);
 		for (size_t i = 0; i < n; i++)
 			ei_x_encode_atom(&args, "reductions");
@@ -1169,6 +1218,11 @@ fp_node_whereis_request(struct fp_node *node, const char *const *names,
 	ei_x_encode_list_header(&args, 2);
 	encode_export_fun(&args, "erlang", "whereis", 1);
 	if (n) {
+		size_t bytes = 6;
+
+		for (size_t i = 0; i < n; i++)
+			bytes += 3 + strlen(names[i]);
+		node_x_reserve(&args, bytes);
 		ei_x_encode_list_header(&args, (long)n);
 		for (size_t i = 0; i < n; i++)
 			ei_x_encode_atom_as(&args, names[i], ERLANG_UTF8, ERLANG_UTF8);
@@ -1245,6 +1299,13 @@ static const char *const probe_items[] = {
 static void
 encode_atoms(ei_x_buff *x, const char *const *atoms, size_t n, bool ic)
 {
+	size_t bytes = 6 + (ic ? 3 + strlen("initial_call") : 0);
+
+	/* one of a request's item lists: reserved one list at a time,
+	 * the buffer still grows geometrically over the request */
+	for (size_t k = 0; k < n; k++)
+		bytes += 3 + strlen(atoms[k]);
+	node_x_reserve(x, bytes);
 	ei_x_encode_list_header(x, (long)(n + ic));
 	for (size_t k = 0; k < n; k++)
 		ei_x_encode_atom(x, atoms[k]);
@@ -1286,6 +1347,7 @@ encode_sample_pids(struct fp_node *node, ei_x_buff *x, const struct fp_pid *pids
 	size_t lists = fp_node_sample_lists(asks, n);
 
 	if (lists) {
+		node_x_reserve(x, 6 + lists * local_pid_size(node));
 		ei_x_encode_list_header(x, (long)lists);
 		for (size_t i = 0; i < n; i++) {
 			node_encode_local_pid(node, x, pids[i]);

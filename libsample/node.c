@@ -9,11 +9,13 @@
 #include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -122,6 +124,14 @@ fp_node_set_address(struct fp_node *node, const char *host, unsigned port)
 }
 
 void
+fp_node_set_give_up(struct fp_node *node, bool (*give_up)(void *data),
+		    void *data)
+{
+	node->give_up = give_up;
+	node->give_up_data = data;
+}
+
+void
 fp_node_destroy(struct fp_node *node)
 {
 	if (!node)
@@ -142,12 +152,29 @@ static void stop_eval_samplers(struct fp_node *node);
 void
 fp_node_disconnect(struct fp_node *node)
 {
-	if (node->fd >= 0) {
+	if (node->fd < 0)
+		return;
+	/* nothing more goes onto a stream cut mid-message */
+	if (!node->broken)
 		stop_eval_samplers(node);
-		node_helper_stop(node);
+	node->nsamplers = 0;
+	node_helper_stop(node);
+	/* a give-up in there may have closed it already */
+	if (node->fd >= 0)
 		ei_close_connection(node->fd);
-		node->fd = -1;
-	}
+	node->fd = -1;
+	node->broken = false;
+}
+
+int
+node_io_failed(struct fp_node *node, int err)
+{
+	if (!node->cancelled)
+		return err;
+	node->cancelled = false;
+	node->broken = true;
+	fp_node_disconnect(node);
+	return -ECANCELED;
 }
 
 int
@@ -287,24 +314,236 @@ epmd_port(void)
 	return (unsigned)port;
 }
 
+static uint64_t
+mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/*
+ * Wait for @events on @fd, at most @timeout_ms (0: no limit), in slices:
+ * whenever the fd is not ready, the caller's give_up is asked. 0 when
+ * ready (or in error: the read or write that follows reports it),
+ * -ETIMEDOUT, -ECANCELED, or a negative errno.
+ */
 static int
-wait_fd(int fd, short events, int timeout_ms)
+wait_fd(struct fp_node *node, int fd, short events, unsigned timeout_ms)
 {
 	struct pollfd pfd = { .fd = fd, .events = events };
-	int rc;
+	uint64_t start = mono_ms();
+	int slice = 0;	/* a look first: a ready fd asks nothing */
 
-	do {
-		rc = poll(&pfd, 1, timeout_ms);
-	} while (rc < 0 && errno == EINTR);
-	if (rc < 0)
-		return -errno;
-	if (rc == 0)
-		return -ETIMEDOUT;
+	for (;;) {
+		uint64_t waited;
+		int rc = poll(&pfd, 1, slice);
+
+		if (rc > 0)
+			return 0;
+		if (rc < 0 && errno != EINTR)
+			return -errno;
+		if (node->give_up && node->give_up(node->give_up_data))
+			return -ECANCELED;
+		waited = mono_ms() - start;
+		if (timeout_ms && waited >= timeout_ms)
+			return -ETIMEDOUT;
+		slice = FP_NODE_SLICE_MS;
+		if (timeout_ms && timeout_ms - waited < (uint64_t)slice)
+			slice = (int)(timeout_ms - waited);
+	}
+}
+
+/*
+ * ei's socket callbacks for our connections (ei_connect_xinit_ussi()),
+ * which ei calls with its timeouts for every read and write, the
+ * handshake's included (EI_SCLBK_FLG_FULL_IMPL): ei's own waits are one
+ * poll for the whole timeout, and nothing could end them early. The
+ * socket is non-blocking; each call waits in wait_fd()'s slices. A wait
+ * given up answers ETIMEDOUT, which ei passes on, and marks the node
+ * (node_io_failed()).
+ */
+struct node_io {
+	int fd;
+	struct fp_node *node;
+};
+
+/* ei's convention: 0 and EI_SCLBK_INF_TMO are no limit */
+static unsigned
+io_tmo(unsigned tmo)
+{
+	return tmo == EI_SCLBK_INF_TMO ? 0 : tmo;
+}
+
+static int
+io_wait(struct node_io *io, short events, unsigned tmo)
+{
+	int rc = wait_fd(io->node, io->fd, events, io_tmo(tmo));
+
+	if (rc == -ECANCELED) {
+		io->node->cancelled = true;
+		return ETIMEDOUT;
+	}
+	return -rc;
+}
+
+static int
+io_socket(void **ctx, void *setup_ctx)
+{
+	struct node_io *io;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+
+	if (fd < 0)
+		return errno;
+	io = xnew(struct node_io);
+	io->fd = fd;
+	io->node = setup_ctx;
+	*ctx = io;
 	return 0;
 }
 
 static int
-connect_tmo(const struct in_addr *addr, unsigned port, unsigned timeout_ms)
+io_close(void *ctx)
+{
+	struct node_io *io = ctx;
+	int rc = close(io->fd) < 0 ? errno : 0;
+
+	free(io);
+	return rc;
+}
+
+static int
+io_listen(void *ctx, void *addr, int *len, int backlog)
+{
+	return EOPNOTSUPP;	/* a C node that only connects */
+}
+
+static int
+io_accept(void **ctx, void *addr, int *len, unsigned tmo)
+{
+	return EOPNOTSUPP;
+}
+
+static int
+io_connect(void *ctx, void *addr, int len, unsigned tmo)
+{
+	struct node_io *io = ctx;
+	socklen_t elen = sizeof(int);
+	int rc, err = 0;
+
+	if (connect(io->fd, addr, (socklen_t)len) == 0)
+		return 0;
+	if (errno != EINPROGRESS)
+		return errno;
+	rc = io_wait(io, POLLOUT, tmo);
+	if (rc)
+		return rc;
+	if (getsockopt(io->fd, SOL_SOCKET, SO_ERROR, &err, &elen) < 0)
+		return errno;
+	return err;
+}
+
+static int
+io_writev(void *ctx, const void *iov, int iovcnt, ssize_t *len, unsigned tmo)
+{
+	struct node_io *io = ctx;
+
+	for (;;) {
+		ssize_t n = writev(io->fd, iov, iovcnt);
+		int rc;
+
+		if (n >= 0) {
+			*len = n;
+			return 0;
+		}
+		if (errno != EAGAIN && errno != EINTR)
+			return errno;
+		if (errno == EAGAIN && (rc = io_wait(io, POLLOUT, tmo)))
+			return rc;
+	}
+}
+
+static int
+io_write(void *ctx, const char *buf, ssize_t *len, unsigned tmo)
+{
+	struct iovec iov = { .iov_base = (void *)buf, .iov_len = (size_t)*len };
+
+	return io_writev(ctx, &iov, 1, len, tmo);
+}
+
+static int
+io_read(void *ctx, char *buf, ssize_t *len, unsigned tmo)
+{
+	struct node_io *io = ctx;
+
+	for (;;) {
+		ssize_t n = read(io->fd, buf, (size_t)*len);
+		int rc;
+
+		if (n >= 0) {
+			*len = n;
+			return 0;
+		}
+		if (errno != EAGAIN && errno != EINTR)
+			return errno;
+		if (errno == EAGAIN && (rc = io_wait(io, POLLIN, tmo)))
+			return rc;
+	}
+}
+
+static int
+io_handshake_header_size(void *ctx, int *sz)
+{
+	*sz = 2;
+	return 0;
+}
+
+/* as ei's own TCP sockets */
+static int
+io_connected(void *ctx)
+{
+	struct node_io *io = ctx;
+	int one = 1;
+
+	if (setsockopt(io->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0 ||
+	    setsockopt(io->fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one)) < 0)
+		return errno;
+	return 0;
+}
+
+static int
+io_accepted(void *ctx)
+{
+	return 0;
+}
+
+static int
+io_get_fd(void *ctx, int *fd)
+{
+	*fd = ((struct node_io *)ctx)->fd;
+	return 0;
+}
+
+static ei_socket_callbacks node_io_callbacks = {
+	.flags = EI_SCLBK_FLG_FULL_IMPL,
+	.socket = io_socket,
+	.close = io_close,
+	.listen = io_listen,
+	.EI_ACCEPT_NAME = io_accept,
+	.connect = io_connect,
+	.writev = io_writev,
+	.write = io_write,
+	.read = io_read,
+	.handshake_packet_header_size = io_handshake_header_size,
+	.connect_handshake_complete = io_connected,
+	.accept_handshake_complete = io_accepted,
+	.get_fd = io_get_fd,
+};
+
+static int
+connect_tmo(struct fp_node *node, const struct in_addr *addr, unsigned port,
+	    unsigned timeout_ms)
 {
 	struct sockaddr_in sin = {
 		.sin_family = AF_INET,
@@ -323,7 +562,7 @@ connect_tmo(const struct in_addr *addr, unsigned port, unsigned timeout_ms)
 		goto out_close;
 	}
 	if (rc < 0) {
-		rc = wait_fd(fd, POLLOUT, (int)timeout_ms);
+		rc = wait_fd(node, fd, POLLOUT, timeout_ms);
 		if (rc < 0)
 			goto out_close;
 		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0 || err) {
@@ -340,13 +579,14 @@ out_close:
 }
 
 static int
-read_full(int fd, unsigned char *buf, size_t len, unsigned timeout_ms)
+read_full(struct fp_node *node, int fd, unsigned char *buf, size_t len,
+	  unsigned timeout_ms)
 {
 	size_t got = 0;
 
 	while (got < len) {
 		ssize_t n;
-		int rc = wait_fd(fd, POLLIN, (int)timeout_ms);
+		int rc = wait_fd(node, fd, POLLIN, timeout_ms);
 
 		if (rc < 0)
 			return rc;
@@ -368,16 +608,16 @@ read_full(int fd, unsigned char *buf, size_t len, unsigned timeout_ms)
  * error, and users deserve to be told which it is.
  */
 static int
-epmd_lookup(const struct in_addr *addr, const char *alive, unsigned timeout_ms,
-	    unsigned *port)
+epmd_lookup(struct fp_node *node, const struct in_addr *addr,
+	    const char *alive, unsigned timeout_ms, unsigned *port)
 {
 	unsigned char req[3 + MAXATOMLEN], resp[4];
 	size_t alen = strlen(alive);
 	int fd, rc;
 
-	fd = connect_tmo(addr, epmd_port(), timeout_ms);
+	fd = connect_tmo(node, addr, epmd_port(), timeout_ms);
 	if (fd < 0)
-		return fd == -ETIMEDOUT ? -ETIMEDOUT : -ECONNREFUSED;
+		return fd == -ETIMEDOUT || fd == -ECANCELED ? fd : -ECONNREFUSED;
 
 	req[0] = (unsigned char)((alen + 1) >> 8);
 	req[1] = (unsigned char)(alen + 1);
@@ -387,7 +627,7 @@ epmd_lookup(const struct in_addr *addr, const char *alive, unsigned timeout_ms,
 		rc = -ECONNREFUSED;
 		goto out;
 	}
-	rc = read_full(fd, resp, 2, timeout_ms);
+	rc = read_full(node, fd, resp, 2, timeout_ms);
 	if (rc < 0)
 		goto out;
 	if (resp[0] != EPMD_PORT2_RESP) {
@@ -398,7 +638,7 @@ epmd_lookup(const struct in_addr *addr, const char *alive, unsigned timeout_ms,
 		rc = -ENOENT;
 		goto out;
 	}
-	rc = read_full(fd, resp, 2, timeout_ms);
+	rc = read_full(node, fd, resp, 2, timeout_ms);
 	if (rc < 0)
 		goto out;
 	*port = ((unsigned)resp[0] << 8) | resp[1];
@@ -542,7 +782,8 @@ rpc_send(struct fp_node *node, const char *mod, const char *fun,
 	rc = ei_reg_send_tmo(&node->ec, node->fd, "rex", x->buff, x->index,
 			     10000);
 	if (rc < 0)
-		return erl_errno == ETIMEDOUT ? -ETIMEDOUT : -ECONNRESET;
+		return node_io_failed(node, erl_errno == ETIMEDOUT ? -ETIMEDOUT :
+						     -ECONNRESET);
 	return 0;
 }
 
@@ -733,6 +974,8 @@ fp_node_receive(struct fp_node *node, unsigned timeout_ms,
 	if (rc == ERL_TICK)
 		return 0;
 	if (rc == ERL_ERROR) {
+		if (node->cancelled)
+			return node_io_failed(node, -ECANCELED);
 		if (erl_errno == ETIMEDOUT)
 			return -ETIMEDOUT;
 		if (erl_errno == EAGAIN)
@@ -787,7 +1030,8 @@ node_wait(struct fp_node *node, uint64_t id, unsigned timeout_ms,
 			  (now.tv_nsec - start.tv_nsec) / 1000000;
 		if (elapsed >= (long)timeout_ms)
 			return -ETIMEDOUT;
-		rc = wait_fd(node->fd, POLLIN, (int)(timeout_ms - (unsigned)elapsed));
+		rc = wait_fd(node, node->fd, POLLIN,
+			     timeout_ms - (unsigned)elapsed);
 		if (rc < 0)
 			return rc;
 		rc = fp_node_receive(node, timeout_ms, reply);
@@ -1012,8 +1256,14 @@ stop_eval_samplers(struct fp_node *node)
 
 	ei_x_new_with_version(&x);
 	ei_x_encode_atom(&x, "flame_profd_stop");
-	for (unsigned k = 0; k < node->nsamplers; k++)
-		ei_send_tmo(node->fd, &node->samplers[k], x.buff, x.index, 200);
+	for (unsigned k = 0; k < node->nsamplers; k++) {
+		if (ei_send_tmo(node->fd, &node->samplers[k], x.buff, x.index,
+				200) < 0 && node->cancelled) {
+			node->cancelled = false;
+			node->broken = true;
+			break;
+		}
+	}
 	node->nsamplers = 0;
 	ei_x_free(&x);
 }
@@ -1028,6 +1278,7 @@ fp_node_connect(struct fp_node *node, unsigned timeout_ms)
 	int rc, fd;
 
 	fp_node_disconnect(node);
+	node->cancelled = false;
 
 	if (!ei_initialised) {
 		ei_init();
@@ -1043,7 +1294,7 @@ fp_node_connect(struct fp_node *node, unsigned timeout_ms)
 		rc = resolve_ipv4(node->host, &addr);
 		if (rc < 0)
 			return rc;
-		rc = epmd_lookup(&addr, node->alive, timeout_ms, &port);
+		rc = epmd_lookup(node, &addr, node->alive, timeout_ms, &port);
 		if (rc < 0)
 			return rc;
 	}
@@ -1056,14 +1307,19 @@ fp_node_connect(struct fp_node *node, unsigned timeout_ms)
 	 * (nor links a late-spawned eval sampler to it). */
 	creation = (unsigned)(((time(NULL) ^ (getpid() << 8)) +
 			       (++node->connects << 20)) & 0x3fffffff) | 4;
-	if (ei_connect_xinit(&node->ec, host, alive, node->self_name, NULL,
-			     node->cookie, creation) < 0)
+	if (ei_connect_xinit_ussi(&node->ec, host, alive, node->self_name, NULL,
+				  node->cookie, creation, &node_io_callbacks,
+				  sizeof(node_io_callbacks), node) < 0)
 		return -EIO;
 
 	fd = ei_xconnect_host_port_tmo(&node->ec, &addr, (int)port, timeout_ms);
 	if (fd < 0) {
 		int err = erl_errno;
 
+		if (node->cancelled) {
+			node->cancelled = false;
+			return -ECANCELED;
+		}
 		if (err == ETIMEDOUT)
 			return -ETIMEDOUT;
 		if (err == ECONNREFUSED)
@@ -1083,7 +1339,7 @@ fp_node_connect(struct fp_node *node, unsigned timeout_ms)
 	if (rc < 0) {
 		fp_node_disconnect(node);
 		return rc == -ETIMEDOUT || rc == -ECONNRESET ||
-		       rc == -ENOEXEC ? rc : -EPROTO;
+		       rc == -ENOEXEC || rc == -ECANCELED ? rc : -EPROTO;
 	}
 	return 0;
 }
@@ -1417,7 +1673,8 @@ eval_sample_send(struct fp_node *node, const struct fp_pid *pids,
 	node->sampler_busy[k] = *id;
 	rc = ei_send_tmo(node->fd, to, x->buff, x->index, 10000);
 	if (rc < 0)
-		return erl_errno == ETIMEDOUT ? -ETIMEDOUT : -ECONNRESET;
+		return node_io_failed(node, erl_errno == ETIMEDOUT ? -ETIMEDOUT :
+						     -ECONNRESET);
 	return 0;
 }
 

@@ -64,6 +64,15 @@
  * copy, once in its life, on a node that cannot read one key of it: at
  * about 11 ns a byte (measured, OTP 25), 3 ms of one scheduler at most. */
 #define IC_COPY_MAX (256 * 1024)
+/*
+ * SIGINT/SIGTERM are honoured within a second whatever the node does:
+ * samples in flight are waited for STOP_DRAIN_US, and any wait for the
+ * node (a connect, the backtrace_depth put back, a message half read) is
+ * given up STOP_GRACE_US after the stop was asked (the library asks
+ * every FP_NODE_SLICE_MS, give_up()).
+ */
+#define STOP_DRAIN_US 300000u
+#define STOP_GRACE_US 600000u
 /* The budget looks at the last second of sampling (and the last
  * selection, spread over its interval), whatever --every is: a node is
  * never sampled over budget for more than about a second. */
@@ -181,6 +190,7 @@ struct daemon {
 	char *pending[PENDING_MAX];
 	size_t npending;
 	uint64_t start_mono;
+	uint64_t stop_mono;	/* when the stop was asked */
 	bool stopping;
 	bool duration_over;	/* a --duration run reached its end */
 	int signals;
@@ -289,7 +299,10 @@ lost_connection(struct daemon *d, const char *why)
 
 	if (!d->connected)
 		return;
-	fpd_warn("lost connection to %s: %s; reconnecting", d->o->node, why);
+	if (d->stopping)
+		fpd_warn("lost connection to %s: %s", d->o->node, why);
+	else
+		fpd_warn("lost connection to %s: %s; reconnecting", d->o->node, why);
 	note(d, "lost connection to %s: %s", d->o->node, why);
 	for (int i = 0; i < MAX_INFLIGHT; i++) {
 		if (d->slots[i].r.active)
@@ -323,7 +336,18 @@ check_send(struct daemon *d, int rc, const char *what)
 	if (rc == 0)
 		return;
 	fpd_debug("sending %s failed: %s", what, strerror(-rc));
-	lost_connection(d, rc == -ETIMEDOUT ? "send timed out" : "send failed");
+	lost_connection(d, rc == -ETIMEDOUT ? "send timed out" :
+			rc == -ECANCELED ? "send given up" : "send failed");
+}
+
+/* Stop asked (a signal, --duration): the clock of STOP_GRACE_US starts. */
+static void
+stop(struct daemon *d)
+{
+	if (d->stopping)
+		return;
+	d->stopping = true;
+	d->stop_mono = fpd_now_mono_us();
 }
 
 /* ---- the sample set --------------------------------------------------- */
@@ -806,6 +830,8 @@ check_pins(struct daemon *d, unsigned timeout_ms)
 	memcpy(was, d->pin_state, o->npids * sizeof(*was));
 	rc = fp_node_check_pids(d->node, o->pids, o->npids, d->pinned,
 				d->pin_state, timeout_ms);
+	if (rc == -ECANCELED)
+		return 0;	/* stopping */
 	if (rc < 0) {
 		fpd_err("cannot check the --pid targets on %s: %s",
 			fp_node_name(d->node), strerror(-rc));
@@ -1280,6 +1306,14 @@ try_connect(struct daemon *d, uint64_t now)
 	int rc;
 
 	rc = fp_node_connect(d->node, timeout_ms);
+	/* stopped while connecting: given up, or done after the stop was
+	 * asked; then closed before anything is set on the node */
+	if (rc == -ECANCELED)
+		return 0;
+	if (rc == 0 && d->stopping) {
+		fp_node_disconnect(d->node);
+		return 0;
+	}
 	if (rc < 0) {
 		if (!d->ever_connected)
 			return connect_error_exit(d, rc);
@@ -1314,6 +1348,12 @@ try_connect(struct daemon *d, uint64_t now)
 	rc = check_pins(d, timeout_ms);
 	if (rc)
 		return rc;
+	if (fp_node_fd(d->node) < 0) {
+		/* a wait given up for a stop closed the connection; the
+		 * janitor puts back what it set */
+		d->connected = false;
+		return 0;
+	}
 
 	d->ever_connected = true;
 	fp_select_reset(d->select);
@@ -1455,9 +1495,10 @@ handle_input(struct daemon *d)
 
 	rc = fp_node_receive(d->node, (unsigned)(d->o->timeout_us / 1000), &reply);
 	now = fpd_now_mono_us();
-	if (rc == -ECONNRESET || rc == -ETIMEDOUT) {
-		lost_connection(d, rc == -ETIMEDOUT ? "a message stalled halfway"
-						    : "connection closed");
+	if (rc == -ECONNRESET || rc == -ETIMEDOUT || rc == -ECANCELED) {
+		lost_connection(d, rc == -ETIMEDOUT ? "a message stalled halfway" :
+				rc == -ECANCELED ? "stopped with a message half read" :
+				"connection closed");
 		return;
 	}
 	if (rc <= 0) {
@@ -1651,7 +1692,7 @@ tick(struct daemon *d)
 	if (d->o->duration_us && now - d->start_mono >= d->o->duration_us &&
 	    !d->stopping) {
 		fpd_info("duration reached; stopping");
-		d->stopping = true;
+		stop(d);
 		d->duration_over = true;
 	}
 	if (!d->connected) {
@@ -1728,7 +1769,7 @@ handle_signal(struct daemon *d)
 			}
 			d->signals = 1;
 			fpd_info("%s: stopping", strsignal((int)si.ssi_signo));
-			d->stopping = true;
+			stop(d);
 			break;
 		case SIGHUP:
 			if (fpd_log_reopen() < 0)
@@ -1740,6 +1781,20 @@ handle_signal(struct daemon *d)
 			break;
 		}
 	}
+}
+
+/*
+ * Asked by the library between the slices of its waits: the signals are
+ * read there as the loop reads them, and the wait goes on until
+ * STOP_GRACE_US after a stop was asked.
+ */
+static bool
+give_up(void *data)
+{
+	struct daemon *d = data;
+
+	handle_signal(d);
+	return d->stopping && fpd_now_mono_us() - d->stop_mono >= STOP_GRACE_US;
 }
 
 /* ---- setup and main loop ---------------------------------------------- */
@@ -1892,6 +1947,7 @@ fpd_run(const struct fpd_options *o, const char *cookie)
 	}
 
 	d.node = fp_node_new(o->node, cookie);
+	fp_node_set_give_up(d.node, give_up, &d);
 	if (o->connect_host)
 		fp_node_set_address(d.node, o->connect_host, o->connect_port);
 	fp_node_set_request_path(d.node, o->request);
@@ -1952,11 +2008,18 @@ fpd_run(const struct fpd_options *o, const char *cookie)
 		};
 		uint64_t expirations;
 
-		/* Stopping: finish the sample in flight, then leave. */
+		/* Stopping: finish the sample in flight, then leave; a node
+		 * that does not answer is not waited for. */
 		if (d.stopping && helper_mode(&d))
 			helper_finish(&d, fpd_now_mono_us());
-		if (d.stopping && !sampling_in_flight(&d))
+		if (d.stopping && (!sampling_in_flight(&d) ||
+				   fpd_now_mono_us() - d.stop_mono >= STOP_DRAIN_US)) {
+			for (int i = 0; i < MAX_INFLIGHT; i++) {
+				if (d.slots[i].r.active)
+					account_skipped(&d, d.slots[i].n);
+			}
 			break;
+		}
 		if (poll(pfd, d.connected ? 3 : 2, -1) < 0) {
 			if (errno == EINTR)
 				continue;

@@ -200,7 +200,8 @@ helper_send(struct fp_node *node, const ei_x_buff *x)
 	if (node->fd < 0 || !node->have_helper)
 		return -ENOTCONN;
 	if (ei_send_tmo(node->fd, &node->helper, x->buff, x->index, 10000) < 0)
-		return erl_errno == ETIMEDOUT ? -ETIMEDOUT : -ECONNRESET;
+		return node_io_failed(node, erl_errno == ETIMEDOUT ? -ETIMEDOUT :
+							 -ECONNRESET);
 	return 0;
 }
 
@@ -213,9 +214,11 @@ helper_send(struct fp_node *node, const ei_x_buff *x)
 void
 node_helper_stop(struct fp_node *node)
 {
-	if (node->helper_exited && node->helper_loaded)
+	/* not onto a stream cut mid-message (fp_node_disconnect()) */
+	if (node->helper_exited && node->helper_loaded && !node->broken)
 		helper_unload(node, 2000);
-	if (node->have_helper && !node->helper_stopping) {
+	if (node->have_helper && !node->helper_stopping && !node->broken &&
+	    node->fd >= 0) {
 		ei_x_buff x;
 
 		ei_x_new_with_version(&x);

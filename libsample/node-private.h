@@ -33,6 +33,12 @@ struct fp_node {
 	char *via_host;		/* --connect: skip epmd */
 	unsigned via_port;
 
+	/* fp_node_set_give_up(): asked between the slices of every wait */
+	bool (*give_up)(void *data);
+	void *give_up_data;
+	bool cancelled;		/* an ei call's I/O was given up ... */
+	bool broken;		/* ... and may have cut a message in two */
+
 	char otp_release[16];
 	unsigned wordsize;
 	unsigned schedulers;
@@ -115,6 +121,25 @@ node_helper_exited(struct fp_node *node, const erlang_pid *from);
 int
 node_beam_rename(unsigned char *beam, size_t len, const char *from,
 		 const char *to);
+
+/* Room for @more bytes past x->index, the buffer doubled if it grows:
+ * call before a long run of encodes into one buffer. */
+void
+node_x_reserve(ei_x_buff *x, size_t more);
+
+/* The rpc message of mod:fun(args...) (args an encoded list) into @x,
+ * replacing what it held, under reference @id; @timed wraps it in
+ * timer:tc/3. */
+void
+node_rpc_encode(struct fp_node *node, ei_x_buff *x, const char *mod,
+		const char *fun, const ei_x_buff *args, uint64_t id,
+		bool unchecked, bool timed);
+
+/* After an ei call on the connection failed with @err: if a wait inside
+ * it was given up, it may have cut a message in two and the stream is of
+ * no more use: closed, -ECANCELED. Otherwise @err. */
+int
+node_io_failed(struct fp_node *node, int err);
 
 /* Send an rpc of mod:fun(args...) with args an encoded list. */
 int

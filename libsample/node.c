@@ -6,13 +6,16 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -127,6 +130,14 @@ fp_node_set_address(struct fp_node *node, const char *host, unsigned port)
 }
 
 void
+fp_node_set_give_up(struct fp_node *node, bool (*give_up)(void *data),
+		    void *data)
+{
+	node->give_up = give_up;
+	node->give_up_data = data;
+}
+
+void
 fp_node_destroy(struct fp_node *node)
 {
 	if (!node)
@@ -147,14 +158,31 @@ static void stop_eval_samplers(struct fp_node *node);
 void
 fp_node_disconnect(struct fp_node *node)
 {
-	if (node->fd >= 0) {
+	if (node->fd < 0)
+		return;
+	/* nothing more goes onto a stream cut mid-message */
+	if (!node->broken)
 		stop_eval_samplers(node);
-		node_helper_stop(node);
+	node->nsamplers = 0;
+	node_helper_stop(node);
+	/* a give-up in there may have closed it already */
+	if (node->fd >= 0)
 		ei_close_connection(node->fd);
-		node->fd = -1;
-		/* the janitor sees the connection go */
-		node->depth_attached = false;
-	}
+	node->fd = -1;
+	node->broken = false;
+	/* the janitor sees the connection go */
+	node->depth_attached = false;
+}
+
+int
+node_io_failed(struct fp_node *node, int err)
+{
+	if (!node->cancelled)
+		return err;
+	node->cancelled = false;
+	node->broken = true;
+	fp_node_disconnect(node);
+	return -ECANCELED;
 }
 
 int
@@ -294,24 +322,236 @@ epmd_port(void)
 	return (unsigned)port;
 }
 
+static uint64_t
+mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/*
+ * Wait for @events on @fd, at most @timeout_ms (0: no limit), in slices:
+ * whenever the fd is not ready, the caller's give_up is asked. 0 when
+ * ready (or in error: the read or write that follows reports it),
+ * -ETIMEDOUT, -ECANCELED, or a negative errno.
+ */
 static int
-wait_fd(int fd, short events, int timeout_ms)
+wait_fd(struct fp_node *node, int fd, short events, unsigned timeout_ms)
 {
 	struct pollfd pfd = { .fd = fd, .events = events };
-	int rc;
+	uint64_t start = mono_ms();
+	int slice = 0;	/* a look first: a ready fd asks nothing */
 
-	do {
-		rc = poll(&pfd, 1, timeout_ms);
-	} while (rc < 0 && errno == EINTR);
-	if (rc < 0)
-		return -errno;
-	if (rc == 0)
-		return -ETIMEDOUT;
+	for (;;) {
+		uint64_t waited;
+		int rc = poll(&pfd, 1, slice);
+
+		if (rc > 0)
+			return 0;
+		if (rc < 0 && errno != EINTR)
+			return -errno;
+		if (node->give_up && node->give_up(node->give_up_data))
+			return -ECANCELED;
+		waited = mono_ms() - start;
+		if (timeout_ms && waited >= timeout_ms)
+			return -ETIMEDOUT;
+		slice = FP_NODE_SLICE_MS;
+		if (timeout_ms && timeout_ms - waited < (uint64_t)slice)
+			slice = (int)(timeout_ms - waited);
+	}
+}
+
+/*
+ * ei's socket callbacks for our connections (ei_connect_xinit_ussi()),
+ * which ei calls with its timeouts for every read and write, the
+ * handshake's included (EI_SCLBK_FLG_FULL_IMPL): ei's own waits are one
+ * poll for the whole timeout, and nothing could end them early. The
+ * socket is non-blocking; each call waits in wait_fd()'s slices. A wait
+ * given up answers ETIMEDOUT, which ei passes on, and marks the node
+ * (node_io_failed()).
+ */
+struct node_io {
+	int fd;
+	struct fp_node *node;
+};
+
+/* ei's convention: 0 and EI_SCLBK_INF_TMO are no limit */
+static unsigned
+io_tmo(unsigned tmo)
+{
+	return tmo == EI_SCLBK_INF_TMO ? 0 : tmo;
+}
+
+static int
+io_wait(struct node_io *io, short events, unsigned tmo)
+{
+	int rc = wait_fd(io->node, io->fd, events, io_tmo(tmo));
+
+	if (rc == -ECANCELED) {
+		io->node->cancelled = true;
+		return ETIMEDOUT;
+	}
+	return -rc;
+}
+
+static int
+io_socket(void **ctx, void *setup_ctx)
+{
+	struct node_io *io;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+
+	if (fd < 0)
+		return errno;
+	io = xnew(struct node_io);
+	io->fd = fd;
+	io->node = setup_ctx;
+	*ctx = io;
 	return 0;
 }
 
 static int
-connect_tmo(const struct in_addr *addr, unsigned port, unsigned timeout_ms)
+io_close(void *ctx)
+{
+	struct node_io *io = ctx;
+	int rc = close(io->fd) < 0 ? errno : 0;
+
+	free(io);
+	return rc;
+}
+
+static int
+io_listen(void *ctx, void *addr, int *len, int backlog)
+{
+	return EOPNOTSUPP;	/* a C node that only connects */
+}
+
+static int
+io_accept(void **ctx, void *addr, int *len, unsigned tmo)
+{
+	return EOPNOTSUPP;
+}
+
+static int
+io_connect(void *ctx, void *addr, int len, unsigned tmo)
+{
+	struct node_io *io = ctx;
+	socklen_t elen = sizeof(int);
+	int rc, err = 0;
+
+	if (connect(io->fd, addr, (socklen_t)len) == 0)
+		return 0;
+	if (errno != EINPROGRESS)
+		return errno;
+	rc = io_wait(io, POLLOUT, tmo);
+	if (rc)
+		return rc;
+	if (getsockopt(io->fd, SOL_SOCKET, SO_ERROR, &err, &elen) < 0)
+		return errno;
+	return err;
+}
+
+static int
+io_writev(void *ctx, const void *iov, int iovcnt, ssize_t *len, unsigned tmo)
+{
+	struct node_io *io = ctx;
+
+	for (;;) {
+		ssize_t n = writev(io->fd, iov, iovcnt);
+		int rc;
+
+		if (n >= 0) {
+			*len = n;
+			return 0;
+		}
+		if (errno != EAGAIN && errno != EINTR)
+			return errno;
+		if (errno == EAGAIN && (rc = io_wait(io, POLLOUT, tmo)))
+			return rc;
+	}
+}
+
+static int
+io_write(void *ctx, const char *buf, ssize_t *len, unsigned tmo)
+{
+	struct iovec iov = { .iov_base = (void *)buf, .iov_len = (size_t)*len };
+
+	return io_writev(ctx, &iov, 1, len, tmo);
+}
+
+static int
+io_read(void *ctx, char *buf, ssize_t *len, unsigned tmo)
+{
+	struct node_io *io = ctx;
+
+	for (;;) {
+		ssize_t n = read(io->fd, buf, (size_t)*len);
+		int rc;
+
+		if (n >= 0) {
+			*len = n;
+			return 0;
+		}
+		if (errno != EAGAIN && errno != EINTR)
+			return errno;
+		if (errno == EAGAIN && (rc = io_wait(io, POLLIN, tmo)))
+			return rc;
+	}
+}
+
+static int
+io_handshake_header_size(void *ctx, int *sz)
+{
+	*sz = 2;
+	return 0;
+}
+
+/* as ei's own TCP sockets */
+static int
+io_connected(void *ctx)
+{
+	struct node_io *io = ctx;
+	int one = 1;
+
+	if (setsockopt(io->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0 ||
+	    setsockopt(io->fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one)) < 0)
+		return errno;
+	return 0;
+}
+
+static int
+io_accepted(void *ctx)
+{
+	return 0;
+}
+
+static int
+io_get_fd(void *ctx, int *fd)
+{
+	*fd = ((struct node_io *)ctx)->fd;
+	return 0;
+}
+
+static ei_socket_callbacks node_io_callbacks = {
+	.flags = EI_SCLBK_FLG_FULL_IMPL,
+	.socket = io_socket,
+	.close = io_close,
+	.listen = io_listen,
+	.EI_ACCEPT_NAME = io_accept,
+	.connect = io_connect,
+	.writev = io_writev,
+	.write = io_write,
+	.read = io_read,
+	.handshake_packet_header_size = io_handshake_header_size,
+	.connect_handshake_complete = io_connected,
+	.accept_handshake_complete = io_accepted,
+	.get_fd = io_get_fd,
+};
+
+static int
+connect_tmo(struct fp_node *node, const struct in_addr *addr, unsigned port,
+	    unsigned timeout_ms)
 {
 	struct sockaddr_in sin = {
 		.sin_family = AF_INET,
@@ -330,7 +570,7 @@ connect_tmo(const struct in_addr *addr, unsigned port, unsigned timeout_ms)
 		goto out_close;
 	}
 	if (rc < 0) {
-		rc = wait_fd(fd, POLLOUT, (int)timeout_ms);
+		rc = wait_fd(node, fd, POLLOUT, timeout_ms);
 		if (rc < 0)
 			goto out_close;
 		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0 || err) {
@@ -347,13 +587,14 @@ out_close:
 }
 
 static int
-read_full(int fd, unsigned char *buf, size_t len, unsigned timeout_ms)
+read_full(struct fp_node *node, int fd, unsigned char *buf, size_t len,
+	  unsigned timeout_ms)
 {
 	size_t got = 0;
 
 	while (got < len) {
 		ssize_t n;
-		int rc = wait_fd(fd, POLLIN, (int)timeout_ms);
+		int rc = wait_fd(node, fd, POLLIN, timeout_ms);
 
 		if (rc < 0)
 			return rc;
@@ -375,16 +616,16 @@ read_full(int fd, unsigned char *buf, size_t len, unsigned timeout_ms)
  * error, and users deserve to be told which it is.
  */
 static int
-epmd_lookup(const struct in_addr *addr, const char *alive, unsigned timeout_ms,
-	    unsigned *port)
+epmd_lookup(struct fp_node *node, const struct in_addr *addr,
+	    const char *alive, unsigned timeout_ms, unsigned *port)
 {
 	unsigned char req[3 + MAXATOMLEN], resp[4];
 	size_t alen = strlen(alive);
 	int fd, rc;
 
-	fd = connect_tmo(addr, epmd_port(), timeout_ms);
+	fd = connect_tmo(node, addr, epmd_port(), timeout_ms);
 	if (fd < 0)
-		return fd == -ETIMEDOUT ? -ETIMEDOUT : -ECONNREFUSED;
+		return fd == -ETIMEDOUT || fd == -ECANCELED ? fd : -ECONNREFUSED;
 
 	req[0] = (unsigned char)((alen + 1) >> 8);
 	req[1] = (unsigned char)(alen + 1);
@@ -394,7 +635,7 @@ epmd_lookup(const struct in_addr *addr, const char *alive, unsigned timeout_ms,
 		rc = -ECONNREFUSED;
 		goto out;
 	}
-	rc = read_full(fd, resp, 2, timeout_ms);
+	rc = read_full(node, fd, resp, 2, timeout_ms);
 	if (rc < 0)
 		goto out;
 	if (resp[0] != EPMD_PORT2_RESP) {
@@ -405,7 +646,7 @@ epmd_lookup(const struct in_addr *addr, const char *alive, unsigned timeout_ms,
 		rc = -ENOENT;
 		goto out;
 	}
-	rc = read_full(fd, resp, 2, timeout_ms);
+	rc = read_full(node, fd, resp, 2, timeout_ms);
 	if (rc < 0)
 		goto out;
 	*port = ((unsigned)resp[0] << 8) | resp[1];
@@ -475,9 +716,68 @@ node_encode_ref(struct fp_node *node, ei_x_buff *x, uint64_t id, bool unchecked)
 	ei_x_encode_ref(x, &ref);
 }
 
+/*
+ * ei_x_* grows a buffer to what one encode needs plus 200 bytes, so a
+ * long run of encodes into one buffer copies it over and over:
+ * quadratic in the length of a list. Doubling makes the run linear.
+ * ei allocates with malloc (ei_x_new()) and reallocates unless
+ * ei_x_extra (100) bytes stay free past what an encode needs.
+ */
+#define X_SLACK 128
+
+void
+node_x_reserve(ei_x_buff *x, size_t more)
+{
+	size_t want = (size_t)x->index + more + X_SLACK, size;
+
+	if (want <= (size_t)x->buffsz)
+		return;
+	size = (size_t)x->buffsz * 2;
+	if (size < want)
+		size = want;
+	if (size > INT_MAX)
+		size = INT_MAX;
+	x->buff = xrealloc(x->buff, size);
+	x->buffsz = (int)size;
+}
+
+/*
+ * {'$gen_call', {Self, Ref}, {call, Mod, Fun, Args, user}} makes rex
+ * spawn a worker and answer {Ref, Reply}: tagged replies, unlike
+ * ei_rpc_to()'s {rex, Reply}. @timed wraps the call in
+ * timer:tc(Mod, Fun, Args) without copying Args twice.
+ */
+void
+node_rpc_encode(struct fp_node *node, ei_x_buff *x, const char *mod,
+		const char *fun, const ei_x_buff *args, uint64_t id,
+		bool unchecked, bool timed)
+{
+	x->index = 0;
+	node_x_reserve(x, (size_t)args->index + 2 * MAXATOMLEN_UTF8 + 512);
+	ei_x_encode_version(x);
+	ei_x_encode_tuple_header(x, 3);
+	ei_x_encode_atom(x, "$gen_call");
+	ei_x_encode_tuple_header(x, 2);
+	ei_x_encode_pid(x, ei_self(&node->ec));
+	node_encode_ref(node, x, id, unchecked);
+	ei_x_encode_tuple_header(x, 5);
+	ei_x_encode_atom(x, "call");
+	if (timed) {
+		ei_x_encode_atom(x, "timer");
+		ei_x_encode_atom(x, "tc");
+		ei_x_encode_list_header(x, 3);
+	}
+	ei_x_encode_atom(x, mod);
+	ei_x_encode_atom(x, fun);
+	ei_x_append_buf(x, args->buff, args->index);
+	if (timed)
+		ei_x_encode_empty_list(x);
+	ei_x_encode_atom(x, "user");
+}
+
 static int
 rpc_send(struct fp_node *node, const char *mod, const char *fun,
-	 const ei_x_buff *args, uint64_t *id, bool unchecked)
+	 const ei_x_buff *args, uint64_t *id, bool unchecked, bool timed)
 {
 	ei_x_buff *x = &node->tx;
 	int rc;
@@ -485,28 +785,13 @@ rpc_send(struct fp_node *node, const char *mod, const char *fun,
 	if (node->fd < 0)
 		return -ENOTCONN;
 
-	/* {'$gen_call', {Self, Ref}, {call, Mod, Fun, Args, user}} makes
-	 * rex spawn a worker and answer {Ref, Reply}: tagged replies, unlike
-	 * ei_rpc_to()'s {rex, Reply}. */
-	x->index = 0;
-	ei_x_encode_version(x);
-	ei_x_encode_tuple_header(x, 3);
-	ei_x_encode_atom(x, "$gen_call");
-	ei_x_encode_tuple_header(x, 2);
-	ei_x_encode_pid(x, ei_self(&node->ec));
 	*id = ++node->next_id;
-	node_encode_ref(node, x, *id, unchecked);
-	ei_x_encode_tuple_header(x, 5);
-	ei_x_encode_atom(x, "call");
-	ei_x_encode_atom(x, mod);
-	ei_x_encode_atom(x, fun);
-	ei_x_append_buf(x, args->buff, args->index);
-	ei_x_encode_atom(x, "user");
-
+	node_rpc_encode(node, x, mod, fun, args, *id, unchecked, timed);
 	rc = ei_reg_send_tmo(&node->ec, node->fd, "rex", x->buff, x->index,
 			     10000);
 	if (rc < 0)
-		return erl_errno == ETIMEDOUT ? -ETIMEDOUT : -ECONNRESET;
+		return node_io_failed(node, erl_errno == ETIMEDOUT ? -ETIMEDOUT :
+						     -ECONNRESET);
 	return 0;
 }
 
@@ -514,7 +799,7 @@ int
 node_rpc_send(struct fp_node *node, const char *mod, const char *fun,
 	      const ei_x_buff *args, uint64_t *id)
 {
-	return rpc_send(node, mod, fun, args, id, false);
+	return rpc_send(node, mod, fun, args, id, false, false);
 }
 
 /*
@@ -527,18 +812,7 @@ int
 node_rpc_send_timed(struct fp_node *node, const char *mod, const char *fun,
 		    const ei_x_buff *args, uint64_t *id, bool unchecked)
 {
-	ei_x_buff tc;
-	int rc;
-
-	ei_x_new(&tc);
-	ei_x_encode_list_header(&tc, 3);
-	ei_x_encode_atom(&tc, mod);
-	ei_x_encode_atom(&tc, fun);
-	ei_x_append_buf(&tc, args->buff, args->index);
-	ei_x_encode_empty_list(&tc);
-	rc = rpc_send(node, "timer", "tc", &tc, id, unchecked);
-	ei_x_free(&tc);
-	return rc;
+	return rpc_send(node, mod, fun, args, id, unchecked, true);
 }
 
 int
@@ -709,6 +983,8 @@ fp_node_receive(struct fp_node *node, unsigned timeout_ms,
 	if (rc == ERL_TICK)
 		return 0;
 	if (rc == ERL_ERROR) {
+		if (node->cancelled)
+			return node_io_failed(node, -ECANCELED);
 		if (erl_errno == ETIMEDOUT)
 			return -ETIMEDOUT;
 		if (erl_errno == EAGAIN)
@@ -763,7 +1039,8 @@ node_wait(struct fp_node *node, uint64_t id, unsigned timeout_ms,
 			  (now.tv_nsec - start.tv_nsec) / 1000000;
 		if (elapsed >= (long)timeout_ms)
 			return -ETIMEDOUT;
-		rc = wait_fd(node->fd, POLLIN, (int)(timeout_ms - (unsigned)elapsed));
+		rc = wait_fd(node, node->fd, POLLIN,
+			     timeout_ms - (unsigned)elapsed);
 		if (rc < 0)
 			return rc;
 		rc = fp_node_receive(node, timeout_ms, reply);
@@ -982,8 +1259,14 @@ stop_eval_samplers(struct fp_node *node)
 
 	ei_x_new_with_version(&x);
 	ei_x_encode_atom(&x, "flame_profd_stop");
-	for (unsigned k = 0; k < node->nsamplers; k++)
-		ei_send_tmo(node->fd, &node->samplers[k], x.buff, x.index, 200);
+	for (unsigned k = 0; k < node->nsamplers; k++) {
+		if (ei_send_tmo(node->fd, &node->samplers[k], x.buff, x.index,
+				200) < 0 && node->cancelled) {
+			node->cancelled = false;
+			node->broken = true;
+			break;
+		}
+	}
 	node->nsamplers = 0;
 	ei_x_free(&x);
 }
@@ -998,6 +1281,7 @@ fp_node_connect(struct fp_node *node, unsigned timeout_ms)
 	int rc, fd;
 
 	fp_node_disconnect(node);
+	node->cancelled = false;
 
 	if (!ei_initialised) {
 		ei_init();
@@ -1013,7 +1297,7 @@ fp_node_connect(struct fp_node *node, unsigned timeout_ms)
 		rc = resolve_ipv4(node->host, &addr);
 		if (rc < 0)
 			return rc;
-		rc = epmd_lookup(&addr, node->alive, timeout_ms, &port);
+		rc = epmd_lookup(node, &addr, node->alive, timeout_ms, &port);
 		if (rc < 0)
 			return rc;
 	}
@@ -1026,14 +1310,19 @@ fp_node_connect(struct fp_node *node, unsigned timeout_ms)
 	 * (nor links a late-spawned eval sampler to it). */
 	creation = (unsigned)(((time(NULL) ^ (getpid() << 8)) +
 			       (++node->connects << 20)) & 0x3fffffff) | 4;
-	if (ei_connect_xinit(&node->ec, host, alive, node->self_name, NULL,
-			     node->cookie, creation) < 0)
+	if (ei_connect_xinit_ussi(&node->ec, host, alive, node->self_name, NULL,
+				  node->cookie, creation, &node_io_callbacks,
+				  sizeof(node_io_callbacks), node) < 0)
 		return -EIO;
 
 	fd = ei_xconnect_host_port_tmo(&node->ec, &addr, (int)port, timeout_ms);
 	if (fd < 0) {
 		int err = erl_errno;
 
+		if (node->cancelled) {
+			node->cancelled = false;
+			return -ECANCELED;
+		}
 		if (err == ETIMEDOUT)
 			return -ETIMEDOUT;
 		if (err == ECONNREFUSED)
@@ -1065,7 +1354,8 @@ fp_node_connect(struct fp_node *node, unsigned timeout_ms)
 	}
 	if (rc < 0) {
 		fp_node_disconnect(node);
-		return rc == -ETIMEDOUT || rc == -ECONNRESET ? rc : -EPROTO;
+		return rc == -ETIMEDOUT || rc == -ECONNRESET ||
+		       rc == -ECANCELED ? rc : -EPROTO;
 	}
 	return 0;
 }
@@ -1083,11 +1373,26 @@ node_encode_local_pid(struct fp_node *node, ei_x_buff *x, struct fp_pid pid)
 	ei_x_encode_pid(x, &p);
 }
 
+/* The bytes of one pid of the target: all of them have the same size. */
+static size_t
+local_pid_size(struct fp_node *node)
+{
+	erlang_pid p;
+	int index = 0;
+
+	memset(&p, 0, sizeof(p));
+	snprintf(p.node, sizeof(p.node), "%s", node->target);
+	p.creation = node->creation;
+	ei_encode_pid(NULL, &index, &p);
+	return (size_t)index;
+}
+
 void
 node_encode_pid_list(struct fp_node *node, ei_x_buff *x, const struct fp_pid *pids,
 		size_t n)
 {
 	if (n) {
+		node_x_reserve(x, 6 + n * local_pid_size(node));
 		ei_x_encode_list_header(x, (long)n);
 		for (size_t i = 0; i < n; i++)
 			node_encode_local_pid(node, x, pids[i]);
@@ -1134,6 +1439,7 @@ fp_node_reductions_request(struct fp_node *node, const struct fp_pid *pids,
 	encode_export_fun(&args, "erlang", "process_info", 2);
 	node_encode_pid_list(node, &args, pids, n);
 	if (n) {
+		node_x_reserve(&args, 6 + n * (3 + strlen("reductions")));
 		ei_x_encode_list_header(&args, (long)n);
 		for (size_t i = 0; i < n; i++)
 			ei_x_encode_atom(&args, "reductions");
@@ -1156,6 +1462,11 @@ fp_node_whereis_request(struct fp_node *node, const char *const *names,
 	ei_x_encode_list_header(&args, 2);
 	encode_export_fun(&args, "erlang", "whereis", 1);
 	if (n) {
+		size_t bytes = 6;
+
+		for (size_t i = 0; i < n; i++)
+			bytes += 3 + strlen(names[i]);
+		node_x_reserve(&args, bytes);
 		ei_x_encode_list_header(&args, (long)n);
 		for (size_t i = 0; i < n; i++)
 			ei_x_encode_atom_as(&args, names[i], ERLANG_UTF8, ERLANG_UTF8);
@@ -1295,6 +1606,13 @@ static const char *const probe_items[] = {
 static void
 encode_atoms(ei_x_buff *x, const char *const *atoms, size_t n, bool ic)
 {
+	size_t bytes = 6 + (ic ? 3 + strlen("initial_call") : 0);
+
+	/* one of a request's item lists: reserved one list at a time,
+	 * the buffer still grows geometrically over the request */
+	for (size_t k = 0; k < n; k++)
+		bytes += 3 + strlen(atoms[k]);
+	node_x_reserve(x, bytes);
 	ei_x_encode_list_header(x, (long)(n + ic));
 	for (size_t k = 0; k < n; k++)
 		ei_x_encode_atom(x, atoms[k]);
@@ -1336,6 +1654,7 @@ encode_sample_pids(struct fp_node *node, ei_x_buff *x, const struct fp_pid *pids
 	size_t lists = fp_node_sample_lists(asks, n);
 
 	if (lists) {
+		node_x_reserve(x, 6 + lists * local_pid_size(node));
 		ei_x_encode_list_header(x, (long)lists);
 		for (size_t i = 0; i < n; i++) {
 			node_encode_local_pid(node, x, pids[i]);
@@ -1405,7 +1724,8 @@ eval_sample_send(struct fp_node *node, const struct fp_pid *pids,
 	node->sampler_busy[k] = *id;
 	rc = ei_send_tmo(node->fd, to, x->buff, x->index, 10000);
 	if (rc < 0)
-		return erl_errno == ETIMEDOUT ? -ETIMEDOUT : -ECONNRESET;
+		return node_io_failed(node, erl_errno == ETIMEDOUT ? -ETIMEDOUT :
+						     -ECONNRESET);
 	return 0;
 }
 

@@ -74,12 +74,31 @@ fp_node_request_path(const struct fp_node *node);
 void
 fp_node_set_address(struct fp_node *node, const char *host, unsigned port);
 
+/** The longest a wait inside the library goes without asking give_up. */
+#define FP_NODE_SLICE_MS 100
+
+/**
+ * Every wait inside the library (the epmd lookup, the TCP connect and
+ * the handshake, a synchronous call, a message half read, a send into a
+ * full socket) waits in slices of at most FP_NODE_SLICE_MS and, whenever
+ * it would block, asks @give_up(@data). When that returns true the wait
+ * ends and the call returns -ECANCELED; if the wait was inside a message
+ * (a send or a receive cut short), the connection is closed without
+ * another word on it. NULL (the default): waits run to their timeouts.
+ */
+void
+fp_node_set_give_up(struct fp_node *node, bool (*give_up)(void *data),
+		    void *data);
+
 /** Disconnects and frees; NULL is a no-op. */
 void
 fp_node_destroy(struct fp_node *node);
 
 /**
- * Connect (epmd lookup, handshake, a few setup calls).
+ * Connect (epmd lookup, handshake, a few setup calls). A connect given
+ * up on (-ECANCELED) leaves nothing on the node: what it started there
+ * (eval samplers, the helper) is linked to the connection, which is
+ * closed.
  *
  * @return 0, or
  *   -EHOSTUNREACH  the host part does not resolve,
@@ -89,6 +108,7 @@ fp_node_destroy(struct fp_node *node);
  *                  node uses the other kind of names),
  *   -ETIMEDOUT     no answer within @timeout_ms,
  *   -EPROTO        the node answered the setup calls with nonsense,
+ *   -ECANCELED     given up (fp_node_set_give_up()),
  *   -EIO           any other failure.
  */
 int
@@ -160,7 +180,9 @@ struct fp_reply {
  * @return 1 with *reply filled, 0 if the message was no reply for us
  *         (a tick, a stray message), -ECONNRESET when the connection is
  *         gone, -ETIMEDOUT when a started message did not complete within
- *         @timeout_ms, -EBADMSG when a reply could not be decoded.
+ *         @timeout_ms, -ECANCELED when its wait was given up (the
+ *         connection is then closed), -EBADMSG when a reply could not be
+ *         decoded.
  */
 int
 fp_node_receive(struct fp_node *node, unsigned timeout_ms,
@@ -183,7 +205,7 @@ enum fp_pid_state {
  *
  * @param[out] pids   the pid of each (meaningful when ALIVE or DEAD)
  * @param[out] states what the node said of each
- * @return 0, -EPROTO, or as fp_node_receive().
+ * @return 0, -EPROTO, or as fp_node_receive() (-ECANCELED included).
  */
 int
 fp_node_check_pids(struct fp_node *node, const char *const *texts, size_t n,
@@ -229,6 +251,12 @@ fp_node_depth_detach(struct fp_node *node, unsigned *orig, unsigned *now,
  */
 int
 fp_reply_take_time(struct fp_reply *reply, uint64_t *us);
+
+/*
+ * The requests below send and return: 0, or -ENOTCONN, -ETIMEDOUT (the
+ * send did not go out in time), -ECONNRESET, or -ECANCELED (the send was
+ * given up, fp_node_set_give_up(), and the connection closed).
+ */
 
 /** Request erlang:statistics(total_run_queue_lengths): a cheap probe. */
 int
@@ -349,7 +377,8 @@ fp_node_helper_module(const struct fp_node *node);
  * idle processes if @idle_reuse; nothing while @paused (it still sends a
  * batch, empty, every 250 ms). Replaces the last configuration.
  *
- * @return 0, -ENOTCONN without a helper, -ETIMEDOUT or -ECONNRESET.
+ * @return 0, -ENOTCONN without a helper, -ETIMEDOUT, -ECONNRESET or
+ *         -ECANCELED.
  */
 int
 fp_node_helper_config(struct fp_node *node, const struct fp_pid *pids,

@@ -48,6 +48,12 @@ struct fp_node {
 
 	bool depth_attached;	/* the node's janitor holds our depth */
 
+	/* scan.c: the selection scan, parsed by the node */
+	char *scan_exprs;
+	size_t scan_len;
+	bool scan_iter;		/* ... walking the table with an iterator */
+	unsigned scan_connects;	/* ... for this connection (connects) */
+
 	/* FP_REQUEST_HELPER: the module loaded for this connection (helper.c) */
 	char helper_mod[MAXATOMLEN];
 	erlang_pid helper;

@@ -23,8 +23,9 @@
 #include "util-mem.h"
 
 /* The value is {full | window, ProcessCount, Pids, Reductions, Next}:
- * Pids the window read (every process, when there are at most Max),
- * Reductions what process_info(P, reductions) said of Keep ++ Pids in
+ * Pids what the window read (every process, when there are at most Max)
+ * but the rex worker running the scan (it is busy, so it would rank first,
+ * and is gone by the time it is sampled), Reductions what process_info(P, reductions) said of Keep ++ Pids in
  * that order (just Pids when full), Next where the next window starts
  * (start: at the beginning). */
 #define SCAN_HEAD \
@@ -34,7 +35,7 @@
 	"                    lists:duplicate(length(Ps), reductions)) end, " \
 	"case Count =< Max of " \
 	"  true -> " \
-	"    All = erlang:processes(), " \
+	"    All = lists:delete(self(), erlang:processes()), " \
 	"    {full, Count, All, Reds(All), start}; " \
 	"  false -> "
 
@@ -42,7 +43,7 @@
 static const char scan_sublist_source[] =
 	SCAN_HEAD
 	"    S = case Cursor of start -> 1; _ -> Cursor end, "
-	"    W = lists:sublist(erlang:processes(), S, Len), "
+	"    W = lists:delete(self(), lists:sublist(erlang:processes(), S, Len)), "
 	"    Next = case S + Step > Count of true -> start; false -> S + Step end, "
 	"    {window, Count, W, Reds(Keep ++ W), Next} "
 	"end "
@@ -58,7 +59,7 @@ static const char scan_iterator_source[] =
 	"    Take = fun(_, {_, _} = It) -> erlang:processes_next(It); (_, It) -> {It, It} end, "
 	"    {W1, I1} = lists:mapfoldl(Take, I0, lists:seq(1, Step)), "
 	"    {W2, _} = lists:mapfoldl(Take, I1, lists:seq(1, Len - Step)), "
-	"    W = lists:filter(fun erlang:is_pid/1, W1 ++ W2), "
+	"    W = lists:delete(self(), lists:filter(fun erlang:is_pid/1, W1 ++ W2)), "
 	"    Next = case I1 of none -> start; _ -> I1 end, "
 	"    {window, Count, W, Reds(Keep ++ W), Next} "
 	"end "

@@ -50,7 +50,10 @@
  * is no request: each row the helper takes costs HELPER_ROW_COST_US (its
  * timer, the row's encoding, its share of a batch's message) and a probe
  * HELPER_PROBE_COST_US (fifth session, quiet node: 6.2 and 15.7 ms/s at
- * top 100 x 10 and x 100); samples cost what they cost through rex.
+ * top 100 x 10 and x 100); samples cost what they cost through rex. A
+ * selection's scan also costs SCAN_BYTE_COST_US per byte of its reply,
+ * outside the timer:tc that times it: rex copies the worker's result and
+ * encodes it onto the distribution socket (bench/run --scan).
  */
 #define REQUEST_COST_US 150.0
 #define SAMPLE_COST_REX_US 21.0
@@ -58,6 +61,7 @@
 #define SAMPLE_BUSY_COST_US 45.0
 #define PROBE_COST_US 4.0
 #define SCAN_COST_US 0.65
+#define SCAN_BYTE_COST_US 0.002
 #define HELPER_ROW_COST_US 60.0
 #define HELPER_PROBE_COST_US 1.0
 /* The largest process whose whole dictionary proc_lib:initial_call/1 may
@@ -78,20 +82,38 @@
  * never sampled over budget for more than about a second. */
 #define BUDGET_WINDOW_US 1000000u
 
+/* The selection's share of the budget: the rest is the sampling's. */
+#define SCAN_BUDGET_SHARE 0.5
+/* The least a scan is cut to, beside the current selection (about a
+ * millisecond of node time), and the most selections skipped in a row. */
+#define SCAN_MIN_WINDOW 1000u
+#define SCAN_SKIP_MAX 60.0
+
 /* What flame_profd's requests cost the node, over some span of time. */
 struct work {
-	uint64_t procs_us;		/* erlang:processes(), timer:tc */
+	uint64_t scan_us;		/* selection scans, timer:tc */
+	uint64_t scan_bytes;		/* ... their replies */
+	uint64_t other_us;		/* initial-call reads, timer:tc */
 	uint64_t sampled, scanned;	/* processes asked for */
 	uint64_t running;		/* ... in full, found in a run queue */
 	uint64_t probed;		/* ... with a probe only */
 	uint64_t requests;		/* sample requests answered */
-	double min_sample_us, min_scan_us;	/* cheapest per process; <0: none */
+	double min_sample_us;		/* cheapest per process; <0: none */
 };
 
+/*
+ * A request that timed out is late: forgotten by whoever waits for it,
+ * but not sent again until its reply has come (and is dropped) or the
+ * connection has gone — the node may still be working on it, and a second
+ * copy would double that work (a scan that outlasts the timeout would be
+ * run again and again).
+ */
 struct request {
-	bool active;
+	bool active;			/* sent, no reply yet */
+	bool late;			/* ... and timed out */
 	uint64_t id;
 	uint64_t sent_mono;
+	uint64_t counted_mono;		/* when its last timeout was counted */
 };
 
 struct daemon {
@@ -107,7 +129,7 @@ struct daemon {
 	uint64_t reconnect_at, backoff_us;
 
 	/* selection */
-	struct request req_procs, req_reds, req_whereis, req_init, req_alive;
+	struct request req_scan, req_whereis, req_init, req_alive;
 	uint64_t next_select_mono;
 	uint64_t next_ic_mono;		/* initial calls looked for */
 	uint64_t select_started_mono;
@@ -185,8 +207,11 @@ struct daemon {
 	uint64_t bw_mono;		/* the budget window's start */
 	uint64_t bw_cpu_us;		/* ... and our CPU time then */
 	double select_us;		/* work of the last whole selection */
-	uint64_t select_procs_us;	/* ... its erlang:processes() so far */
-	size_t nplanned;
+	double scan_pid_us;		/* ... per pid read; 0: none yet */
+	unsigned scans_done;		/* on this connection */
+	unsigned scan_skips;		/* in a row, over budget */
+	uint64_t st_scans_cut;		/* selections the budget shrank */
+	uint64_t st_scans_skipped;	/* ... or could not afford at all */
 	char *pending[PENDING_MAX];
 	size_t npending;
 	uint64_t start_mono;
@@ -288,8 +313,23 @@ static void
 request_sent(struct request *r, uint64_t id, uint64_t now)
 {
 	r->active = true;
+	r->late = false;
 	r->id = id;
-	r->sent_mono = now;
+	r->sent_mono = r->counted_mono = now;
+}
+
+/* A reply to @r: false (dropped, and @r may be sent again) when it is
+ * late. */
+static bool
+request_answered(struct request *r, uint64_t now, const char *what)
+{
+	bool late = r->late;
+
+	r->active = r->late = false;
+	if (late)
+		fpd_debug("late reply to a %s dropped, %.1f s after it was sent",
+			  what, (double)(now - r->sent_mono) / 1e6);
+	return !late;
 }
 
 static void
@@ -305,19 +345,20 @@ lost_connection(struct daemon *d, const char *why)
 		fpd_warn("lost connection to %s: %s; reconnecting", d->o->node, why);
 	note(d, "lost connection to %s: %s", d->o->node, why);
 	for (int i = 0; i < MAX_INFLIGHT; i++) {
-		if (d->slots[i].r.active)
+		if (d->slots[i].r.active && !d->slots[i].r.late)
 			account_skipped(d, d->slots[i].n);
-		d->slots[i].r.active = false;
+		d->slots[i].r.active = d->slots[i].r.late = false;
 	}
 	memset(d->busy, 0, set_capacity(d->o) * sizeof(*d->busy));
 	fpd_output_finish(d->out);
 	fp_node_disconnect(d->node);
 	d->connected = false;
 
-	d->req_procs.active = d->req_reds.active = false;
-	d->req_whereis.active = d->req_init.active = false;
-	d->req_alive.active = false;
-	d->req_health.active = false;
+	d->req_scan.active = d->req_scan.late = false;
+	d->req_whereis.active = d->req_whereis.late = false;
+	d->req_init.active = d->req_init.late = false;
+	d->req_alive.active = d->req_alive.late = false;
+	d->req_health.active = d->req_health.late = false;
 	d->req_batch.active = false;
 	d->helper_told = false;
 	/* a stop asked of a helper that is gone is as good as answered */
@@ -397,7 +438,7 @@ rebuild_set(struct daemon *d)
 	for (int s = 0; s < MAX_INFLIGHT; s++) {
 		struct sample_slot *slot = &d->slots[s];
 
-		if (!slot->r.active)
+		if (!slot->r.active || slot->r.late)
 			continue;
 		for (size_t i = 0; i < slot->n; i++) {
 			slot->idx[i] = SIZE_MAX;
@@ -451,21 +492,39 @@ ask_initial_calls(struct daemon *d, uint64_t now)
 
 /* ---- selection -------------------------------------------------------- */
 
-static void
-send_reductions(struct daemon *d, uint64_t now)
+/*
+ * The most pids the next scan may read (0: --scan-max): the selection's
+ * share of the budget over --every, at what the last scan cost per pid
+ * read, its reply included. The baseline and the first ranking are never
+ * held back (there is nothing to sample before them). A scan is never cut
+ * below the current selection and SCAN_MIN_WINDOW others; when even that
+ * is over budget it is sent only every k-th selection (*skip the others),
+ * k the factor it is over by — as the budget lowers the rate but never
+ * stops sampling — and at least every SCAN_SKIP_MAX.
+ */
+static size_t
+scan_limit(struct daemon *d, bool *skip)
 {
-	const struct fp_pid *pids;
-	size_t n = fp_select_plan(d->select, d->set, d->nset, &pids);
-	uint64_t id;
-	int rc;
+	double allow_us, n, least, k;
 
-	if (n == 0)
-		return;
-	d->nplanned = n;
-	rc = fp_node_reductions_request(d->node, pids, n, &id);
-	if (rc == 0)
-		request_sent(&d->req_reds, id, now);
-	check_send(d, rc, "reductions request");
+	*skip = false;
+	if (d->budget.max_pct <= 0 || d->scans_done < 2 || d->scan_pid_us <= 0)
+		return 0;
+	allow_us = d->budget.max_pct / 100.0 * SCAN_BUDGET_SHARE *
+		   (double)fp_node_schedulers(d->node) * (double)d->o->every_us;
+	n = allow_us / d->scan_pid_us;
+	least = fmin((double)(d->nset + SCAN_MIN_WINDOW), (double)d->o->scan_max);
+	if (n >= (double)d->o->scan_max || n >= least) {
+		d->scan_skips = 0;
+		return n >= (double)d->o->scan_max ? 0 : (size_t)n;
+	}
+	k = fmin(ceil(least / fmax(n, 1e-9)), SCAN_SKIP_MAX);
+	if (++d->scan_skips < (unsigned)k) {
+		*skip = true;
+		return 0;
+	}
+	d->scan_skips = 0;
+	return (size_t)least;
 }
 
 static void send_alive(struct daemon *d, uint64_t now);
@@ -473,19 +532,33 @@ static void send_alive(struct daemon *d, uint64_t now);
 static void
 start_selection(struct daemon *d, uint64_t now)
 {
+	struct fp_scan scan;
+	size_t limit;
 	uint64_t id;
+	bool skip;
 	int rc;
 
-	if (d->req_procs.active || d->req_reds.active || d->breaker.open)
+	if (d->req_scan.active || d->breaker.open)
 		return;
-	d->select_started_mono = now;
-	if (fp_select_needs_processes(d->select)) {
-		rc = fp_node_processes_request(d->node, &id);
-		if (rc == 0)
-			request_sent(&d->req_procs, id, now);
-		check_send(d, rc, "processes request");
+	limit = scan_limit(d, &skip);
+	if (skip) {
+		d->st_scans_skipped++;
+		fpd_debug("selection skipped: over budget at %.2f µs per pid read",
+			  d->scan_pid_us);
 	} else {
-		send_reductions(d, now);
+		if (limit)
+			d->st_scans_cut++;
+		d->select_started_mono = now;
+		fp_select_plan(d->select, d->set, d->nset, limit, &scan);
+		rc = fp_node_scan_request(d->node, &scan, &id);
+		if (rc == -ENOTCONN && d->connected) {
+			/* not prepared on this connection: no selection */
+			fpd_debug("no selection scan on this connection");
+		} else {
+			if (rc == 0)
+				request_sent(&d->req_scan, id, now);
+			check_send(d, rc, "selection scan");
+		}
 	}
 	if (d->connected && d->o->nnames && !d->req_whereis.active) {
 		rc = fp_node_whereis_request(d->node, d->cand_atoms, d->ncand, &id);
@@ -517,20 +590,7 @@ take_time(struct daemon *d, struct fp_reply *reply)
 static void
 work_reset(struct work *w)
 {
-	*w = (struct work){ .min_sample_us = -1, .min_scan_us = -1 };
-}
-
-static void
-count_work(uint64_t us, size_t n, double *min_per, uint64_t *total)
-{
-	double per;
-
-	if (n == 0)
-		return;
-	per = (double)us / (double)n;
-	if (*min_per < 0 || per < *min_per)
-		*min_per = per;
-	*total += n;
+	*w = (struct work){ .min_sample_us = -1 };
 }
 
 static bool
@@ -588,12 +648,12 @@ work_us(const struct daemon *d, const struct work *w)
 			  sample_floor(d) * (double)(w->sampled - w->running) +
 			  SAMPLE_BUSY_COST_US * (double)w->running;
 
-	return (double)w->procs_us +
+	return (double)w->other_us +
 	       fmax(w->min_sample_us > 0 ? w->min_sample_us * (double)w->sampled : 0,
 		    floor_us) +
 	       (helper ? HELPER_PROBE_COST_US : PROBE_COST_US) * (double)w->probed +
-	       fmax(w->min_scan_us > 0 ? w->min_scan_us * (double)w->scanned : 0,
-		    SCAN_COST_US * (double)w->scanned);
+	       fmax((double)w->scan_us, SCAN_COST_US * (double)w->scanned) +
+	       SCAN_BYTE_COST_US * (double)w->scan_bytes;
 }
 
 /* work_us per µs of the node's scheduler time, in percent */
@@ -628,55 +688,52 @@ budget_window_start(struct daemon *d, uint64_t now, uint64_t cpu_us)
 	work_reset(&d->bw_work);
 }
 
-/* A selection's reductions scan took us: the interval's work, and the
- * selection's whole work for the budget. */
+/*
+ * A selection's scan took @us on the node (timer:tc: the table walk and
+ * the reads, which wait for nobody, so all of it is work), read @n pids
+ * and answered in @bytes: the interval's work, and the selection's whole
+ * work for the budget.
+ */
 static void
-count_selection(struct daemon *d, uint64_t us)
+count_selection(struct daemon *d, uint64_t us, size_t n, size_t bytes)
 {
 	struct work sel;
 
 	work_reset(&sel);
-	sel.procs_us = d->select_procs_us;
-	count_work(us, d->nplanned, &sel.min_scan_us, &sel.scanned);
+	sel.scan_us = us;
+	sel.scan_bytes = bytes;
+	sel.scanned = n;
 	d->select_us = work_us(d, &sel);
-	d->select_procs_us = 0;
-	count_work(us, d->nplanned, &d->st_work.min_scan_us, &d->st_work.scanned);
+	if (n)
+		d->scan_pid_us = d->select_us / (double)n;
+	d->st_work.scan_us += us;
+	d->st_work.scan_bytes += bytes;
+	d->st_work.scanned += n;
 }
 
 static void
-on_processes(struct daemon *d, struct fp_reply *reply, uint64_t now)
-{
-	d->req_procs.active = false;
-	d->select_procs_us = take_time(d, reply);
-	d->st_work.procs_us += d->select_procs_us;
-	if (fp_select_processes(d->select, reply) < 0) {
-		fpd_warn("unexpected reply to erlang:processes(); selection skipped");
-		return;
-	}
-	send_reductions(d, now);
-}
-
-static void
-on_reductions(struct daemon *d, struct fp_reply *reply, uint64_t now)
+on_scan(struct daemon *d, struct fp_reply *reply, uint64_t now)
 {
 	struct fp_select_result res;
 	struct fp_pid ours[2] = { fp_node_rex_pid(d->node) };
-	size_t nours = 1;
+	size_t nours = 1, bytes = reply->len;
+	uint64_t us = take_time(d, reply);
 	int n;
 
 	/* rex and the helper serve us: never ranked */
 	if (fp_node_helper_pid(d->node, &ours[1]))
 		nours++;
-	d->req_reds.active = false;
-	count_selection(d, take_time(d, reply));
-	n = fp_select_reductions(d->select, reply, now, ours, nours, d->budget.top,
-				 d->top, &res);
+	n = fp_select_scan(d->select, reply, now, ours, nours, d->budget.top,
+			   d->top, &res);
+	count_selection(d, us, res.scanned, bytes);
 	if (n < 0) {
-		fpd_warn("unexpected reply to the reductions scan; selection skipped");
+		fpd_warn("unexpected reply to the selection scan; selection skipped");
 		return;
 	}
-	fpd_debug("selection: %zu processes, %zu read, %zu alive, %d picked, %.1f ms",
-		  res.processes, res.scanned, res.alive, n,
+	d->scans_done++;
+	fpd_debug("selection: %zu processes, %zu read%s, %zu alive, %d picked, reply %zu bytes, node %.1f ms, %.1f ms",
+		  res.processes, res.scanned, res.full ? " (all)" : "", res.alive,
+		  n, bytes, (double)us / 1000.0,
 		  (double)(now - d->select_started_mono) / 1000.0);
 	if (res.baseline) {
 		d->next_select_mono = d->select_started_mono +
@@ -720,7 +777,6 @@ on_whereis(struct daemon *d, const struct fp_reply *reply)
 {
 	bool first = !d->names_checked;
 
-	d->req_whereis.active = false;
 	if (fp_node_decode_whereis(reply, d->cand_pids, d->cand_found,
 				   d->ncand) < 0) {
 		fpd_warn("unexpected reply to whereis; --name processes not resolved");
@@ -792,7 +848,6 @@ on_alive(struct daemon *d, const struct fp_reply *reply)
 	size_t n = 0, k = 0;
 	bool changed = false;
 
-	d->req_alive.active = false;
 	for (size_t i = 0; i < d->o->npids; i++)
 		n += d->pin_state[i] == FP_PID_ALIVE;
 	if (fp_node_decode_bools(reply, alive, n) < 0) {
@@ -1126,7 +1181,7 @@ sampling_in_flight(const struct daemon *d)
 	if (helper_mode(d))
 		return d->connected && d->helper_stop_sent && !d->helper_done;
 	for (int i = 0; i < MAX_INFLIGHT; i++) {
-		if (d->slots[i].r.active)
+		if (d->slots[i].r.active && !d->slots[i].r.late)
 			return true;
 	}
 	return false;
@@ -1355,7 +1410,16 @@ try_connect(struct daemon *d, uint64_t now)
 		return 0;
 	}
 
+	rc = fp_node_scan_prepare(d->node, timeout_ms);
+	if (rc < 0)
+		fpd_warn("cannot prepare the selection scan on %s (%s): only pinned processes are sampled",
+			 d->o->node, strerror(-rc));
+	else
+		fpd_debug("selection scan: %s", fp_node_scan_iterates(d->node) ?
+			  "erlang:processes_iterator/0" : "lists:sublist(erlang:processes(), ...)");
+
 	d->ever_connected = true;
+	d->scans_done = d->scan_skips = 0;
 	fp_select_reset(d->select);
 	fp_sampler_reset(d->sampler);
 	d->ntop = 0;
@@ -1476,10 +1540,9 @@ on_initial_calls(struct daemon *d, struct fp_reply *reply)
 {
 	uint64_t us = take_time(d, reply);
 
-	d->req_init.active = false;
 	/* node work like a scan's: in the interval and in the budget */
-	d->st_work.procs_us += us;
-	d->bw_work.procs_us += us;
+	d->st_work.other_us += us;
+	d->bw_work.other_us += us;
 	if (fp_sampler_initial_calls(d->sampler, reply, d->init_pids,
 				     d->ninit) < 0)
 		fpd_debug("unexpected initial_call reply");
@@ -1509,23 +1572,30 @@ handle_input(struct daemon *d)
 
 	d->timeouts = 0;
 	slot = slot_of(d, reply.id);
-	if (slot)
+	if (slot && slot->r.late)
+		request_answered(&slot->r, now, "sample request");
+	else if (slot)
 		on_sample(d, slot, &reply, now);
 	else if (helper_mode(d) && reply.id == fp_node_helper_id(d->node))
 		on_batch(d, &reply, now);
-	else if (d->req_procs.active && reply.id == d->req_procs.id)
-		on_processes(d, &reply, now);
-	else if (d->req_reds.active && reply.id == d->req_reds.id)
-		on_reductions(d, &reply, now);
-	else if (d->req_whereis.active && reply.id == d->req_whereis.id)
-		on_whereis(d, &reply);
-	else if (d->req_alive.active && reply.id == d->req_alive.id)
-		on_alive(d, &reply);
-	else if (d->req_health.active && reply.id == d->req_health.id)
-		on_health(d, &reply, now);
-	else if (d->req_init.active && reply.id == d->req_init.id)
-		on_initial_calls(d, &reply);
-	else {
+	else if (d->req_scan.active && reply.id == d->req_scan.id) {
+		if (request_answered(&d->req_scan, now, "selection scan"))
+			on_scan(d, &reply, now);
+	} else if (d->req_whereis.active && reply.id == d->req_whereis.id) {
+		if (request_answered(&d->req_whereis, now, "whereis request"))
+			on_whereis(d, &reply);
+	} else if (d->req_alive.active && reply.id == d->req_alive.id) {
+		if (request_answered(&d->req_alive, now, "is_process_alive request"))
+			on_alive(d, &reply);
+	} else if (d->req_health.active && reply.id == d->req_health.id) {
+		if (request_answered(&d->req_health, now, "health probe"))
+			on_health(d, &reply, now);
+		else if (d->breaker.probing)
+			send_health(d, now);	/* the probe it was */
+	} else if (d->req_init.active && reply.id == d->req_init.id) {
+		if (request_answered(&d->req_init, now, "initial_call request"))
+			on_initial_calls(d, &reply);
+	} else {
 		fpd_debug("late reply %llu dropped", (unsigned long long)reply.id);
 	}
 }
@@ -1575,7 +1645,7 @@ interval_report(struct daemon *d, uint64_t now)
 		char text[512];
 
 		snprintf(text, sizeof(text),
-			 "interval: selected=%zu pinned=%zu samples=%llu skipped=%llu gone=%llu dropped=%llu achieved=%.1f/s requested=%.1f/s requests=%llu probes=%llu reused=%llu rtt_ms=%.1f/%.1f/%.1f target_ms=%.1f cost=%.2f%% self_cpu=%.2f%% rate=%g top=%u breaker=%s",
+			 "interval: selected=%zu pinned=%zu samples=%llu skipped=%llu gone=%llu dropped=%llu achieved=%.1f/s requested=%.1f/s requests=%llu probes=%llu reused=%llu rtt_ms=%.1f/%.1f/%.1f target_ms=%.1f cost=%.2f%% self_cpu=%.2f%% rate=%g top=%u breaker=%s scanned=%llu scan_bytes=%llu scans_cut=%llu scans_skipped=%llu",
 			 d->nset, pinned_count(d),
 			 (unsigned long long)d->st_samples,
 			 (unsigned long long)d->st_skipped,
@@ -1586,7 +1656,11 @@ interval_report(struct daemon *d, uint64_t now)
 			 (unsigned long long)d->st_reused,
 			 p50, p99, pmax, (double)d->st_target_us / 1000.0, cost,
 			 self_cpu, d->budget.rate, d->budget.top,
-			 d->breaker.open ? "open" : "closed");
+			 d->breaker.open ? "open" : "closed",
+			 (unsigned long long)d->st_work.scanned,
+			 (unsigned long long)d->st_work.scan_bytes,
+			 (unsigned long long)d->st_scans_cut,
+			 (unsigned long long)d->st_scans_skipped);
 		fpd_info("%s", text);
 		note(d, "%s", text);
 		if (fp_log_enabled(FP_LOG_DEBUG)) {
@@ -1610,6 +1684,7 @@ interval_report(struct daemon *d, uint64_t now)
 	d->st_samples = d->st_skipped = d->st_gone = 0;
 	d->st_requests = d->st_probes = d->st_reused = 0;
 	d->st_target_us = 0;
+	d->st_scans_cut = d->st_scans_skipped = 0;
 	work_reset(&d->st_work);
 	d->dropped_before += dropped;
 	d->nrtt = 0;
@@ -1645,31 +1720,52 @@ budget_tick(struct daemon *d, uint64_t now)
 	budget_window_start(d, now, cpu_us);
 }
 
+/*
+ * A request unanswered for --timeout becomes late (struct request); the
+ * helper's batches, which we do not ask for, are simply waited for anew.
+ * A late request still unanswered after another --timeout counts as
+ * another timeout: nothing new is sent to a node that stopped answering,
+ * and it must still be given up on.
+ */
 static void
 expire(struct daemon *d, struct request *r, uint64_t now, const char *what)
 {
-	if (!r->active || now - r->sent_mono < d->o->timeout_us)
+	uint64_t since = r->counted_mono;
+	bool again = r->late;
+
+	if (!r->active || now - since < d->o->timeout_us)
 		return;
-	r->active = false;
-	fpd_warn("%s timed out after %.1f s", what, (double)(now - r->sent_mono) / 1e6);
-	for (int i = 0; i < MAX_INFLIGHT; i++) {
+	r->counted_mono = now;
+	if (!again && r == &d->req_batch) {
+		r->active = false;
+		fpd_warn("%s timed out after %.1f s", what,
+			 (double)(now - r->sent_mono) / 1e6);
+	} else if (!again) {
+		r->late = true;
+		fpd_warn("%s timed out after %.1f s; not sent again until its reply arrives",
+			 what, (double)(now - r->sent_mono) / 1e6);
+	}
+	for (int i = 0; i < MAX_INFLIGHT && !again; i++) {
 		struct sample_slot *slot = &d->slots[i];
 
 		if (r != &slot->r)
 			continue;
 		slot_done(d, slot);
+		slot->r.active = true;	/* taken until the late reply */
 		account_skipped(d, slot->n);
 		note(d, "sample request timed out: %zu samples skipped", slot->n);
 	}
 	/* Requests sent before the last counted timeout belong to the same
 	 * stall: one stall, one count, one trip. */
-	if (r->sent_mono < d->timeout_epoch)
+	if (since < d->timeout_epoch)
 		return;
 	d->timeout_epoch = now;
 	if (++d->timeouts >= MAX_TIMEOUTS) {
 		lost_connection(d, "the node stopped answering");
 		return;
 	}
+	if (again)
+		return;
 	if (r == &d->req_health && d->breaker.probing)
 		trip(d, now, "the probe timed out");
 	else if (!d->breaker.open && r != &d->req_health &&
@@ -1711,8 +1807,7 @@ tick(struct daemon *d)
 		expire(d, &d->slots[i].r, now, "sample request");
 	if (!d->connected)
 		return;
-	expire(d, &d->req_procs, now, "processes scan");
-	expire(d, &d->req_reds, now, "reductions scan");
+	expire(d, &d->req_scan, now, "selection scan");
 	expire(d, &d->req_whereis, now, "whereis request");
 	expire(d, &d->req_init, now, "initial_call request");
 	expire(d, &d->req_alive, now, "is_process_alive request");

@@ -59,6 +59,12 @@ struct fp_node {
 	bool dict_keys;		/* process_info(P, {dictionary, Key}) works */
 	bool probing;		/* a badrpc answers a feature probe: no warning */
 
+	/* scan.c: the selection scan, parsed by the node */
+	char *scan_exprs;
+	size_t scan_len;
+	bool scan_iter;		/* ... walking the table with an iterator */
+	unsigned scan_connects;	/* ... for this connection (connects) */
+
 	/* FP_REQUEST_HELPER: the module loaded for this connection (helper.c) */
 	char helper_mod[MAXATOMLEN];
 	erlang_pid helper;

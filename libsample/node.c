@@ -150,6 +150,7 @@ fp_node_destroy(struct fp_node *node)
 	free(node->cookie);
 	free(node->target);
 	free(node->via_host);
+	free(node->scan_exprs);
 	free(node);
 }
 

@@ -22,21 +22,24 @@ struct ranked {
 
 struct fp_select {
 	size_t scan_max;
-	struct pidmap history;
+	struct pidmap history;	/* the pids the last scan read */
 	bool have_history;
-	unsigned full_scans;	/* whole-node reads still due after a reset */
-	bool plan_full;		/* the pending plan holds every pid */
+	bool last_full;		/* ... and it read the whole node */
 	uint64_t last_scan_us;
 
-	struct fp_pid *all;	/* the node's pid list */
-	size_t nall, all_cap;
-	size_t window;		/* where the next window starts in all[] */
-	bool wrapped;
-	unsigned since_refresh;
+	char *cursor;		/* where the next window starts (a term); */
+	size_t cursor_len, cursor_cap;	/* 0 bytes: at the beginning */
+	bool plan_at_start;	/* the pending plan's window is the first */
+	bool last_at_start;	/* ... and so was the last one's */
 
-	struct fp_pid *plan;	/* what the pending reductions reply is for */
-	size_t nplan, plan_cap;
+	struct fp_pid *keep;	/* the pending plan's re-read pids */
+	size_t nkeep, keep_cap;
 	bool pending;
+
+	struct fp_pid *read;	/* a reply's pids, in the order read */
+	size_t read_cap;
+	int64_t *reds;
+	size_t reds_cap;
 
 	struct ranked *heap;
 	size_t heap_cap;
@@ -47,8 +50,8 @@ fp_select_new(size_t scan_max)
 {
 	struct fp_select *sel = xnew(struct fp_select);
 
-	sel->scan_max = scan_max ? scan_max : 1;
-	sel->full_scans = 2;
+	/* one pid of window beside the current selection, at least */
+	sel->scan_max = scan_max > 2 ? scan_max : 2;
 	pidmap_init(&sel->history, sizeof(struct history));
 	return sel;
 }
@@ -59,8 +62,10 @@ fp_select_destroy(struct fp_select *sel)
 	if (!sel)
 		return;
 	pidmap_release(&sel->history);
-	free(sel->all);
-	free(sel->plan);
+	free(sel->cursor);
+	free(sel->keep);
+	free(sel->read);
+	free(sel->reds);
 	free(sel->heap);
 	free(sel);
 }
@@ -70,60 +75,10 @@ fp_select_reset(struct fp_select *sel)
 {
 	pidmap_clear(&sel->history);
 	sel->have_history = false;
-	sel->full_scans = 2;
+	sel->last_full = false;
 	sel->pending = false;
-	sel->nall = sel->nplan = sel->window = 0;
-	sel->wrapped = false;
-	sel->since_refresh = 0;
-}
-
-bool
-fp_select_needs_processes(const struct fp_select *sel)
-{
-	return sel->nall == 0 || sel->nall <= sel->scan_max ||
-	       sel->full_scans > 0 || sel->wrapped ||
-	       sel->since_refresh >= FP_SELECT_REFRESH;
-}
-
-int
-fp_select_processes(struct fp_select *sel, const struct fp_reply *reply)
-{
-	const char *buf = reply->buf;
-	int index = reply->index, count;
-	struct pidmap alive;
-
-	if (reply->badrpc || node_reply_check(reply) < 0 ||
-	    ei_decode_list_header(buf, &index, &count) < 0 || count < 0)
-		return -EBADMSG;
-	if ((size_t)count > sel->all_cap) {
-		sel->all_cap = (size_t)count;
-		sel->all = xrealloc(sel->all, sel->all_cap * sizeof(*sel->all));
-	}
-	for (int i = 0; i < count; i++) {
-		if (node_decode_pid(buf, &index, &sel->all[i]) < 0) {
-			sel->nall = 0;
-			return -EBADMSG;
-		}
-	}
-	sel->nall = (size_t)count;
-	if (sel->window >= sel->nall)
-		sel->window = 0;
-	sel->wrapped = false;
-	sel->since_refresh = 0;
-
-	/* Forget the processes that are gone. */
-	pidmap_init(&alive, sizeof(struct history));
-	for (size_t i = 0; i < sel->nall; i++) {
-		uint64_t key = fp_pid_key(sel->all[i]);
-		struct history *h = pidmap_find(&sel->history, key);
-		bool created;
-
-		if (h)
-			*(struct history *)pidmap_insert(&alive, key, &created) = *h;
-	}
-	pidmap_release(&sel->history);
-	sel->history = alive;
-	return count;
+	sel->cursor_len = 0;
+	sel->last_at_start = false;
 }
 
 static bool
@@ -136,63 +91,37 @@ in_list(const struct fp_pid *list, size_t n, struct fp_pid pid)
 	return false;
 }
 
-size_t
+void
 fp_select_plan(struct fp_select *sel, const struct fp_pid *keep, size_t nkeep,
-	       const struct fp_pid **pids)
+	       size_t limit, struct fp_scan *scan)
 {
-	size_t cap = sel->nall < sel->scan_max ? sel->nall : sel->scan_max;
-	size_t n = 0;
+	size_t cap = limit && limit < sel->scan_max ? limit : sel->scan_max;
+	size_t nk;
 
-	if (sel->nall == 0) {
-		sel->nplan = 0;
-		sel->pending = false;
-		*pids = sel->plan;
-		return 0;
+	if (cap < 2)
+		cap = 2;
+	nk = nkeep < cap - 1 ? nkeep : cap - 1;
+	if (nk > sel->keep_cap) {
+		sel->keep_cap = nk;
+		sel->keep = xrealloc(sel->keep, nk * sizeof(*sel->keep));
 	}
+	if (nk)
+		memcpy(sel->keep, keep, nk * sizeof(*keep));
+	sel->nkeep = nk;
+	sel->pending = true;
+	sel->plan_at_start = sel->cursor_len == 0;
 
-	/* The baseline and the first ranking read the whole node, once, so
-	 * that hot processes are found at once however big it is. */
-	if (sel->full_scans > 0)
-		cap = sel->nall;
-	if (cap + nkeep > sel->plan_cap) {
-		sel->plan_cap = cap + nkeep;
-		sel->plan = xrealloc(sel->plan, sel->plan_cap * sizeof(*sel->plan));
-	}
-	sel->plan_full = sel->nall <= sel->scan_max || sel->full_scans > 0;
-	if (sel->plan_full) {
-		memcpy(sel->plan, sel->all, sel->nall * sizeof(*sel->all));
-		n = sel->nall;
-	} else {
-		/* The window moves on by half its size, so every pid in it was
-		 * also read last time and has a delta to rank by. */
-		size_t budget, half, pos = sel->window, next = sel->window;
-		size_t taken = 0;
-
-		for (size_t i = 0; i < nkeep && n < cap; i++)
-			sel->plan[n++] = keep[i];
-		budget = cap - n;
-		half = (budget + 1) / 2;
-		for (size_t k = 0; k < sel->nall && taken < budget; k++) {
-			struct fp_pid pid = sel->all[pos];
-
-			pos = (pos + 1) % sel->nall;
-			if (!in_list(keep, nkeep, pid)) {
-				sel->plan[n++] = pid;
-				if (++taken == half)
-					next = pos;
-			}
-		}
-		if (taken < half)
-			next = pos;
-		if (next <= sel->window)
-			sel->wrapped = true;
-		sel->window = next;
-		sel->since_refresh++;
-	}
-	sel->nplan = n;
-	sel->pending = n > 0;
-	*pids = sel->plan;
-	return n;
+	*scan = (struct fp_scan){
+		.keep = sel->keep,
+		.nkeep = nk,
+		.max = cap,
+		.len = cap - nk,
+		/* The window moves on by half its size, so every pid in it
+		 * was also read last time and has a delta to rank by. */
+		.step = (cap - nk + 1) / 2,
+		.cursor = sel->cursor,
+		.cursor_len = sel->cursor_len,
+	};
 }
 
 /* Min-heap on rate: the root is the weakest of the current top. */
@@ -277,83 +206,172 @@ rank(struct fp_select *sel, size_t top, size_t *nheap, struct fp_pid pid,
 	}
 }
 
-int
-fp_select_reductions(struct fp_select *sel, const struct fp_reply *reply,
-		     uint64_t now_us, const struct fp_pid *exclude,
-		     size_t nexclude, size_t top, struct fp_pid *out,
-		     struct fp_select_result *result)
+/* Grow @p (of @cap elements of @size) to hold @n. */
+static void *
+reserve(void *p, size_t *cap, size_t n, size_t size)
+{
+	if (n <= *cap)
+		return p;
+	*cap = n;
+	return xrealloc(p, n * size);
+}
+
+/*
+ * {full | window, Count, Pids, Reductions, Next} into sel->read (Keep ++
+ * Pids, or Pids) and sel->reds (-1: gone); the bytes of Next at
+ * [*next_start, *next_end).
+ * The cursor is not touched: a bad reply changes nothing.
+ */
+static int
+decode_scan(struct fp_select *sel, const struct fp_reply *reply, bool *full,
+	    size_t *processes, size_t *nread, int *next_start, int *next_end)
 {
 	const char *buf = reply->buf;
-	int index = reply->index, count, rc;
-	size_t nheap = 0, alive = 0;
-	bool full = sel->plan_full;
-	int64_t *reds;
+	char tag[MAXATOMLEN_UTF8];
+	int index = reply->index, arity, count, nreds, rc;
+	int64_t procs;
+	size_t first;
+
+	if (ei_decode_tuple_header(buf, &index, &arity) < 0 || arity != 5 ||
+	    node_decode_atom(buf, &index, tag) < 0 ||
+	    node_decode_int(buf, &index, &procs) < 0 || procs < 0 ||
+	    ei_decode_list_header(buf, &index, &count) < 0 || count < 0)
+		return -EBADMSG;
+	if (strcmp(tag, "full") == 0)
+		*full = true;
+	else if (strcmp(tag, "window") == 0)
+		*full = false;
+	else
+		return -EBADMSG;
+
+	first = *full ? 0 : sel->nkeep;
+	sel->read = reserve(sel->read, &sel->read_cap, first + (size_t)count + 1,
+			    sizeof(*sel->read));
+	if (first)
+		memcpy(sel->read, sel->keep, first * sizeof(*sel->keep));
+	for (int i = 0; i < count; i++) {
+		if (node_decode_pid(buf, &index, &sel->read[first + (size_t)i]) < 0)
+			return -EBADMSG;
+	}
+	if (count > 0 && (ei_decode_list_header(buf, &index, &arity) < 0 ||
+			  arity != 0))
+		return -EBADMSG;
+
+	*nread = first + (size_t)count;
+	if (ei_decode_list_header(buf, &index, &nreds) < 0 ||
+	    (size_t)nreds != *nread)
+		return -EBADMSG;
+	sel->reds = reserve(sel->reds, &sel->reds_cap, *nread + 1,
+			    sizeof(*sel->reds));
+	for (size_t i = 0; i < *nread; i++) {
+		rc = decode_reductions(buf, &index, &sel->reds[i]);
+		if (rc < 0)
+			return rc;
+		if (rc == 0)
+			sel->reds[i] = -1;
+	}
+	if (nreds > 0 && (ei_decode_list_header(buf, &index, &arity) < 0 ||
+			  arity != 0))
+		return -EBADMSG;
+	*next_start = index;
+	if (node_skip_term(buf, &index) < 0)
+		return -EBADMSG;
+	*next_end = index;
+	*processes = (size_t)procs;
+	return 0;
+}
+
+int
+fp_select_scan(struct fp_select *sel, const struct fp_reply *reply,
+	       uint64_t now_us, const struct fp_pid *exclude, size_t nexclude,
+	       size_t top, struct fp_pid *out, struct fp_select_result *result)
+{
+	struct fp_reply value = *reply;
+	struct pidmap seen;
+	size_t nheap = 0, alive = 0, processes, nread;
+	int rc, next_start, next_end;
+	bool full;
 
 	memset(result, 0, sizeof(*result));
 	if (!sel->pending)
 		return -EINVAL;
 	sel->pending = false;
-	if (reply->badrpc || node_reply_check(reply) < 0 ||
-	    ei_decode_list_header(buf, &index, &count) < 0 ||
-	    (size_t)count != sel->nplan)
+	if (reply->badrpc || node_reply_eval_value(&value) < 0)
 		return -EBADMSG;
+	rc = decode_scan(sel, &value, &full, &processes, &nread, &next_start,
+			 &next_end);
+	if (rc < 0)
+		return rc;
 
-	/* Decode everything first: a bad reply must not touch history. */
-	reds = xzalloc((sel->nplan ? sel->nplan : 1) * sizeof(*reds));
-	for (size_t i = 0; i < sel->nplan; i++) {
-		rc = decode_reductions(buf, &index, &reds[i]);
-		if (rc < 0) {
-			free(reds);
-			return rc;
+	/* The first window of a round is read twice: there is no window
+	 * before it that would have read its first half. */
+	if (full || !sel->plan_at_start || sel->last_at_start) {
+		int index = next_start;
+
+		if (ei_decode_atom(value.buf, &index, NULL) == 0 &&
+		    index == next_end) {
+			sel->cursor_len = 0;	/* start */
+		} else {
+			sel->cursor_len = (size_t)(next_end - next_start);
+			sel->cursor = reserve(sel->cursor, &sel->cursor_cap,
+					      sel->cursor_len, 1);
+			memcpy(sel->cursor, value.buf + next_start,
+			       sel->cursor_len);
 		}
-		if (rc == 0)
-			reds[i] = -1;
 	}
+	sel->last_at_start = !full && sel->plan_at_start;
 
 	if (top > sel->heap_cap) {
 		sel->heap_cap = top;
 		sel->heap = xrealloc(sel->heap, top * sizeof(*sel->heap));
 	}
-	for (size_t i = 0; i < sel->nplan; i++) {
-		struct fp_pid pid = sel->plan[i];
-		struct history *h;
+	/* History is what this scan read: a window's pids are read twice in
+	 * a row, and older readings would only dilute their rates. */
+	pidmap_init(&seen, sizeof(struct history));
+	for (size_t i = 0; i < nread; i++) {
+		struct fp_pid pid = sel->read[i];
+		uint64_t key = fp_pid_key(pid), since;
+		struct history *h, *now;
 		int64_t delta;
-		uint64_t since;
 		bool created;
 
-		if (reds[i] < 0)
+		if (sel->reds[i] < 0)
 			continue;
+		now = pidmap_insert(&seen, key, &created);
+		if (!created)
+			continue;	/* in the selection and the window */
 		alive++;
-		h = pidmap_insert(&sel->history, fp_pid_key(pid), &created);
-		if (!created) {
-			if (__builtin_sub_overflow(reds[i], h->reductions, &delta))
+		h = pidmap_find(&sel->history, key);
+		if (h) {
+			if (__builtin_sub_overflow(sel->reds[i], h->reductions, &delta))
 				delta = 0;
 			since = now_us - h->seen_us;
-		} else if (full && sel->have_history) {
+		} else if (full && sel->last_full && sel->have_history) {
 			/* Born since the last full scan: all its work is new. */
-			delta = reds[i];
+			delta = sel->reds[i];
 			since = now_us - sel->last_scan_us;
 		} else {
 			delta = 0;
 			since = 0;
 		}
-		h->reductions = reds[i];
-		h->seen_us = now_us;
+		now->reductions = sel->reds[i];
+		now->seen_us = now_us;
 		if (!sel->have_history || top == 0 || delta <= 0 ||
 		    in_list(exclude, nexclude, pid))
 			continue;
 		rank(sel, top, &nheap, pid,
 		     (double)delta * 1e6 / (double)(since ? since : 1));
 	}
-	free(reds);
+	pidmap_release(&sel->history);
+	sel->history = seen;
 
-	if (sel->full_scans > 0)
-		sel->full_scans--;
-	result->processes = sel->nall;
-	result->scanned = sel->nplan;
+	result->processes = processes;
+	result->scanned = nread;
 	result->alive = alive;
+	result->full = full;
 	result->baseline = !sel->have_history;
 	sel->have_history = true;
+	sel->last_full = full;
 	sel->last_scan_us = now_us;
 
 	if (nheap > 1)

@@ -33,7 +33,7 @@
 -behaviour(gen_server).
 
 -export([start/0, start/1, main/1, stop/0, running/0,
-         throughput/0, throughput/1, info/0, defaults/0]).
+         throughput/0, throughput/1, info/0, defaults/0, gc_all/0]).
 %% process entry points (exported so they show up as M:F/A in stacks)
 -export([busy_loop/1, deep/2, crunch/1, 'fp demo quoted'/1,
          'fp+demo;semi\'q\\'/1, client_loop/1, sink_loop/1, producer_loop/1,
@@ -143,6 +143,20 @@ throughput(Kind) ->
         C when Kind =:= busy -> counters:get(C, ?C_BUSY);
         C when Kind =:= calls -> counters:get(C, ?C_CALLS)
     end.
+
+%% Collect the garbage of every process, all at once: one GC at a time
+%% waits for each process to be scheduled, minutes for half a million on a
+%% busy node. Returns when all are done.
+gc_all() ->
+    Ref = make_ref(),
+    Asked = [P || P <- processes(),
+                  erlang:garbage_collect(P, [{async, Ref}]) =:= async],
+    gc_wait(Ref, length(Asked)).
+
+gc_wait(_, 0) ->
+    ok;
+gc_wait(Ref, N) ->
+    receive {garbage_collect, Ref, _} -> gc_wait(Ref, N - 1) end.
 
 info() ->
     Names = [fp_demo, fp_demo_busy, fp_demo_quoted, fp_demo_anon,

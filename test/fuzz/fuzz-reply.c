@@ -31,7 +31,6 @@ decode_all(struct fp_reply *reply, int n)
 {
 	struct fp_select_result res;
 	struct fp_pid out[8];
-	const struct fp_pid *plan;
 	struct fp_reply timed = *reply;
 	uint64_t us;
 
@@ -69,10 +68,14 @@ decode_all(struct fp_reply *reply, int n)
 	}
 	{
 		struct fp_select *sel = fp_select_new(64);
+		struct fp_scan plan;
 
-		if (fp_select_processes(sel, reply) >= 0) {
-			fp_select_plan(sel, pids, n < 8 ? (size_t)n : 8, &plan);
-			fp_select_reductions(sel, reply, 1, NULL, 0, 8, out, &res);
+		/* twice: the second against the first's history and cursor */
+		for (int i = 0; i < 2; i++) {
+			fp_select_plan(sel, pids, n > 0 && n < 8 ? (size_t)n : 8, 0,
+				       &plan);
+			fp_select_scan(sel, reply, 1 + (uint64_t)i, NULL, 0, 8,
+				       out, &res);
 		}
 		fp_select_destroy(sel);
 	}

@@ -275,6 +275,52 @@ int
 fp_node_reductions_request(struct fp_node *node, const struct fp_pid *pids,
 			   size_t n, uint64_t *id);
 
+/**
+ * One selection scan (fp_select_plan() fills it): the reductions of
+ * @keep and of a window of the node's process table, cut on the node, in
+ * one request (timed). When the node has at most @max processes the
+ * window is the whole table and @keep is not read twice.
+ */
+struct fp_scan {
+	const struct fp_pid *keep;
+	size_t nkeep;
+	size_t max;		/* read everything up to this many processes */
+	size_t len;		/* else: pids in the window (at least 1) */
+	size_t step;		/* ... where the next window starts in it */
+	const char *cursor;	/* where this window starts: a term from the
+				 * last reply (external format, no version
+				 * byte); 0 bytes: at the beginning */
+	size_t cursor_len;
+};
+
+/**
+ * Make ready the scan for this connection: ask the node whether it can
+ * walk its process table in steps (erlang:processes_next/1, OTP 28 and
+ * later) and have it parse the scan's source. Synchronous; once per
+ * connection, before fp_node_scan_request().
+ *
+ * @return 0, -EPROTO (an unexpected answer), or as fp_node_receive().
+ */
+int
+fp_node_scan_prepare(struct fp_node *node, unsigned timeout_ms);
+
+/** Whether this connection's scan walks the table with an iterator
+ * (false before fp_node_scan_prepare()). */
+bool
+fp_node_scan_iterates(const struct fp_node *node);
+
+/**
+ * Send one scan. The reply, after fp_reply_take_time(), is for
+ * fp_select_scan().
+ *
+ * @return 0, -ENOTCONN (not connected, or not prepared on this
+ *         connection), -EINVAL (a window of 0 pids, or a step past it),
+ *         -ETIMEDOUT or -ECONNRESET (the send failed).
+ */
+int
+fp_node_scan_request(struct fp_node *node, const struct fp_scan *scan,
+		     uint64_t *id);
+
 /** Request erlang:whereis/1 for each name (NUL-terminated atoms). */
 int
 fp_node_whereis_request(struct fp_node *node, const char *const *names,

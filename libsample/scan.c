@@ -1,0 +1,163 @@
+/*
+ * flame_profd — the selection scan: a window of the node's process table
+ * and the reductions of what is in it, cut on the node, in one request.
+ *
+ * erlang:processes() on a node of a million processes is a 25 MB reply
+ * that rex copies and holds; the window is cut where the table is, so a
+ * reply carries at most about scan_max pids. Where the node can walk its
+ * table in steps (erlang:processes_iterator/0 and processes_next/1, OTP
+ * 28 and later) no whole pid list is ever built; before that the rex
+ * worker builds it and drops it, and only the window leaves. The per-pid
+ * loops are stock compiled code (lists:zipwith/3 over
+ * erlang:process_info/2, lists:filter/2, lists:sublist/3); erl_eval only
+ * glues them together — except the iterator's steps, which take an
+ * interpreted fun each (about 0.6 µs: measured on OTP 29, the only fun
+ * shape that stays that cheap is one whose first clause matches the
+ * iterator; a first clause that fails on it costs 50 µs).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "node-private.h"
+#include "util-mem.h"
+
+/* The value is {full | window, ProcessCount, Pids, Reductions, Next}:
+ * Pids what the window read (every process, when there are at most Max)
+ * but the rex worker running the scan (it is busy, so it would rank first,
+ * and is gone by the time it is sampled), Reductions what process_info(P, reductions) said of Keep ++ Pids in
+ * that order (just Pids when full), Next where the next window starts
+ * (start: at the beginning). */
+#define SCAN_HEAD \
+	"(fun() -> " \
+	"Count = erlang:system_info(process_count), " \
+	"Reds = fun(Ps) -> lists:zipwith(fun erlang:process_info/2, Ps, " \
+	"                    lists:duplicate(length(Ps), reductions)) end, " \
+	"case Count =< Max of " \
+	"  true -> " \
+	"    All = lists:delete(self(), erlang:processes()), " \
+	"    {full, Count, All, Reds(All), start}; " \
+	"  false -> "
+
+/* Step from Cursor (a position in erlang:processes()), Len pids. */
+static const char scan_sublist_source[] =
+	SCAN_HEAD
+	"    S = case Cursor of start -> 1; _ -> Cursor end, "
+	"    W = lists:delete(self(), lists:sublist(erlang:processes(), S, Len)), "
+	"    Next = case S + Step > Count of true -> start; false -> S + Step end, "
+	"    {window, Count, W, Reds(Keep ++ W), Next} "
+	"end "
+	"end)().";
+
+/* Cursor is an iterator; the window is Step pids, then Len - Step more
+ * from the iterator it had reached (Next), so that the next window
+ * starts half-way into this one. At the end of the table processes_next
+ * says none, which the second clause carries to the end of the list. */
+static const char scan_iterator_source[] =
+	SCAN_HEAD
+	"    I0 = case Cursor of start -> erlang:processes_iterator(); _ -> Cursor end, "
+	"    Take = fun(_, {_, _} = It) -> erlang:processes_next(It); (_, It) -> {It, It} end, "
+	"    {W1, I1} = lists:mapfoldl(Take, I0, lists:seq(1, Step)), "
+	"    {W2, _} = lists:mapfoldl(Take, I1, lists:seq(1, Len - Step)), "
+	"    W = lists:delete(self(), lists:filter(fun erlang:is_pid/1, W1 ++ W2)), "
+	"    Next = case I1 of none -> start; _ -> I1 end, "
+	"    {window, Count, W, Reds(Keep ++ W), Next} "
+	"end "
+	"end)().";
+
+int
+fp_node_scan_prepare(struct fp_node *node, unsigned timeout_ms)
+{
+	struct fp_reply reply;
+	ei_x_buff args, parsed;
+	char atom[MAXATOMLEN_UTF8];
+	int rc, index;
+	bool iter;
+
+	if (node->fd < 0)
+		return -ENOTCONN;
+	ei_x_new(&args);
+	ei_x_new(&parsed);
+	/* Asked, not read off the release: a backport or a patched node may
+	 * have it, a stripped one may not. */
+	ei_x_encode_list_header(&args, 3);
+	ei_x_encode_atom(&args, "erlang");
+	ei_x_encode_atom(&args, "processes_next");
+	ei_x_encode_long(&args, 1);
+	ei_x_encode_empty_list(&args);
+	rc = node_call(node, "erlang", "function_exported", &args, timeout_ms,
+		       &reply);
+	if (rc < 0)
+		goto out;
+	index = reply.index;
+	if (node_decode_atom(reply.buf, &index, atom) < 0 ||
+	    (strcmp(atom, "true") && strcmp(atom, "false"))) {
+		rc = -EPROTO;
+		goto out;
+	}
+	iter = strcmp(atom, "true") == 0;
+	rc = node_expr_parse(node, iter ? scan_iterator_source : scan_sublist_source,
+			     &parsed, timeout_ms);
+	if (rc < 0)
+		goto out;
+	node->scan_exprs = xrealloc(node->scan_exprs, (size_t)parsed.index);
+	memcpy(node->scan_exprs, parsed.buff, (size_t)parsed.index);
+	node->scan_len = (size_t)parsed.index;
+	node->scan_iter = iter;
+	node->scan_connects = node->connects;
+out:
+	ei_x_free(&args);
+	ei_x_free(&parsed);
+	return rc;
+}
+
+bool
+fp_node_scan_iterates(const struct fp_node *node)
+{
+	return node->scan_exprs && node->scan_connects == node->connects &&
+	       node->scan_iter;
+}
+
+static void
+encode_binding(ei_x_buff *x, const char *name)
+{
+	ei_x_encode_tuple_header(x, 2);
+	ei_x_encode_atom(x, name);
+}
+
+int
+fp_node_scan_request(struct fp_node *node, const struct fp_scan *scan,
+		     uint64_t *id)
+{
+	ei_x_buff bindings, parsed = { 0 };
+	int rc;
+
+	if (node->fd < 0 || !node->scan_exprs ||
+	    node->scan_connects != node->connects)
+		return -ENOTCONN;
+	if (scan->step > scan->len || scan->len == 0)
+		return -EINVAL;
+	ei_x_new(&bindings);
+	ei_x_encode_list_header(&bindings, 5);
+	encode_binding(&bindings, "Keep");
+	node_encode_pid_list(node, &bindings, scan->keep, scan->nkeep);
+	encode_binding(&bindings, "Max");
+	ei_x_encode_ulonglong(&bindings, scan->max);
+	encode_binding(&bindings, "Len");
+	ei_x_encode_ulonglong(&bindings, scan->len);
+	encode_binding(&bindings, "Step");
+	ei_x_encode_ulonglong(&bindings, scan->step);
+	encode_binding(&bindings, "Cursor");
+	if (scan->cursor_len)
+		ei_x_append_buf(&bindings, scan->cursor, (int)scan->cursor_len);
+	else
+		ei_x_encode_atom(&bindings, "start");
+	ei_x_encode_empty_list(&bindings);
+
+	/* node_eval_send() reads the parse tree only */
+	parsed.buff = node->scan_exprs;
+	parsed.index = (int)node->scan_len;
+	rc = node_eval_send(node, &parsed, &bindings, true, id);
+	ei_x_free(&bindings);
+	return rc;
+}

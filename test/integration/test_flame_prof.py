@@ -147,6 +147,11 @@ def test_svg(tmp):
           "svg: escaped Erlang names stay one frame")
     check(all(len(f["label"]) * 7.08 <= f["w"] for f in frames),
           "svg: labels fit their frames")
+    cut = [f for f in frames if f["label"].startswith("..")]
+    check(cut and all(f["name"].endswith(f["label"][2:]) for f in cut) and
+          not any(f["label"].endswith("..") for f in frames),
+          "svg: a cut label keeps the end of the name (..function/arity)",
+          repr([(f["name"], f["label"]) for f in cut][:5]))
     y0 = by_depth[0][0]["y"]
     check(all(f["y"] < y0 for f in frames if f["d"] > 0), "svg: root at the bottom")
 

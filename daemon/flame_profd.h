@@ -51,6 +51,7 @@ struct fpd_options {
 	uint64_t keep_age_us;
 	uint64_t duration_us;	/* 0: until stopped */
 	bool lines;
+	bool erlang_names;	/* frames of Elixir modules in the Erlang form */
 	unsigned backtrace_depth;
 	uint64_t timeout_us;
 	const char *log_file;

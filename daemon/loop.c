@@ -1918,11 +1918,11 @@ make_header(const struct fpd_options *o)
 		     "# flame_profd %s perf-script (docs/FORMAT.md)\n"
 		     "# node: %s\n"
 		     "# daemon_started: %s\n"
-		     "# options: top=%u every=%s rate=%g pids=%zu names=%zu rotate=%s backtrace_depth=%u lines=%s request=%s idle_reuse=%s\n",
+		     "# options: top=%u every=%s rate=%g pids=%zu names=%zu rotate=%s backtrace_depth=%u lines=%s request=%s idle_reuse=%s frame_names=%s\n",
 		     FP_VERSION, o->node, stamp, o->top, every, o->rate,
 		     o->npids, o->nnames, rotate, o->backtrace_depth,
 		     o->lines ? "yes" : "no", request_name(o->request),
-		     o->idle_reuse ? "yes" : "no") < 0)
+		     o->idle_reuse ? "yes" : "no", o->erlang_names ? "erlang" : "elixir") < 0)
 		return NULL;
 	return h;
 }
@@ -1984,7 +1984,7 @@ setup_fds(struct daemon *d)
 int
 fpd_run(const struct fpd_options *o, const char *cookie)
 {
-	struct fp_perf_options popts = { .lines = o->lines };
+	struct fp_perf_options popts = { .lines = o->lines, .erlang_names = o->erlang_names };
 	struct daemon d = { .o = o, .tfd = -1, .sfd = -1 };
 	struct fpd_output_totals totals;
 	size_t cap = set_capacity(o);

@@ -64,6 +64,10 @@ usage(FILE *f)
 "                            flame_profd runs, and put back by the node itself\n"
 "                            when the last has gone, also after SIGKILL)\n"
 "      --lines               put source line numbers in frame names (NAME:LINE)\n"
+"      --erlang-names        write frames of Elixir modules as Erlang does\n"
+"                            ('Elixir.Foo':bar/1, '-bar/1-fun-0-'/1) instead of\n"
+"                            as Elixir does (Foo.bar/1, anonymous fn/1 in\n"
+"                            Foo.bar/1), keeping the index of anonymous fns\n"
 "      --max-overhead PCT    cost budget: node-side work of flame_profd's\n"
 "                            requests as a share of the node's schedulers\n"
 "                            (default 5), and its own CPU when the node is\n"
@@ -169,7 +173,7 @@ parse_options(int argc, char **argv, struct fpd_options *o)
 		OPT_KEEP_FILES, OPT_KEEP_BYTES, OPT_KEEP_AGE,
 		OPT_FILE_MODE, OPT_DIR_MODE, OPT_USER, OPT_CONNECT,
 		OPT_MAX_OVERHEAD, OPT_BREAKER_RUNQ, OPT_REQUEST,
-		OPT_NO_IDLE_REUSE,
+		OPT_NO_IDLE_REUSE, OPT_ERLANG_NAMES,
 	};
 	static const struct option longopts[] = {
 		{ "node", required_argument, NULL, 'n' },
@@ -185,6 +189,7 @@ parse_options(int argc, char **argv, struct fpd_options *o)
 		{ "timeout", required_argument, NULL, OPT_TIMEOUT },
 		{ "backtrace-depth", required_argument, NULL, OPT_BACKTRACE },
 		{ "lines", no_argument, NULL, OPT_LINES },
+		{ "erlang-names", no_argument, NULL, OPT_ERLANG_NAMES },
 		{ "scan-max", required_argument, NULL, OPT_SCAN_MAX },
 		{ "rotate-size", required_argument, NULL, OPT_ROTATE_SIZE },
 		{ "compress", required_argument, NULL, OPT_COMPRESS },
@@ -434,6 +439,9 @@ parse_options(int argc, char **argv, struct fpd_options *o)
 		}
 		case OPT_LINES:
 			o->lines = true;
+			break;
+		case OPT_ERLANG_NAMES:
+			o->erlang_names = true;
 			break;
 		case OPT_LOG_FILE:
 			o->log_file = optarg;

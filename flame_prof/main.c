@@ -64,6 +64,7 @@ struct options {
 	bool no_status;
 	bool process;
 	bool strip_lines;
+	bool erlang_names;		/* names of Elixir modules as Erlang's */
 	bool quiet;
 	/* svg, heatmap */
 	const char *title;
@@ -151,6 +152,14 @@ static const char common_help[] =
 "      --to TIME             only samples before TIME. TIME is epoch seconds\n"
 "                            (1795248660.25), UTC ISO-8601 (2026-11-21T08:11:00Z)\n"
 "                            or +DUR after the first sample (+30s, +1.5m, +500ms)\n"
+"\n"
+"Names:\n"
+"      --elixir-names        frames of Elixir modules as Elixir prints them\n"
+"                            (Foo.Bar.baz/1, anonymous fn/1 in Foo.Bar.baz/1),\n"
+"                            whatever form the file has (the default)\n"
+"      --erlang-names        ... as Erlang does ('Elixir.Foo.Bar':baz/1); an\n"
+"                            anonymous fn read from the Elixir form has no\n"
+"                            index: '-baz/1-fun-?-'\n"
 "\n"
 "Weight:\n"
 "  -w, --weight W            samples (default), or a metric's value (reductions,\n"
@@ -301,6 +310,8 @@ enum {
 	OPT_THRESHOLD,
 	OPT_BY,
 	OPT_SVG,
+	OPT_ERLANG_NAMES,
+	OPT_ELIXIR_NAMES,
 };
 
 static const struct option long_options[] = {
@@ -328,6 +339,8 @@ static const struct option long_options[] = {
 	{ "threshold", required_argument, NULL, OPT_THRESHOLD },
 	{ "by", required_argument, NULL, OPT_BY },
 	{ "svg", required_argument, NULL, OPT_SVG },
+	{ "erlang-names", no_argument, NULL, OPT_ERLANG_NAMES },
+	{ "elixir-names", no_argument, NULL, OPT_ELIXIR_NAMES },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -441,19 +454,23 @@ parse_pids(const char *text, struct options *o)
 	return rc;
 }
 
-/* The user may type an atom bare (Elixir.Foo) or as written ('Elixir.Foo'). */
+/*
+ * The user may type an atom bare (Elixir.Foo), as written ('Elixir.Foo')
+ * or an alias (Foo); the reader hands registered names over in the form
+ * of --erlang-names / --elixir-names, and so must the filter be.
+ */
 static void
 add_name(const char *text, struct options *o)
 {
-	char *written;
+	char *written = NULL;
 	size_t n;
 
-	if (text[0] == '\'' && fp_perf_is_written_atom(text)) {
-		written = xstrdup(text);
-	} else {
-		n = fp_perf_format_atom(NULL, 0, text);
+	if (strncmp(text, "Elixir.", 7) != 0)
+		written = fp_perf_convert_name(text, o->erlang_names);
+	if (!written) {
+		n = fp_perf_format_name(NULL, 0, text, o->erlang_names);
 		written = xzalloc(n + 1);
-		fp_perf_format_atom(written, n + 1, text);
+		fp_perf_format_name(written, n + 1, text, o->erlang_names);
 	}
 	o->names = xrealloc(o->names, (o->nnames + 1) * sizeof(*o->names));
 	o->names[o->nnames++] = written;
@@ -545,7 +562,13 @@ parse_options(int argc, char **argv, struct options *o)
 			}
 			break;
 		case OPT_NAME:
-			add_name(optarg, o);
+			/* converted below, once the form is known */
+			o->names = xrealloc(o->names, (o->nnames + 1) * sizeof(*o->names));
+			o->names[o->nnames++] = xstrdup(optarg);
+			break;
+		case OPT_ERLANG_NAMES:
+		case OPT_ELIXIR_NAMES:
+			o->erlang_names = c == OPT_ERLANG_NAMES;
 			break;
 		case OPT_FROM:
 		case OPT_TO:
@@ -647,6 +670,18 @@ parse_options(int argc, char **argv, struct options *o)
 		default:
 			return -EINVAL;
 		}
+	}
+	{
+		char **typed = o->names;
+		size_t n = o->nnames;
+
+		o->names = NULL;
+		o->nnames = 0;
+		for (size_t i = 0; i < n; i++) {
+			add_name(typed[i], o);
+			free(typed[i]);
+		}
+		free(typed);
 	}
 	if ((o->sort == FP_TOP_WEIGHT_SELF || o->sort == FP_TOP_WEIGHT_TOTAL) &&
 	    o->weight < 0) {
@@ -948,6 +983,7 @@ read_inputs(struct run *r, char *const *args, size_t nargs)
 			ex = FPP_EXIT_NOINPUT;
 			break;
 		}
+		fp_perf_reader_set_erlang_names(reader, o->erlang_names);
 		r->reader = reader;
 		r->file = in.files[i].path;
 		r->file_index = i;

@@ -87,7 +87,7 @@ static const char script[] =
 "\tvar n = Math.floor((w - 6) / CW);\n"
 "\tif (n < 3) t.textContent = \"\";\n"
 "\telse if (name.length <= n) t.textContent = name;\n"
-"\telse t.textContent = name.substring(0, n - 2) + \"..\";\n"
+"\telse t.textContent = \"..\" + name.substring(name.length - (n - 2));\n"
 "}\n"
 "function place(g, x, w) {\n"
 "\tvar r = g.querySelector(\"rect\"), t = g.querySelector(\"text\");\n"
@@ -237,12 +237,16 @@ pct(uint64_t part, uint64_t whole)
 	return whole ? 100.0 * (double)part / (double)whole : 0.0;
 }
 
+/*
+ * A name too long for its frame loses its start, not its end: the end
+ * is the function and arity (..Client.loop/1), where the start is a
+ * module prefix many frames share ('Elixir.MyApp...).
+ */
 static void
 write_label(FILE *out, const char *name, double w)
 {
 	long n = lround(floor((w - 6) / CHAR_W));
-	size_t len = strlen(name);
-	char *copy;
+	size_t len = strlen(name), from;
 
 	if (n < 3)
 		return;
@@ -252,14 +256,11 @@ write_label(FILE *out, const char *name, double w)
 	}
 	/* cut at a UTF-8 character boundary, as the script's substring
 	 * does at a UTF-16 one; near enough for a label */
-	copy = xstrdup(name);
-	len = (size_t)n - 2;
-	while (len > 0 && ((unsigned char)copy[len] & 0xc0) == 0x80)
-		len--;
-	copy[len] = '\0';
-	fp_svg_write_escaped(out, copy);
+	from = len - ((size_t)n - 2);
+	while (from < len && ((unsigned char)name[from] & 0xc0) == 0x80)
+		from++;
 	fputs("..", out);
-	free(copy);
+	fp_svg_write_escaped(out, name + from);
 }
 
 static void

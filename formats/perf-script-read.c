@@ -22,7 +22,7 @@
 #include <zlib.h>
 #include <zstd.h>
 
-#include "atom-private.h"
+#include "frame-names-private.h"
 #include "fp/perf-script-read.h"
 #include "util-mem.h"
 
@@ -71,6 +71,9 @@ struct fp_perf_reader {
 	size_t ptrs_cap;
 	size_t regname_off, initcall_off;
 	bool has_regname, has_initcall;
+
+	bool erlang_names;	/* hand names over in the Erlang form */
+	struct fp_text conv;	/* a name being rewritten in that form */
 };
 
 static const char *const status_names[] = {
@@ -216,8 +219,15 @@ fp_perf_reader_destroy(struct fp_perf_reader *r)
 	free(r->arena);
 	free(r->offs);
 	free(r->ptrs);
+	free(r->conv.buf);
 	free(r->path);
 	free(r);
+}
+
+void
+fp_perf_reader_set_erlang_names(struct fp_perf_reader *r, bool erlang_names)
+{
+	r->erlang_names = erlang_names;
 }
 
 const char *
@@ -460,92 +470,15 @@ is_upper_hex(char ch)
 	return is_digit(ch) || (ch >= 'A' && ch <= 'F');
 }
 
-/* Length of the UTF-8 sequence at p (within end), 0 if invalid. */
-static size_t
-utf8_len(const unsigned char *p, const unsigned char *end)
-{
-	size_t n;
-	uint32_t cp;
-
-	if (p[0] < 0x80)
-		return 1;
-	if ((p[0] & 0xe0) == 0xc0) {
-		n = 2;
-		cp = p[0] & 0x1f;
-	} else if ((p[0] & 0xf0) == 0xe0) {
-		n = 3;
-		cp = p[0] & 0x0f;
-	} else if ((p[0] & 0xf8) == 0xf0) {
-		n = 4;
-		cp = p[0] & 0x07;
-	} else {
-		return 0;
-	}
-	if ((size_t)(end - p) < n)
-		return 0;
-	for (size_t i = 1; i < n; i++) {
-		if ((p[i] & 0xc0) != 0x80)
-			return 0;
-		cp = (cp << 6) | (p[i] & 0x3f);
-	}
-	if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) ||
-	    (n == 4 && cp < 0x10000) || cp > 0x10ffff ||
-	    (cp >= 0xd800 && cp <= 0xdfff))
-		return 0;
-	return n;
-}
-
 static bool
 parse_atom(struct cursor *c)
 {
-	const char *start = c->p;
+	const char *end = fp_name_scan_atom(c->p, c->end);
 
-	if (c->p >= c->end)
+	if (!end)
 		return false;
-	if (*c->p >= 'a' && *c->p <= 'z') {
-		size_t n;
-
-		while (c->p < c->end) {
-			char ch = *c->p;
-
-			if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-			      is_digit(ch) || ch == '_' || ch == '@'))
-				break;
-			c->p++;
-		}
-		n = (size_t)(c->p - start);
-		return !fp_atom_is_reserved(start, n);
-	}
-	if (*c->p != '\'')
-		return false;
-	c->p++;
-	while (c->p < c->end) {
-		unsigned char ch = (unsigned char)*c->p;
-		size_t n;
-
-		if (ch == '\'') {
-			c->p++;
-			return true;
-		}
-		if (ch == '\\') {
-			if (c->end - c->p < 4 || c->p[1] != 'x' ||
-			    !is_upper_hex(c->p[2]) || !is_upper_hex(c->p[3]))
-				return false;
-			c->p += 4;
-			continue;
-		}
-		if (ch < 0x20 || ch == 0x7f || ch == ' ' || ch == ';' ||
-		    ch == '+')
-			return false;
-		if (ch == '>' && c->p > start + 1 && c->p[-1] == '-')
-			return false;
-		n = utf8_len((const unsigned char *)c->p,
-			     (const unsigned char *)c->end);
-		if (n == 0)
-			return false;
-		c->p += n;
-	}
-	return false;
+	c->p = end;
+	return true;
 }
 
 bool
@@ -556,13 +489,28 @@ fp_perf_is_written_atom(const char *text)
 	return parse_atom(&c) && c.p == c.end;
 }
 
-static bool
-parse_mfa(struct cursor *c)
+char *
+fp_perf_convert_name(const char *text, bool erlang_names)
 {
-	uint64_t arity;
+	const char *end = text + strlen(text);
+	struct fp_text t = { 0 };
 
-	return parse_atom(c) && eat(c, ":") && parse_atom(c) && eat(c, "/") &&
-	       parse_u64(c, UINT32_MAX, &arity);
+	if (fp_name_scan_process(text, end) != end)
+		return NULL;
+	fp_name_convert_process(&t, text, end, !erlang_names);
+	fp_text_putc(&t, '\0');
+	return t.buf;
+}
+
+static bool
+parse_mfa(struct cursor *c, struct fp_name_mfa *mfa)
+{
+	const char *end = fp_name_scan_mfa(c->p, c->end, mfa);
+
+	if (!end)
+		return false;
+	c->p = end;
+	return true;
 }
 
 static size_t
@@ -579,6 +527,32 @@ arena_put(struct fp_perf_reader *r, const char *s, size_t n)
 	r->arena[at + n] = '\0';
 	r->arena_len += n + 1;
 	return at;
+}
+
+/* An MFA (with what follows it up to @stop: ":LINE") into the arena, in
+ * the form the reader hands over. */
+static size_t
+arena_put_mfa(struct fp_perf_reader *r, const char *start, const char *stop,
+	      const struct fp_name_mfa *mfa, const char *mfa_end)
+{
+	if (!fp_name_mfa_other_form(mfa, !r->erlang_names))
+		return arena_put(r, start, (size_t)(stop - start));
+	r->conv.len = 0;
+	fp_name_convert_mfa(&r->conv, mfa, !r->erlang_names);
+	fp_text_put(&r->conv, mfa_end, (size_t)(stop - mfa_end));
+	return arena_put(r, r->conv.buf, r->conv.len);
+}
+
+static size_t
+arena_put_process(struct fp_perf_reader *r, const char *start,
+		  const char *stop)
+{
+	/* the common case: a bare atom, the same in both forms */
+	if (*start != '\'' && !(*start >= 'A' && *start <= 'Z'))
+		return arena_put(r, start, (size_t)(stop - start));
+	r->conv.len = 0;
+	fp_name_convert_process(&r->conv, start, stop, !r->erlang_names);
+	return arena_put(r, r->conv.buf, r->conv.len);
 }
 
 static int
@@ -634,17 +608,21 @@ parse_event(struct fp_perf_reader *r, const char *line, size_t len)
 	if (eat(&c, "\tregistered_name: ")) {
 		const char *start = c.p;
 
-		if (!parse_atom(&c))
-			return bad(r, "bad registered_name atom");
-		r->regname_off = arena_put(r, start, (size_t)(c.p - start));
+		c.p = fp_name_scan_process(c.p, c.end);
+		if (!c.p)
+			return bad(r, "bad registered_name (expected an atom or "
+				      "an alias)");
+		r->regname_off = arena_put_process(r, start, c.p);
 		r->has_regname = true;
 	}
 	if (eat(&c, "\tinitial_call: ")) {
 		const char *start = c.p;
+		struct fp_name_mfa mfa;
 
-		if (!parse_mfa(&c))
-			return bad(r, "bad initial_call (expected module:function/arity)");
-		r->initcall_off = arena_put(r, start, (size_t)(c.p - start));
+		if (!parse_mfa(&c, &mfa))
+			return bad(r, "bad initial_call (expected module:function/arity "
+				      "or Module.function/arity)");
+		r->initcall_off = arena_put_mfa(r, start, c.p, &mfa, c.p);
 		r->has_initcall = true;
 	}
 	if (c.p != c.end)
@@ -656,7 +634,8 @@ static int
 parse_frame(struct fp_perf_reader *r, const char *line, size_t len)
 {
 	struct cursor c = { line, line + len };
-	const char *name, *name_end, *file;
+	const char *name, *name_end, *mfa_end, *file;
+	struct fp_name_mfa mfa;
 	uint64_t lineno;
 
 	if (!eat(&c, "\t"))
@@ -670,8 +649,10 @@ parse_frame(struct fp_perf_reader *r, const char *line, size_t len)
 	if (!eat(&c, " "))
 		return bad(r, "expected a space after the frame address");
 	name = c.p;
-	if (!parse_mfa(&c))
-		return bad(r, "bad frame name (expected module:function/arity)");
+	if (!parse_mfa(&c, &mfa))
+		return bad(r, "bad frame name (expected module:function/arity "
+			      "or Module.function/arity)");
+	mfa_end = c.p;
 	if (eat(&c, ":") && !parse_u64(&c, UINT32_MAX, &lineno))
 		return bad(r, "bad line number in frame name");
 	name_end = c.p;
@@ -700,7 +681,7 @@ parse_frame(struct fp_perf_reader *r, const char *line, size_t len)
 		r->offs_cap = r->offs_cap ? r->offs_cap * 2 : 128;
 		r->offs = xrealloc(r->offs, r->offs_cap * sizeof(*r->offs));
 	}
-	r->offs[r->noffs++] = arena_put(r, name, (size_t)(name_end - name));
+	r->offs[r->noffs++] = arena_put_mfa(r, name, name_end, &mfa, mfa_end);
 	r->offs[r->noffs++] = arena_put(r, file, (size_t)(c.p - file));
 	return 0;
 }

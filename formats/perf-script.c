@@ -5,15 +5,16 @@
  * event line must hold " SECONDS.MICROS: EVENT:", the text before the
  * first digit becomes the top frame (the process status), and frame lines
  * are "\t<hex> NAME (FILE)" with NAME cut at the first '+' and split at
- * "->". The escaping below keeps every Erlang name whole under those rules
- * and under the folded-stack tools (no ';').
+ * "->". The escaping of frame-names.c keeps every name, in the Erlang
+ * and in the Elixir form, whole under those rules and under the
+ * folded-stack tools (no ';').
  */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "atom-private.h"
+#include "frame-names-private.h"
 #include "util-hash.h"
 #include "fp/perf-script.h"
 #include "util-mem.h"
@@ -43,8 +44,7 @@ enum {
 
 struct fp_perf_writer {
 	struct fp_perf_options options;
-	char *buf;
-	size_t len, cap;
+	struct fp_text t;		/* the text being made */
 	struct text_cache frames, stacks;
 	/* "\tmetric_erlang_NAME: " per metric */
 	char metric_prefix[FP_METRIC_COUNT][48];
@@ -140,8 +140,7 @@ fp_perf_writer_new(const struct fp_perf_options *options)
 
 	if (options)
 		w->options = *options;
-	w->cap = 16384;
-	w->buf = xzalloc(w->cap);
+	fp_text_reserve(&w->t, 16384);
 	text_cache_init(&w->frames, FRAME_TEXT_BYTES);
 	text_cache_init(&w->stacks, STACK_TEXT_BYTES);
 	for (int m = 0; m < FP_METRIC_COUNT; m++) {
@@ -161,26 +160,20 @@ fp_perf_writer_destroy(struct fp_perf_writer *w)
 		return;
 	text_cache_release(&w->frames);
 	text_cache_release(&w->stacks);
-	free(w->buf);
+	free(w->t.buf);
 	free(w);
 }
 
 static inline void
 reserve(struct fp_perf_writer *w, size_t more)
 {
-	if (w->len + more <= w->cap)
-		return;
-	while (w->len + more > w->cap)
-		w->cap *= 2;
-	w->buf = xrealloc(w->buf, w->cap);
+	fp_text_reserve(&w->t, more);
 }
 
 static inline void
 put(struct fp_perf_writer *w, const char *s, size_t n)
 {
-	reserve(w, n);
-	memcpy(w->buf + w->len, s, n);
-	w->len += n;
+	fp_text_put(&w->t, s, n);
 }
 
 static inline void
@@ -192,21 +185,13 @@ puts_(struct fp_perf_writer *w, const char *s)
 static inline void
 putc_(struct fp_perf_writer *w, char c)
 {
-	reserve(w, 1);
-	w->buf[w->len++] = c;
+	fp_text_putc(&w->t, c);
 }
 
 static void
 put_u64(struct fp_perf_writer *w, uint64_t v)
 {
-	char tmp[24];
-	size_t n = 0;
-
-	do {
-		tmp[sizeof(tmp) - 1 - n++] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
-	put(w, tmp + sizeof(tmp) - n, n);
+	fp_text_put_u64(&w->t, v);
 }
 
 static void
@@ -229,107 +214,45 @@ put_hex_escape(struct fp_perf_writer *w, unsigned char c)
 	put(w, e, 4);
 }
 
-static const char *const reserved_words[] = {
-	"after", "and", "andalso", "band", "begin", "bnot", "bor", "bsl",
-	"bsr", "bxor", "case", "catch", "cond", "div", "else", "end", "fun",
-	"if", "let", "maybe", "not", "of", "or", "orelse", "receive", "rem",
-	"try", "when", "xor",
-};
-
-bool
-fp_atom_is_reserved(const char *word, size_t len)
+static size_t
+copy_out(char *dst, size_t size, struct fp_text *t)
 {
-	/* Every atom of every frame comes through here: reserved words are
-	 * 2 to 7 letters long, so most atoms leave at once. */
-	if (len < 2 || len > 7)
-		return false;
-	for (size_t i = 0; i < sizeof(reserved_words) / sizeof(reserved_words[0]); i++) {
-		if (reserved_words[i][0] == word[0] &&
-		    strlen(reserved_words[i]) == len &&
-		    memcmp(reserved_words[i], word, len) == 0)
-			return true;
+	size_t n = t->len;
+
+	if (size) {
+		size_t c = n < size - 1 ? n : size - 1;
+
+		memcpy(dst, t->buf, c);
+		dst[c] = '\0';
 	}
-	return false;
-}
-
-/* Also gives the length of a bare atom (the common case) in *len. */
-static bool
-atom_needs_quotes(const char *a, size_t *len)
-{
-	const char *p;
-
-	if (!(a[0] >= 'a' && a[0] <= 'z'))
-		return true;
-	for (p = a; *p; p++) {
-		char c = *p;
-
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-		      (c >= '0' && c <= '9') || c == '_' || c == '@'))
-			return true;
-	}
-	*len = (size_t)(p - a);
-	return fp_atom_is_reserved(a, *len);
-}
-
-static bool
-needs_escape(const unsigned char *p, const unsigned char *start)
-{
-	unsigned char c = *p;
-
-	if (c < 0x20 || c == 0x7f || c == ' ' || c == ';' || c == '+' ||
-	    c == '\'' || c == '\\')
-		return true;
-	/* "->" splits a frame in Flamescope (inlined-frame notation) */
-	return c == '>' && p > start && p[-1] == '-';
-}
-
-static void
-put_atom(struct fp_perf_writer *w, const char *atom)
-{
-	const unsigned char *start = (const unsigned char *)atom;
-	size_t len;
-
-	if (!atom_needs_quotes(atom, &len)) {
-		put(w, atom, len);
-		return;
-	}
-	putc_(w, '\'');
-	for (const unsigned char *p = start; *p; p++) {
-		if (needs_escape(p, start))
-			put_hex_escape(w, *p);
-		else
-			putc_(w, (char)*p);
-	}
-	putc_(w, '\'');
+	free(t->buf);
+	return n;
 }
 
 size_t
 fp_perf_format_atom(char *dst, size_t size, const char *atom)
 {
-	struct fp_perf_writer w = { .cap = 256 };
-	size_t n;
+	struct fp_text t = { 0 };
 
-	w.buf = xzalloc(w.cap);
-	put_atom(&w, atom);
-	n = w.len;
-	if (size) {
-		size_t c = n < size - 1 ? n : size - 1;
+	fp_name_put_atom(&t, atom, strlen(atom));
+	return copy_out(dst, size, &t);
+}
 
-		memcpy(dst, w.buf, c);
-		dst[c] = '\0';
-	}
-	free(w.buf);
-	return n;
+size_t
+fp_perf_format_name(char *dst, size_t size, const char *atom,
+		    bool erlang_names)
+{
+	struct fp_text t = { 0 };
+
+	fp_name_put_process(&t, atom, strlen(atom), !erlang_names);
+	return copy_out(dst, size, &t);
 }
 
 static void
 put_mfa(struct fp_perf_writer *w, const struct fp_frame *f)
 {
-	put_atom(w, f->module);
-	putc_(w, ':');
-	put_atom(w, f->function);
-	putc_(w, '/');
-	put_u64(w, f->arity);
+	fp_name_put_mfa(&w->t, f->module, strlen(f->module), f->function,
+			strlen(f->function), f->arity, !w->options.erlang_names);
 }
 
 /* FILE part: whatever the node says, minus what would end the field or
@@ -372,9 +295,9 @@ put_frame(struct fp_perf_writer *w, const struct fp_frame *f)
 	uint64_t h;
 
 	putc_(w, '\t');
-	addr_at = w->len;
+	addr_at = w->t.len;
 	put(w, "0000000000000000 ", 17);
-	name_at = w->len;
+	name_at = w->t.len;
 	put_mfa(w, f);
 	if (w->options.lines && f->line) {
 		putc_(w, ':');
@@ -382,9 +305,9 @@ put_frame(struct fp_perf_writer *w, const struct fp_frame *f)
 	}
 	/* A stable pseudo-address per name: tools that key on addresses
 	 * see one function as one symbol. */
-	h = fnv1a_update(FNV1A_BASIS, w->buf + name_at, w->len - name_at);
+	h = fnv1a_update(FNV1A_BASIS, w->t.buf + name_at, w->t.len - name_at);
 	for (int i = 15; i >= 0; i--, h >>= 4)
-		w->buf[addr_at + (size_t)i] = hex[h & 15];
+		w->t.buf[addr_at + (size_t)i] = hex[h & 15];
 	put(w, " (", 2);
 	put_file(w, f->file);
 	put(w, ")\n", 2);
@@ -393,10 +316,10 @@ put_frame(struct fp_perf_writer *w, const struct fp_frame *f)
 static int
 flush_to(struct fp_perf_writer *w, FILE *out)
 {
-	size_t n = w->len;
+	size_t n = w->t.len;
 
-	w->len = 0;
-	if (fwrite(w->buf, 1, n, out) != n || ferror(out))
+	w->t.len = 0;
+	if (fwrite(w->t.buf, 1, n, out) != n || ferror(out))
 		return errno ? -errno : -EIO;
 	return 0;
 }
@@ -406,7 +329,7 @@ flush_to(struct fp_perf_writer *w, FILE *out)
 static void
 put_stack(struct fp_perf_writer *w, const struct fp_sample *s)
 {
-	size_t start = w->len, len;
+	size_t start = w->t.len, len;
 	const char *text;
 
 	if (s->stack_id && text_cache_find(&w->stacks, s->stack_id, &text, &len)) {
@@ -415,7 +338,7 @@ put_stack(struct fp_perf_writer *w, const struct fp_sample *s)
 	}
 	for (uint32_t i = 0; i < s->nframes; i++) {
 		const struct fp_frame *f = &s->frames[i];
-		size_t at = w->len;
+		size_t at = w->t.len;
 
 		if (f->id && text_cache_find(&w->frames, f->id, &text, &len)) {
 			put(w, text, len);
@@ -423,11 +346,11 @@ put_stack(struct fp_perf_writer *w, const struct fp_sample *s)
 		}
 		put_frame(w, f);
 		if (f->id)
-			text_cache_add(&w->frames, f->id, w->buf + at, w->len - at);
+			text_cache_add(&w->frames, f->id, w->t.buf + at, w->t.len - at);
 	}
 	if (s->stack_id)
-		text_cache_add(&w->stacks, s->stack_id, w->buf + start,
-			       w->len - start);
+		text_cache_add(&w->stacks, s->stack_id, w->t.buf + start,
+			       w->t.len - start);
 }
 
 int
@@ -437,7 +360,7 @@ fp_perf_write_sample(struct fp_perf_writer *w, FILE *out,
 	uint64_t usec = s->time_us % 1000000;
 	char frac[6];
 
-	w->len = 0;
+	w->t.len = 0;
 	puts_(w, fp_status_name(s->status));
 	put(w, " 0.", 3);
 	put_u64(w, s->pid.num);
@@ -459,7 +382,9 @@ fp_perf_write_sample(struct fp_perf_writer *w, FILE *out,
 	}
 	if (s->registered_name) {
 		puts_(w, "\tregistered_name: ");
-		put_atom(w, s->registered_name);
+		fp_name_put_process(&w->t, s->registered_name,
+				    strlen(s->registered_name),
+				    !w->options.erlang_names);
 	}
 	if (s->has_initial_call) {
 		puts_(w, "\tinitial_call: ");
@@ -485,17 +410,17 @@ fp_perf_write_comment(struct fp_perf_writer *w, FILE *out,
 	if (n < 0)
 		return -EINVAL;
 
-	w->len = 0;
+	w->t.len = 0;
 	reserve(w, (size_t)n + 4);
-	memcpy(w->buf, "# ", 2);
+	memcpy(w->t.buf, "# ", 2);
 	va_start(args, format);
-	vsnprintf(w->buf + 2, (size_t)n + 1, format, args);
+	vsnprintf(w->t.buf + 2, (size_t)n + 1, format, args);
 	va_end(args);
 	for (int i = 0; i < n; i++) {
-		if (w->buf[2 + i] == '\n' || w->buf[2 + i] == '\r')
-			w->buf[2 + i] = ' ';
+		if (w->t.buf[2 + i] == '\n' || w->t.buf[2 + i] == '\r')
+			w->t.buf[2 + i] = ' ';
 	}
-	w->len = (size_t)n + 2;
-	w->buf[w->len++] = '\n';
+	w->t.len = (size_t)n + 2;
+	w->t.buf[w->t.len++] = '\n';
 	return flush_to(w, out);
 }

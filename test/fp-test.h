@@ -12,6 +12,7 @@
 #define fp_assert_int_ge(a, b) ck_assert_int_ge(a, b)
 #define fp_assert_int_lt(a, b) ck_assert_int_lt(a, b)
 #define fp_assert_str_eq(a, b) ck_assert_str_eq(a, b)
+#define fp_assert_ptr_eq(a, b) ck_assert_ptr_eq(a, b)
 #define fp_assert_ptr_null(p) ck_assert_ptr_null(p)
 #define fp_assert_ptr_nonnull(p) ck_assert_ptr_nonnull(p)
 

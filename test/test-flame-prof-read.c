@@ -25,6 +25,7 @@ struct digest {
 	FILE *f;
 	int count;
 	int stop_after;		/* 0: never */
+	bool erlang_names;	/* read names in the Erlang form */
 };
 
 static int
@@ -72,6 +73,7 @@ read_file(const char *path, struct digest *d, char *err, size_t errsize)
 	d->f = open_memstream(&d->text, &d->len);
 	rc = fp_perf_reader_open(path, &r);
 	fp_assert_int_eq(rc, 0);
+	fp_perf_reader_set_erlang_names(r, d->erlang_names);
 	rc = fp_perf_read(r, collect, d);
 	if (err)
 		snprintf(err, errsize, "%s", fp_perf_reader_error(r));
@@ -115,9 +117,11 @@ START_TEST(edge_fields)
 	char *path = golden_path("flame_prof/edge.perf");
 	struct digest d = { 0 };
 
+	/* a file of an earlier version (Erlang form), read in the Erlang
+	 * form: as written */
+	d.erlang_names = true;
 	fp_assert_int_eq(read_file(path, &d, NULL, 0), 0);
 	fp_assert_int_eq(d.count, 8);
-	/* the first sample, field by field */
 	fp_assert(strstr(d.text,
 		"running 100.0 1795248000010000 line=5 1000/500 20000/-4096 0/0 "
 		"100/0 50/0 10/0 0/0 0/0 reg='Elixir.MyApp.Worker' "
@@ -126,9 +130,26 @@ START_TEST(edge_fields)
 		"  'Elixir.MyApp.Worker':handle_call/3:12 (lib/my_app/worker.ex)\n"
 		"  gen_server:loop/7:437 (gen_server.erl)\n"
 		"  proc_lib:init_p_do_apply/3:240 (proc_lib.erl)\n") == d.text);
+	fp_assert(strstr(d.text, "reg='Elixir.MyApp.Worker' init='Elixir.MyApp.Worker':init/1\n"
+				 "waiting 7.3") != NULL);
+	free(d.text);
+
+	/* and in the Elixir form, the default */
+	d.erlang_names = false;
+	fp_assert_int_eq(read_file(path, &d, NULL, 0), 0);
+	fp_assert_int_eq(d.count, 8);
+	/* the first sample, field by field */
+	fp_assert(strstr(d.text,
+		"running 100.0 1795248000010000 line=5 1000/500 20000/-4096 0/0 "
+		"100/0 50/0 10/0 0/0 0/0 reg=MyApp.Worker "
+		"init=MyApp.Worker.init/1\n"
+		"  lists:foldl_1/3:1263 (lists.erl)\n"
+		"  MyApp.Worker.handle_call/3:12 (lib/my_app/worker.ex)\n"
+		"  gen_server:loop/7:437 (gen_server.erl)\n"
+		"  proc_lib:init_p_do_apply/3:240 (proc_lib.erl)\n") == d.text);
 	/* an empty stack is a sample */
 	fp_assert(strstr(d.text, "garbage_collecting 100.0 1795248000250000 line=11 ") != NULL);
-	fp_assert(strstr(d.text, "reg='Elixir.MyApp.Worker' init='Elixir.MyApp.Worker':init/1\n"
+	fp_assert(strstr(d.text, "reg=MyApp.Worker init=MyApp.Worker.init/1\n"
 				 "waiting 7.3") != NULL);
 	/* names and files stay as written */
 	fp_assert(strstr(d.text, "  weird:'<&>'/0 (dir\\x20\\x28copy\\x29/weird.erl)\n") != NULL);
@@ -141,22 +162,59 @@ START_TEST(edge_fields)
 }
 END_TEST
 
-/* The writer's own golden files read back. */
+/* The writer's own golden files read back, in either form. */
 START_TEST(writer_golden)
 {
-	static const char *const files[] = { "basic.perf", "lines.perf" };
-	char *path = golden_path(files[_i]);
-	struct digest d = { 0 };
+	static const char *const files[] = {
+		"basic.perf", "lines.perf", "erlang-names.perf",
+	};
+	char *path = golden_path(files[_i / 2]);
+	struct digest d = { .erlang_names = _i % 2 };
 
 	fp_assert_int_eq(read_file(path, &d, NULL, 0), 0);
 	fp_assert_int_eq(d.count, 3);
 	fp_assert(strstr(d.text, "  erlang:'\\x2B'/2 (unknown)\n") != NULL);
 	fp_assert(strstr(d.text, "  semi:'a\\x3Bb'/1 (x\\x09y.erl)\n") != NULL);
-	fp_assert(strstr(d.text, "reg='Elixir.Registry' init=-\n") != NULL);
-	if (_i == 1)
+	if (d.erlang_names) {
+		fp_assert(strstr(d.text, "reg='Elixir.Registry' init=-\n") != NULL);
+		fp_assert(strstr(d.text, "  'Elixir.Kernel':'\\x2B'/2 (lib/kernel.ex)\n") != NULL);
+	} else {
+		fp_assert(strstr(d.text, "reg=Registry init=-\n") != NULL);
+		fp_assert(strstr(d.text, "  Kernel.\"\\x2B\"/2 (lib/kernel.ex)\n") != NULL);
+		fp_assert(strstr(d.text, "  anonymous fn/1 in MyApp.Worker.loop/1") != NULL);
+	}
+	if (_i >= 2)
 		fp_assert(strstr(d.text, "  lists:foldl_1/3:1263 (lists.erl)\n") != NULL);
 	free(d.text);
 	free(path);
+}
+END_TEST
+
+/*
+ * One sample written in the Elixir form and in the Erlang form reads the
+ * same in the Elixir form; in the Erlang form the Elixir-form file lacks
+ * only the anonymous function's index.
+ */
+START_TEST(forms_merge)
+{
+	char *ex_path = golden_path("lines.perf");
+	char *erl_path = golden_path("erlang-names.perf");
+	struct digest a = { .erlang_names = _i }, b = { .erlang_names = _i };
+	char *fun;
+
+	fp_assert_int_eq(read_file(ex_path, &a, NULL, 0), 0);
+	fp_assert_int_eq(read_file(erl_path, &b, NULL, 0), 0);
+	if (_i) {
+		fun = strstr(b.text, "-fun-0-'/1:20");
+		fp_assert_ptr_nonnull(fun);
+		fun[5] = '?';
+		fp_assert(strstr(a.text, "  'Elixir.MyApp.Worker':'-loop/1-fun-?-'/1:20 ") != NULL);
+	}
+	fp_assert_str_eq(a.text, b.text);
+	free(a.text);
+	free(b.text);
+	free(ex_path);
+	free(erl_path);
 }
 END_TEST
 
@@ -330,6 +388,12 @@ static const struct {
 	{ HEAD EVENT "\n\t0123456789abcde lists:foldl/3 (lists.erl)\n\n", 3, "frame address" },
 	{ HEAD EVENT "\n\t0123456789abcdef lists:Foldl/3 (lists.erl)\n\n", 3, "bad frame name" },
 	{ HEAD EVENT "\n\t0123456789abcdef lists:foldl (lists.erl)\n\n", 3, "bad frame name" },
+	{ HEAD EVENT "\n\t0123456789abcdef Foo.Bar/1 (foo.ex)\n\n", 3, "bad frame name" },
+	{ HEAD EVENT "\n\t0123456789abcdef Foo.\"a b\"/1 (foo.ex)\n\n", 3, "bad frame name" },
+	{ HEAD EVENT "\n\t0123456789abcdef anonymous fn/1 in foo:bar/1 (foo.ex)\n\n", 3,
+	  "bad frame name" },
+	{ HEAD EVENT "\n\t0123456789abcdef Foo.bar/1 x (foo.ex)\n\n", 3, "(FILE)" },
+	{ HEAD EVENT "\tregistered_name: Elixir.Foo\n\n", 2, "bad registered_name" },
 	{ HEAD EVENT "\n\t0123456789abcdef m:'a-\x3e" "b'/1 (m.erl)\n\n", 3, "bad frame name" },
 	{ HEAD EVENT "\n\t0123456789abcdef m:'a;b'/1 (m.erl)\n\n", 3, "bad frame name" },
 	{ HEAD EVENT "\n\t0123456789abcdef lists:foldl/3:x (lists.erl)\n\n", 3, "line number" },
@@ -389,7 +453,7 @@ START_TEST(valid_variants)
 	fp_assert_int_eq(d.count, 2);
 	fp_assert(strstr(d.text, "line=1 ") != NULL);
 	fp_assert(strstr(d.text, "line=5 ") != NULL);
-	fp_assert(strstr(d.text, "reg='\\x2B' init='Elixir.A':'-f/1-fun-0-'/1\n"
+	fp_assert(strstr(d.text, "reg='\\x2B' init=anonymous fn/1 in A.f/1\n"
 				 "  lists:foldl/3 (lists.erl)\n") != NULL);
 	free(d.text);
 	unlink(path);
@@ -490,7 +554,8 @@ suite(void)
 
 	tc = tcase_create("fields");
 	tcase_add_test(tc, edge_fields);
-	tcase_add_loop_test(tc, writer_golden, 0, 2);
+	tcase_add_loop_test(tc, writer_golden, 0, 6);
+	tcase_add_loop_test(tc, forms_merge, 0, 2);
 	tcase_add_test(tc, valid_variants);
 	tcase_add_test(tc, callback_stops);
 	tcase_add_test(tc, long_lines);

@@ -509,6 +509,37 @@ START_TEST(svg_empty)
 }
 END_TEST
 
+/*
+ * A label too long for its frame keeps its end (function and arity) and
+ * loses its start, at a UTF-8 boundary; a short one stays whole.
+ */
+START_TEST(svg_label_cut)
+{
+	struct fp_flame_tree *t = fp_flame_tree_new();
+	const char *a[] = { "running", "anonymous fn/1 in RwEx.Client.loop/1" };
+	const char *b[] = { "running", "zz:'\xc3\xb6'/12" };
+	const char *c[] = { "waiting", "gen:f/0" };
+	struct fp_flamegraph_options o = { .width = 200, .minwidth = -1 };
+	struct mem m;
+	char *svg;
+
+	fp_flame_tree_add(t, 0, a, NULL, 2, 1, 1);
+	fp_flame_tree_add(t, 0, b, NULL, 2, 1, 1);
+	fp_flame_tree_add(t, 0, c, NULL, 2, 1, 2);
+	fp_flame_tree_finish(t);
+	fp_assert_int_eq(fp_flamegraph_svg_write(t, &o, mem_open(&m)), 0);
+	svg = mem_close(&m);
+	/* 60 px: 7 characters, ".." and the last 5 */
+	fp_assert(strstr(svg, ">..oop/1</text>") != NULL);
+	/* the cut would split the two bytes of U+00F6: the whole character
+	 * is left out */
+	fp_assert(strstr(svg, ">..&apos;/12</text>") != NULL);
+	fp_assert(strstr(svg, ">gen:f/0</text>") != NULL);
+	free(svg);
+	fp_flame_tree_destroy(t);
+}
+END_TEST
+
 START_TEST(write_errors)
 {
 	struct fp_flame_tree *t = fp_flame_tree_new();
@@ -552,6 +583,7 @@ suite(void)
 	tcase_add_test(tc, svg_minwidth);
 	tcase_add_test(tc, svg_diff);
 	tcase_add_test(tc, svg_empty);
+	tcase_add_test(tc, svg_label_cut);
 	tcase_add_test(tc, heatmap_structure);
 	tcase_add_test(tc, heatmap_too_big);
 	suite_add_tcase(s, tc);

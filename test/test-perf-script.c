@@ -1,6 +1,7 @@
 /*
  * flame_profd — unit tests: the perf-script writer, byte for byte against
- * golden files (FP_REGENERATE_GOLDEN=1 rewrites them), and atom escaping.
+ * golden files (FP_REGENERATE_GOLDEN=1 rewrites them), atom escaping, and
+ * frame names in the Elixir and the Erlang form.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -8,6 +9,7 @@
 
 #include "fp-test.h"
 #include "fp/perf-script.h"
+#include "frame-names-private.h"
 
 static const struct fp_frame frames_a[] = {
 	{ "lists", "foldl_1", 3, 1263, "lists.erl", 0 },
@@ -18,6 +20,8 @@ static const struct fp_frame frames_a[] = {
 	{ "fp_demo", "fp demo quoted", 1, 7, "fp_demo.erl", 0 },
 	{ "m\xc3\xb6" "d", "receive", 0, 0, "", 0 },
 	{ "Elixir.MyApp.Worker", "handle_call", 3, 12, "lib/my_app/worker.ex", 0 },
+	{ "Elixir.MyApp.Worker", "-loop/1-fun-0-", 1, 20, "lib/my_app/worker.ex", 0 },
+	{ "Elixir.Kernel", "+", 2, 0, "lib/kernel.ex", 0 },
 	{ "gen_server", "loop", 7, 437, "gen_server.erl", 0 },
 	{ "semi", "a;b", 1, 0, "x\ty.erl", 0 },
 };
@@ -35,9 +39,9 @@ fill(struct fp_sample *s, const struct fp_frame *frames, uint32_t n)
 }
 
 static char *
-render(bool lines)
+render(bool lines, bool erlang_names)
 {
-	struct fp_perf_options o = { .lines = lines };
+	struct fp_perf_options o = { .lines = lines, .erlang_names = erlang_names };
 	struct fp_perf_writer *w = fp_perf_writer_new(&o);
 	struct fp_sample s;
 	char *buf = NULL;
@@ -138,7 +142,7 @@ START_TEST(cached_text)
 		a[i].id = (1ULL << 40) + i;
 	}
 	b[0] = frames_b[0];
-	b[0].id = (1ULL << 40) + 8;	/* the same frame as a[8] */
+	b[0].id = (1ULL << 40) + 10;	/* the same frame as a[10] */
 	b[1] = frames_a[0];
 	b[1].id = (1ULL << 40);
 	fill(&sa_plain, frames_a, (uint32_t)na);
@@ -175,7 +179,7 @@ END_TEST
 
 START_TEST(golden_basic)
 {
-	char *got = render(false);
+	char *got = render(false, false);
 
 	check_golden("basic.perf", got);
 	free(got);
@@ -184,9 +188,18 @@ END_TEST
 
 START_TEST(golden_lines)
 {
-	char *got = render(true);
+	char *got = render(true, false);
 
 	check_golden("lines.perf", got);
+	free(got);
+}
+END_TEST
+
+START_TEST(golden_erlang_names)
+{
+	char *got = render(true, true);
+
+	check_golden("erlang-names.perf", got);
 	free(got);
 }
 END_TEST
@@ -237,6 +250,214 @@ START_TEST(atom_truncate)
 }
 END_TEST
 
+
+/*
+ * Frame names: the Elixir form (Exception.format_mfa/3's) and the Erlang
+ * form of the same frame. NULL for @elixir: the Erlang form either way.
+ */
+static const struct {
+	const char *module, *function;
+	uint32_t arity;
+	const char *elixir, *erlang;
+} name_cases[] = {
+	/* Elixir modules, nested aliases */
+	{ "Elixir.RwEx.Client", "loop", 1, "RwEx.Client.loop/1",
+	  "'Elixir.RwEx.Client':loop/1" },
+	{ "Elixir.RwEx.Counter", "handle_call", 3, "RwEx.Counter.handle_call/3",
+	  "'Elixir.RwEx.Counter':handle_call/3" },
+	{ "Elixir.A.B_2.C9", "f", 0, "A.B_2.C9.f/0", "'Elixir.A.B_2.C9':f/0" },
+	{ "Elixir.Foo", "valid?", 1, "Foo.valid?/1", "'Elixir.Foo':'valid?'/1" },
+	{ "Elixir.Foo", "run!", 0, "Foo.run!/0", "'Elixir.Foo':'run!'/0" },
+	{ "Elixir.Foo", "__info__", 1, "Foo.__info__/1", "'Elixir.Foo':'__info__'/1" },
+	{ "Elixir.Foo", "end", 0, "Foo.end/0", "'Elixir.Foo':'end'/0" },
+	{ "Elixir.Foo", "_", 0, "Foo._/0", "'Elixir.Foo':'_'/0" },
+	/* anonymous functions: A is the frame's arity */
+	{ "Elixir.RwEx.Client", "-loop/1-fun-0-", 1,
+	  "anonymous fn/1 in RwEx.Client.loop/1",
+	  "'Elixir.RwEx.Client':'-loop/1-fun-0-'/1" },
+	{ "Elixir.RwEx.Client", "-start/0-fun-12-", 0,
+	  "anonymous fn/0 in RwEx.Client.start/0",
+	  "'Elixir.RwEx.Client':'-start/0-fun-12-'/0" },
+	{ "Elixir.Foo", "-valid?/2-fun-1-", 3, "anonymous fn/3 in Foo.valid?/2",
+	  "'Elixir.Foo':'-valid?/2-fun-1-'/3" },
+	{ "Elixir.Foo", "-a b/1-fun-0-", 1, "anonymous fn/1 in Foo.\"a\\x20b\"/1",
+	  "'Elixir.Foo':'-a\\x20b/1-fun-0-'/1" },
+	/* a fun in a fun: Elixir's rule takes the last "/ARITY-fun-N-" */
+	{ "Elixir.Foo", "-f/2-fun-0-/1-fun-1-", 1,
+	  "anonymous fn/1 in Foo.\"f/2-fun-0-\"/1",
+	  "'Elixir.Foo':'-f/2-fun-0-/1-fun-1-'/1" },
+	/* other compiler-made names: quoted, as Elixir prints them */
+	{ "Elixir.Foo", "-bar/1-lc$^0/1-0-", 2, "Foo.\"-bar/1-lc$^0/1-0-\"/2",
+	  "'Elixir.Foo':'-bar/1-lc$^0/1-0-'/2" },
+	{ "Elixir.Foo", "-inlined-bar/1-", 1, "Foo.\"-inlined-bar/1-\"/1",
+	  "'Elixir.Foo':'-inlined-bar/1-'/1" },
+	{ "Elixir.Foo", "-fun.bar/1-", 1, "Foo.\"-fun.bar/1-\"/1",
+	  "'Elixir.Foo':'-fun.bar/1-'/1" },
+	{ "Elixir.Foo", "-x/y-fun-0-", 1, "Foo.\"-x/y-fun-0-\"/1",
+	  "'Elixir.Foo':'-x/y-fun-0-'/1" },
+	/* operators: bare, but never with '+' (Flamescope cuts there) */
+	{ "Elixir.Kernel", "<>", 2, "Kernel.<>/2", "'Elixir.Kernel':'<>'/2" },
+	{ "Elixir.Kernel", "/", 2, "Kernel.//2", "'Elixir.Kernel':'/'/2" },
+	{ "Elixir.Kernel", "**", 2, "Kernel.**/2", "'Elixir.Kernel':'**'/2" },
+	{ "Elixir.Kernel", "\\\\", 2, "Kernel.\\\\/2",
+	  "'Elixir.Kernel':'\\x5C\\x5C'/2" },
+	{ "Elixir.Kernel", "|>", 2, "Kernel.|>/2", "'Elixir.Kernel':'|>'/2" },
+	{ "Elixir.Kernel", "and", 2, "Kernel.and/2", "'Elixir.Kernel':'and'/2" },
+	{ "Elixir.Kernel", "+", 2, "Kernel.\"\\x2B\"/2", "'Elixir.Kernel':'\\x2B'/2" },
+	{ "Elixir.Kernel", "++", 2, "Kernel.\"\\x2B\\x2B\"/2",
+	  "'Elixir.Kernel':'\\x2B\\x2B'/2" },
+	{ "Elixir.Kernel", "->", 2, "Kernel.\"-\\x3E\"/2", "'Elixir.Kernel':'-\\x3E'/2" },
+	{ "Elixir.Kernel", "..", 2, "Kernel.\"..\"/2", "'Elixir.Kernel':'..'/2" },
+	/* quoted names */
+	{ "Elixir.Foo", "weird name", 1, "Foo.\"weird\\x20name\"/1",
+	  "'Elixir.Foo':'weird\\x20name'/1" },
+	{ "Elixir.Foo", "Bar", 0, "Foo.\"Bar\"/0", "'Elixir.Foo':'Bar'/0" },
+	{ "Elixir.Foo", "a\"b#{c}'d;", 0, "Foo.\"a\\x22b\\x23{c}'d\\x3B\"/0",
+	  "'Elixir.Foo':'a\"b#{c}\\x27d\\x3B'/0" },
+	{ "Elixir.Foo", "", 0, "Foo.\"\"/0", "'Elixir.Foo':''/0" },
+	/* unicode: valid UTF-8, quoted in the Elixir form */
+	{ "Elixir.Foo", "s\xc3\xb6k", 1, "Foo.\"s\xc3\xb6k\"/1",
+	  "'Elixir.Foo':'s\xc3\xb6k'/1" },
+	{ "Elixir.Foo", "-s\xc3\xb6k/0-fun-0-", 0,
+	  "anonymous fn/0 in Foo.\"s\xc3\xb6k\"/0",
+	  "'Elixir.Foo':'-s\xc3\xb6k/0-fun-0-'/0" },
+	/* not an alias Elixir prints bare: the Erlang form */
+	{ "Elixir.F\xc3\xb6o", "bar", 1, NULL, "'Elixir.F\xc3\xb6o':bar/1" },
+	{ "Elixir.foo", "bar", 1, NULL, "'Elixir.foo':bar/1" },
+	{ "Elixir.Foo..Bar", "bar", 1, NULL, "'Elixir.Foo..Bar':bar/1" },
+	{ "Elixir.Foo.", "bar", 1, NULL, "'Elixir.Foo.':bar/1" },
+	{ "Elixir.", "bar", 1, NULL, "'Elixir.':bar/1" },
+	{ "Elixir", "bar", 1, NULL, "'Elixir':bar/1" },
+	{ "Elixir.Elixir.Foo", "bar", 1, NULL, "'Elixir.Elixir.Foo':bar/1" },
+	{ "Elixir.Elixir", "bar", 1, NULL, "'Elixir.Elixir':bar/1" },
+	/* Erlang modules and their funs: untouched */
+	{ "lists", "foldl", 3, NULL, "lists:foldl/3" },
+	{ "fp_demo", "-busy/1-fun-0-", 1, NULL, "fp_demo:'-busy/1-fun-0-'/1" },
+	{ "erlang", "+", 2, NULL, "erlang:'\\x2B'/2" },
+	{ "elixir_foo", "-f/1-fun-0-", 1, NULL, "elixir_foo:'-f/1-fun-0-'/1" },
+	{ "m\xc3\xb6" "d", "x", 0, NULL, "'m\xc3\xb6" "d':x/0" },
+};
+
+static char *
+format_mfa(const char *m, const char *f, uint32_t arity, bool elixir)
+{
+	struct fp_text t = { 0 };
+
+	fp_name_put_mfa(&t, m, strlen(m), f, strlen(f), arity, elixir);
+	fp_text_putc(&t, '\0');
+	return t.buf;
+}
+
+/* Scan @written as the reader does, and write it in the other form. */
+static char *
+convert(const char *written, bool elixir)
+{
+	const char *end = written + strlen(written);
+	struct fp_name_mfa mfa;
+	struct fp_text t = { 0 };
+
+	fp_assert_ptr_eq(fp_name_scan_mfa(written, end, &mfa), end);
+	if (fp_name_mfa_other_form(&mfa, elixir))
+		fp_name_convert_mfa(&t, &mfa, elixir);
+	else
+		fp_text_put(&t, written, strlen(written));
+	fp_text_putc(&t, '\0');
+	return t.buf;
+}
+
+START_TEST(name_forms)
+{
+	const char *want_ex = name_cases[_i].elixir ? name_cases[_i].elixir :
+			      name_cases[_i].erlang;
+	char *ex = format_mfa(name_cases[_i].module, name_cases[_i].function,
+			      name_cases[_i].arity, true);
+	char *erl = format_mfa(name_cases[_i].module, name_cases[_i].function,
+			       name_cases[_i].arity, false);
+	char *back;
+
+	fp_assert_str_eq(ex, want_ex);
+	fp_assert_str_eq(erl, name_cases[_i].erlang);
+	/* one frame for every reader: no ';', no '+', no "->", no " (",
+	 * and spaces only in "anonymous fn/A in " */
+	fp_assert(strchr(ex, ';') == NULL && strchr(ex, '+') == NULL);
+	fp_assert(strstr(ex, "->") == NULL && strstr(ex, " (") == NULL);
+	fp_assert(strchr(strncmp(ex, "anonymous fn/", 13) ? ex : strstr(ex, " in ") + 4,
+			 ' ') == NULL);
+	/* both forms scan; each converts into the other */
+	back = convert(erl, true);
+	fp_assert_str_eq(back, want_ex);
+	free(back);
+	back = convert(want_ex, true);
+	fp_assert_str_eq(back, want_ex);
+	free(back);
+	if (!strstr(want_ex, "anonymous fn/")) {
+		back = convert(want_ex, false);
+		fp_assert_str_eq(back, erl);
+		free(back);
+	}
+	free(ex);
+	free(erl);
+}
+END_TEST
+
+/* The Elixir form has no fun index: the Erlang form says '?'. */
+START_TEST(name_anonymous_to_erlang)
+{
+	char *erl = convert("anonymous fn/2 in RwEx.Client.loop/1", false);
+
+	char *ex = convert(erl, true);
+
+	fp_assert_str_eq(erl, "'Elixir.RwEx.Client':'-loop/1-fun-?-'/2");
+	fp_assert_str_eq(ex, "anonymous fn/2 in RwEx.Client.loop/1");
+	free(erl);
+	free(ex);
+}
+END_TEST
+
+static const char *const bad_names[] = {
+	"Foo.bar",			/* no arity */
+	"Foo.Bar/1",			/* a function is never an alias */
+	"foo.bar/1",			/* an Erlang module needs ':' */
+	"Foo.\"a b\"/1",			/* unescaped space */
+	"Foo.\"a+b\"/1",
+	"Foo.\"a#{b}\"/1",
+	"Foo.\"a->b\"/1",
+	"Foo.\"a\\x2b\"/1",		/* lowercase hex */
+	"Foo.+/2",			/* '+' is written quoted */
+	"Foo.../2",
+	"Foo.\"bar/1",
+	"Elixir.Foo.bar/1",		/* never written: an alias Elixir.* */
+	"anonymous fn/1 in foo:bar/1",
+	"anonymous fn/ in Foo.bar/1",
+	"anonymous fn/1 Foo.bar/1",
+	"Foo.b\xc3r/1",
+};
+
+START_TEST(name_bad)
+{
+	const char *text = bad_names[_i];
+	const char *end = text + strlen(text);
+	struct fp_name_mfa mfa;
+
+	fp_assert(fp_name_scan_mfa(text, end, &mfa) != end);
+}
+END_TEST
+
+START_TEST(name_process)
+{
+	char buf[64];
+
+	fp_perf_format_name(buf, sizeof(buf), "Elixir.RwEx.Counter", false);
+	fp_assert_str_eq(buf, "RwEx.Counter");
+	fp_perf_format_name(buf, sizeof(buf), "Elixir.RwEx.Counter", true);
+	fp_assert_str_eq(buf, "'Elixir.RwEx.Counter'");
+	fp_perf_format_name(buf, sizeof(buf), "Elixir.rw", false);
+	fp_assert_str_eq(buf, "'Elixir.rw'");
+	fp_perf_format_name(buf, sizeof(buf), "my_server", false);
+	fp_assert_str_eq(buf, "my_server");
+}
+END_TEST
+
 /* Output goes through stdio: a full device shows as an error, not silence. */
 START_TEST(write_error)
 {
@@ -267,12 +488,20 @@ suite(void)
 	tc = tcase_create("golden");
 	tcase_add_test(tc, golden_basic);
 	tcase_add_test(tc, golden_lines);
+	tcase_add_test(tc, golden_erlang_names);
 	tcase_add_loop_test(tc, cached_text, 0, 2);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("escaping");
 	tcase_add_loop_test(tc, atom_escape, 0, N(atom_cases));
 	tcase_add_test(tc, atom_truncate);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("names");
+	tcase_add_loop_test(tc, name_forms, 0, N(name_cases));
+	tcase_add_test(tc, name_anonymous_to_erlang);
+	tcase_add_loop_test(tc, name_bad, 0, N(bad_names));
+	tcase_add_test(tc, name_process);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("errors");

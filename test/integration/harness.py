@@ -794,17 +794,26 @@ _UNQ = r"[a-z][A-Za-z0-9_@]*"
 _QUO = r"'(?:[^\x00-\x20\x7f;+'\\]|\\x[0-9A-F]{2})*'"
 ATOM = r"(?:%s|%s)" % (_QUO, _UNQ)
 ATOM_RE = re.compile(r"^%s$" % ATOM)
+# The Elixir form of names of Elixir modules (docs/FORMAT.md): an alias,
+# a function bare, an operator or quoted "...", "anonymous fn/A in ".
+ALIAS = r"[A-Z][A-Za-z0-9_]*(?:\.[A-Z][A-Za-z0-9_]*)*"
+_EXFUN = (r'(?:"(?:[^\x00-\x20\x7f;+"\\]|\\x[0-9A-F]{2})*"'
+          r"|[a-z_][A-Za-z0-9_]*[?!]?|[-&!^@~<>\\:|=*/]+)")
+EX_MFA = r"(?:anonymous fn/\d+ in )?%s\.%s/\d+" % (ALIAS, _EXFUN)
 EVENT_RE = re.compile(r"^(?P<status>[a-z_]+) (?P<pid>\d+\.\d+\.\d+) \[000\] "
                       r"(?P<ts>\d+\.\d{6}): cpu-clock:(?P<rest>\t.*)?$")
 METRIC_RE = re.compile(r"^metric_erlang_(?P<name>[a-z_]+): (?P<value>\d+), (?P<delta>-?\d+)$")
-REGNAME_RE = re.compile(r"^registered_name: (?P<atom>%s)$" % ATOM)
-INITCALL_RE = re.compile(r"^initial_call: (?P<mfa>(?P<m>%s):(?P<f>%s)/(?P<a>\d+))$" % (ATOM, ATOM))
+REGNAME_RE = re.compile(r"^registered_name: (?P<atom>%s|%s)$" % (ATOM, ALIAS))
+INITCALL_RE = re.compile(r"^initial_call: (?P<mfa>(?P<m>%s):(?P<f>%s)/(?P<a>\d+)|%s)$"
+                         % (ATOM, ATOM, EX_MFA))
 FRAME_RE = re.compile(r"^\t(?P<addr>[0-9a-fA-F]{16}) "
-                      r"(?P<name>(?P<m>%s):(?P<f>%s)/(?P<a>\d+)(?::(?P<line>\d+))?) "
-                      r"\((?P<file>[^\t]+)\)$" % (ATOM, ATOM))
+                      r"(?P<name>(?:(?P<m>%s):(?P<f>%s)/(?P<a>\d+)|%s)(?::(?P<line>\d+))?) "
+                      r"\((?P<file>[^\t]+)\)$" % (ATOM, ATOM, EX_MFA))
 
 
 def _check_atom(text, where):
+    if text is None:        # a name in the Elixir form
+        return text
     if not text.startswith("'") and text in RESERVED:
         raise ParseError("%s: reserved word %r must be quoted" % (where, text))
     return text
@@ -920,7 +929,7 @@ def parse_perf(path):
             err(i, "expected frame line or blank line")
         _check_atom(m.group("m"), path)
         _check_atom(m.group("f"), path)
-        if int(m.group("a")) > 255:
+        if int(m.group("a") or 0) > 255:
             err(i, "arity > 255")
         cur["frames"].append(m.group("name"))
         cur["frame_files"].append(m.group("file"))

@@ -147,6 +147,11 @@ def test_svg(tmp):
           "svg: escaped Erlang names stay one frame")
     check(all(len(f["label"]) * 7.08 <= f["w"] for f in frames),
           "svg: labels fit their frames")
+    cut = [f for f in frames if f["label"].startswith("..")]
+    check(cut and all(f["name"].endswith(f["label"][2:]) for f in cut) and
+          not any(f["label"].endswith("..") for f in frames),
+          "svg: a cut label keeps the end of the name (..function/arity)",
+          repr([(f["name"], f["label"]) for f in cut][:5]))
     y0 = by_depth[0][0]["y"]
     check(all(f["y"] < y0 for f in frames if f["d"] > 0), "svg: root at the bottom")
 
@@ -286,6 +291,9 @@ def test_filters():
                     (["--pid", "0.100.0"], 4), (["--pid", "<0.100.0>,0.8.0"], 5),
                     (["--pid", "0.100.0", "--status", "running"], 2),
                     (["--name", "Elixir.MyApp.Worker"], 4), (["--name", "'Elixir.MyApp.Worker'"], 4),
+                    (["--name", "MyApp.Worker"], 4),
+                    (["--erlang-names", "--name", "MyApp.Worker"], 4),
+                    (["--name", "'Elixir.MyApp.Worker'", "--erlang-names"], 4),
                     (["--name", "+"], 1), (["--name", "nobody"], 0)]:
         rc, out, err = run(["top"] + args + [e])
         check(rc == 0 and samples_of(out) == n, "top %s: %d samples" % (" ".join(args), n),
@@ -297,8 +305,16 @@ def test_filters():
     check("garbage_collecting" not in out and
           "erlang:apply/2;timer:sleep/1:200 2\n" in out, "folded --no-status", out)
     rc, out, _ = run(["folded", "--strip-lines", e])
-    check("running;proc_lib:init_p_do_apply/3;gen_server:loop/7;'Elixir.MyApp.Worker':handle_call/3;"
+    check("running;proc_lib:init_p_do_apply/3;gen_server:loop/7;MyApp.Worker.handle_call/3;"
           "lists:foldl_1/3 2\n" in out and ":1270" not in out, "folded --strip-lines", out)
+    # a file of an earlier version (Erlang form) in either form
+    rc, out, _ = run(["folded", "--process", e])
+    check(";MyApp.Worker;proc_lib:" in out and "'Elixir." not in out,
+          "folded: Elixir names by default, also of the process", out)
+    rc, out, _ = run(["folded", "--process", "--erlang-names", e])
+    check(";'Elixir.MyApp.Worker';proc_lib:" in out and
+          ";'Elixir.MyApp.Worker':handle_call/3:12;" in out and "MyApp.Worker." not in out,
+          "folded --erlang-names: as written", out)
     rc, out, _ = run(["folded", "--process", e])
     check("waiting;'\\x2B';erlang:apply/2;" in out and "unknown;<0.8.0>;erlang:hibernate/3 1\n" in out,
           "folded --process", out)

@@ -5,7 +5,10 @@
  * The reader checks every line against the grammar and hands each sample
  * to a callback. Names stay in their written form (quoted and \xHH-escaped
  * atoms, escaped file names): that form is already one unambiguous frame
- * for every renderer, and it is what the user sees in Flamescope.
+ * for every renderer, and it is what the user sees in Flamescope. Names
+ * of Elixir modules are handed over in one form whatever form the file
+ * has (the Elixir form unless asked otherwise), so that files of either
+ * form merge frame by frame.
  *
  * Plain text, gzip (zlib) and zstd input are read as streams; the
  * compression is recognised by its magic bytes, not by the file name.
@@ -30,7 +33,7 @@ struct fp_perf_record {
 	uint64_t time_us;			/* Unix epoch, microseconds */
 	int64_t value[FP_METRIC_COUNT];
 	int64_t delta[FP_METRIC_COUNT];
-	const char *registered_name;		/* written atom, or NULL */
+	const char *registered_name;		/* written atom or alias, or NULL */
 	const char *initial_call;		/* written MFA, or NULL */
 	const char *const *frames;		/* MFA[:LINE], leaf first */
 	const char *const *files;		/* FILE field of each frame */
@@ -57,6 +60,16 @@ typedef int (*fp_perf_record_fn)(void *data, const struct fp_perf_record *rec);
  */
 int
 fp_perf_reader_open(const char *path, struct fp_perf_reader **reader);
+
+/**
+ * Hand names over in the Erlang form ('Elixir.Foo':bar/1) instead of the
+ * Elixir form (Foo.bar/1), the default. A file written in the Elixir form
+ * does not have the index of an anonymous function: its Erlang form reads
+ * '-NAME/ARITY-fun-?-'. Set before fp_perf_read().
+ */
+void
+fp_perf_reader_set_erlang_names(struct fp_perf_reader *reader,
+				bool erlang_names);
 
 /** Closes the file. NULL is a no-op. */
 void
@@ -101,3 +114,14 @@ fp_perf_reader_progress(const struct fp_perf_reader *reader, uint64_t *done,
  */
 bool
 fp_perf_is_written_atom(const char *text);
+
+/**
+ * A registered name as written in a file (an atom in the written form,
+ * or an alias: Foo.Bar for 'Elixir.Foo.Bar') in the form the reader hands
+ * it over with fp_perf_reader_set_erlang_names(@erlang_names).
+ *
+ * @return a string the caller frees, or NULL if @text is not a written
+ *         registered name.
+ */
+char *
+fp_perf_convert_name(const char *text, bool erlang_names);

@@ -17,6 +17,11 @@ struct fp_perf_writer;
 
 struct fp_perf_options {
 	bool lines;		/* append :LINE to frame names */
+	/*
+	 * Names of Elixir modules as Erlang writes them
+	 * ('Elixir.Foo':bar/1), not as Elixir does (Foo.bar/1).
+	 */
+	bool erlang_names;
 };
 
 /** Caller owns the result; free with fp_perf_writer_destroy(). */
@@ -54,3 +59,12 @@ fp_perf_write_comment(struct fp_perf_writer *writer, FILE *out,
  */
 size_t
 fp_perf_format_atom(char *dst, size_t size, const char *atom);
+
+/**
+ * Like fp_perf_format_atom(), for a registered name: unless
+ * @erlang_names, an atom that names an Elixir module is written as
+ * Elixir prints it (Elixir.Foo.Bar as Foo.Bar).
+ */
+size_t
+fp_perf_format_name(char *dst, size_t size, const char *atom,
+		    bool erlang_names);

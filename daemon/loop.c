@@ -106,8 +106,12 @@ struct work {
  * but not sent again until its reply has come (and is dropped) or the
  * connection has gone — the node may still be working on it, and a second
  * copy would double that work (a scan that outlasts the timeout would be
- * run again and again).
+ * run again and again). A reply can also be lost for good (the node's
+ * rex restarted, or answered something that is no reply): a request late
+ * for LATE_ABANDON timeouts is given up, since no work of ours runs that
+ * long on a node that answers the rest.
  */
+#define LATE_ABANDON 10
 struct request {
 	bool active;			/* sent, no reply yet */
 	bool late;			/* ... and timed out */
@@ -1735,6 +1739,12 @@ expire(struct daemon *d, struct request *r, uint64_t now, const char *what)
 
 	if (!r->active || now - since < d->o->timeout_us)
 		return;
+	if (again && now - r->sent_mono >= LATE_ABANDON * d->o->timeout_us) {
+		fpd_warn("%s still unanswered after %.1f s: given up", what,
+			 (double)(now - r->sent_mono) / 1e6);
+		r->active = r->late = false;
+		return;
+	}
 	r->counted_mono = now;
 	if (!again && r == &d->req_batch) {
 		r->active = false;

@@ -1,6 +1,6 @@
 /*
  * flame_profd — how long the requests that carry pid lists take to
- * encode and send: a reductions request and a sample request (--request
+ * encode and send: an is_process_alive request and a sample request (--request
  * rex, every pid asked in full) for N pids, through the library's own
  * request functions. No node: the connection is one end of a socket
  * pair whose other end a thread reads and throws away.
@@ -58,7 +58,7 @@ cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-enum kind { REDUCTIONS, SAMPLE };
+enum kind { ALIVE, SAMPLE };
 
 static int
 request(struct fp_node *node, enum kind kind, const struct fp_pid *pids,
@@ -66,8 +66,8 @@ request(struct fp_node *node, enum kind kind, const struct fp_pid *pids,
 {
 	uint64_t id;
 
-	if (kind == REDUCTIONS)
-		return fp_node_reductions_request(node, pids, n, &id);
+	if (kind == ALIVE)
+		return fp_node_alive_request(node, pids, n, &id);
 	return fp_node_sample_request(node, pids, NULL, n, &id);
 }
 
@@ -124,7 +124,7 @@ run(enum kind kind, size_t n, int runs)
 	qsort(wall, (size_t)runs, sizeof(*wall), cmp_double);
 	qsort(cpu, (size_t)runs, sizeof(*cpu), cmp_double);
 	printf("%-10s %8zu pids  %10.2f ms wall  %10.2f ms cpu  %10llu bytes  (median of %d)\n",
-	       kind == REDUCTIONS ? "reductions" : "sample", n, wall[runs / 2],
+	       kind == ALIVE ? "alive" : "sample", n, wall[runs / 2],
 	       cpu[runs / 2], bytes, runs);
 	fflush(stdout);
 	free(pids);
@@ -151,7 +151,7 @@ main(int argc, char **argv)
 		}
 	}
 	ei_init();
-	for (enum kind k = REDUCTIONS; k <= SAMPLE; k++) {
+	for (enum kind k = ALIVE; k <= SAMPLE; k++) {
 		if (optind == argc) {
 			for (size_t i = 0; i < sizeof(defaults) / sizeof(defaults[0]); i++)
 				run(k, defaults[i], runs);

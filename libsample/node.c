@@ -1415,44 +1415,6 @@ encode_export_fun(ei_x_buff *x, const char *mod, const char *fun, long arity)
 }
 
 int
-fp_node_processes_request(struct fp_node *node, uint64_t *id)
-{
-	ei_x_buff args;
-	int rc;
-
-	ei_x_new(&args);
-	ei_x_encode_empty_list(&args);
-	rc = node_rpc_send_timed(node, "erlang", "processes", &args, id, false);
-	ei_x_free(&args);
-	return rc;
-}
-
-int
-fp_node_reductions_request(struct fp_node *node, const struct fp_pid *pids,
-			   size_t n, uint64_t *id)
-{
-	ei_x_buff args;
-	int rc;
-
-	ei_x_new(&args);
-	/* lists:zipwith(fun erlang:process_info/2, Pids, [reductions, ...]) */
-	ei_x_encode_list_header(&args, 3);
-	encode_export_fun(&args, "erlang", "process_info", 2);
-	node_encode_pid_list(node, &args, pids, n);
-	if (n) {
-		node_x_reserve(&args, 6 + n * (3 + strlen("reductions")));
-		ei_x_encode_list_header(&args, (long)n);
-		for (size_t i = 0; i < n; i++)
-			ei_x_encode_atom(&args, "reductions");
-	}
-	ei_x_encode_empty_list(&args);
-	ei_x_encode_empty_list(&args);
-	rc = node_rpc_send_timed(node, "lists", "zipwith", &args, id, false);
-	ei_x_free(&args);
-	return rc;
-}
-
-int
 fp_node_whereis_request(struct fp_node *node, const char *const *names,
 			size_t n, uint64_t *id)
 {
@@ -1751,59 +1713,24 @@ fp_node_sample_request(struct fp_node *node, const struct fp_pid *pids,
 	return rc;
 }
 
-/* A list of pids and atoms: with @found, element i into out[i] and
- * found[i] (i < max); without, the pids alone, packed. */
-static int
-decode_pid_list(const struct fp_reply *reply, struct fp_pid *out, bool *found,
-		size_t max, size_t *elements)
-{
-	const char *buf = reply->buf;
-	int index = reply->index, count, type, size;
-	size_t n = 0;
-
-	if (reply->badrpc || node_reply_check(reply) < 0 ||
-	    ei_decode_list_header(buf, &index, &count) < 0 || count < 0)
-		return -EBADMSG;
-	for (int i = 0; i < count; i++) {
-		bool pid_ext;
-
-		if (ei_get_type(buf, &index, &type, &size) < 0)
-			return -EBADMSG;
-		pid_ext = type == ERL_PID_EXT || type == ERL_NEW_PID_EXT;
-		if (found && (size_t)i < max)
-			found[i] = pid_ext;
-		if (pid_ext) {
-			struct fp_pid pid;
-
-			if (node_decode_pid(buf, &index, &pid) < 0)
-				return -EBADMSG;
-			if (found && (size_t)i < max)
-				out[i] = pid;
-			else if (!found && n < max)
-				out[n++] = pid;
-		} else if (node_skip_term(buf, &index) < 0) {
-			return -EBADMSG;
-		}
-	}
-	*elements = (size_t)count;
-	return (int)n;
-}
-
-int
-fp_node_decode_pids(const struct fp_reply *reply, struct fp_pid *out,
-		    size_t max)
-{
-	size_t elements;
-
-	return decode_pid_list(reply, out, NULL, max, &elements);
-}
-
 int
 fp_node_decode_whereis(const struct fp_reply *reply, struct fp_pid *out,
 		       bool *found, size_t n)
 {
-	size_t elements;
-	int rc = decode_pid_list(reply, out, found, n, &elements);
+	const char *buf = reply->buf;
+	int index = reply->index, count, type, size;
 
-	return rc < 0 || elements != n ? -EBADMSG : 0;
+	if (reply->badrpc || node_reply_check(reply) < 0 ||
+	    ei_decode_list_header(buf, &index, &count) < 0 || count < 0 ||
+	    (size_t)count != n)
+		return -EBADMSG;
+	for (size_t i = 0; i < n; i++) {
+		if (ei_get_type(buf, &index, &type, &size) < 0)
+			return -EBADMSG;
+		found[i] = type == ERL_PID_EXT || type == ERL_NEW_PID_EXT;
+		if (found[i] ? node_decode_pid(buf, &index, &out[i]) < 0 :
+			       node_skip_term(buf, &index) < 0)
+			return -EBADMSG;
+	}
+	return 0;
 }

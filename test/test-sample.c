@@ -1545,6 +1545,7 @@ END_TEST
 START_TEST(decode_pids)
 {
 	struct fp_pid out[3];
+	bool found[3];
 	struct fp_reply r;
 	ei_x_buff x;
 
@@ -1555,9 +1556,12 @@ START_TEST(decode_pids)
 	enc_pid(&x, 9);
 	ei_x_encode_empty_list(&x);
 	r = reply_of(&x);
-	fp_assert_int_eq(fp_node_decode_pids(&r, out, 3), 2);
+	fp_assert_int_eq(fp_node_decode_whereis(&r, out, found, 3), 0);
+	fp_assert(found[0] && !found[1] && found[2]);
 	fp_assert_int_eq(out[0].num, 7);
-	fp_assert_int_eq(out[1].num, 9);
+	fp_assert_int_eq(out[2].num, 9);
+	/* a reply for another number of names */
+	fp_assert_int_eq(fp_node_decode_whereis(&r, out, found, 2), -EBADMSG);
 	ei_x_free(&x);
 }
 END_TEST

@@ -31,6 +31,7 @@ decode_all(struct fp_reply *reply, int n)
 {
 	struct fp_select_result res;
 	struct fp_pid out[8];
+	bool found[8];
 	struct fp_reply timed = *reply;
 	uint64_t us;
 
@@ -91,7 +92,7 @@ decode_all(struct fp_reply *reply, int n)
 		}
 		fp_sampler_destroy(s);
 	}
-	fp_node_decode_pids(reply, out, 8);
+	fp_node_decode_whereis(reply, out, found, 8);
 	if (fp_reply_take_time(&timed, &us) == 0) {
 		struct fp_sampler *s = fp_sampler_new();
 

@@ -266,15 +266,6 @@ fp_node_health_request(struct fp_node *node, uint64_t *id);
 int
 fp_node_decode_int(const struct fp_reply *reply, int64_t *value);
 
-/** Request erlang:processes() (timed). */
-int
-fp_node_processes_request(struct fp_node *node, uint64_t *id);
-
-/** Request process_info(Pid, reductions) for each pid (timed). */
-int
-fp_node_reductions_request(struct fp_node *node, const struct fp_pid *pids,
-			   size_t n, uint64_t *id);
-
 /**
  * One selection scan (fp_select_plan() fills it): the reductions of
  * @keep and of a window of the node's process table, cut on the node, in
@@ -381,16 +372,6 @@ fp_node_sample_request(struct fp_node *node, const struct fp_pid *pids,
  * asked pid, one per probe (@asks NULL: two each). */
 size_t
 fp_node_sample_lists(const enum fp_ask *asks, size_t n);
-
-/**
- * Decode a list of pids and atoms (a whereis or similar reply) into the
- * pids found, skipping atoms (undefined).
- *
- * @return the number of pids written (at most @max), or -EBADMSG.
- */
-int
-fp_node_decode_pids(const struct fp_reply *reply, struct fp_pid *out,
-		    size_t max);
 
 /**
  * Decode a whereis reply for @n names, name by name: found[i] tells

@@ -530,6 +530,33 @@ add_index(struct fpd_output *out, const struct fpd_file_entry *e)
 	out->index[out->nindex++] = *e;
 }
 
+/*
+ * Room kept for the manifest and the index on a disk that fills up: a
+ * file of RESERVE_PER_FILE bytes per file listed (at least RESERVE_MIN),
+ * given up when they cannot be written otherwise, and taken again when
+ * there is space. So the last manifest of a run on a full disk still
+ * says what the files hold.
+ */
+#define RESERVE_NAME ".flame_profd.reserve"
+#define RESERVE_MIN (256 * 1024)
+#define RESERVE_PER_FILE 1024
+
+static void
+take_reserve(struct fpd_output *out)
+{
+	off_t want = RESERVE_MIN + (off_t)out->nindex * RESERVE_PER_FILE;
+	int fd = openat(out->dirfd, RESERVE_NAME,
+			O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, out->cfg.file_mode);
+	struct stat st;
+
+	if (fd < 0)
+		return;
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size < want &&
+	    posix_fallocate(fd, 0, want) != 0 && ftruncate(fd, st.st_size) < 0)
+		fpd_debug("cannot keep room for the manifest in %s", out->dir);
+	close(fd);
+}
+
 static void
 store_index(struct fpd_output *out)
 {
@@ -537,9 +564,15 @@ store_index(struct fpd_output *out)
 				 out->cfg.node, out->otp_release,
 				 out->cfg.options_json, out->cfg.file_mode);
 
+	if ((rc == -ENOSPC || rc == -EDQUOT) &&
+	    unlinkat(out->dirfd, RESERVE_NAME, 0) == 0)
+		rc = fpd_index_store(out->dirfd, out->index, &out->nindex,
+				     out->cfg.node, out->otp_release,
+				     out->cfg.options_json, out->cfg.file_mode);
 	if (rc < 0)
 		fpd_warn("cannot write the manifest in %s: %s", out->dir,
 			 strerror(-rc));
+	take_reserve(out);
 }
 
 /* ---- life cycle ----------------------------------------------------------- */
@@ -609,6 +642,8 @@ fpd_output_new(const struct fpd_output_config *config, int *err,
 		fpd_warn("cannot read the index in %s; starting a new one", out->dir);
 	if (reconcile(out))
 		store_index(out);	/* in case this run writes no file */
+	else
+		take_reserve(out);
 
 	out->comp = fpd_compressor_new(config->compress, config->level);
 	out->seg = fopencookie(out, "w", io);
@@ -956,7 +991,7 @@ int
 fpd_output_chown(struct fpd_output *out, uid_t uid, gid_t gid)
 {
 	static const char *const files[] = {
-		LOCK_NAME, ".flame_profd.index", "manifest.json",
+		LOCK_NAME, ".flame_profd.index", "manifest.json", RESERVE_NAME,
 	};
 
 	if (fchown(out->dirfd, uid, gid) < 0)

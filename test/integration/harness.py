@@ -743,7 +743,8 @@ NAME_OK = re.compile(r"[^A-Za-z0-9._@-]")
 FINAL_RE = re.compile(r"^(?P<node>[A-Za-z0-9._@-]+)\.(?P<stamp>\d{8}T\d{6}\.\d{3})Z\.perf(?P<comp>\.gz|\.zst)?$")
 PARTIAL_RE = re.compile(r"^\.(?P<node>[A-Za-z0-9._@-]+)\.(?P<stamp>\d{8}T\d{6}\.\d{3})Z\.perf(\.gz|\.zst)?\.partial$")
 # bookkeeping the daemon keeps beside the files
-META_FILES = {"manifest.json", ".flame_profd.index", ".flame_profd.lock"}
+META_FILES = {"manifest.json", ".flame_profd.index", ".flame_profd.lock",
+              ".flame_profd.reserve"}
 
 
 def sanitize_node(node):

@@ -7,10 +7,14 @@ log the error once (rate-limited) rather than per sample, count the
 dropped samples (interval log and manifest), never leave a corrupt
 finished file, and resume writing when the filler is removed.
 Needs root to mount a tmpfs; skipped (77) where mounting is not allowed.
-Also: a file-size limit (RLIMIT_FSIZE, EFBIG) is handled the same way.
+Also: a file-size limit (RLIMIT_FSIZE, EFBIG) is handled the same way;
+and a disk that stays full to the end: the last line counts what the
+files hold, and every dropped sample is in the manifest or said to be in
+no file.
 """
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -72,6 +76,38 @@ def main(t):
         m = json.load(f)
     t.check(sum(e["dropped"] + e["skipped"] for e in m["files"]) > 0,
             "manifest accounts for the lost samples")
+
+    # full to the end: the counts add up
+    mnt2 = h.mkdtemp("tmpfs_")
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", mnt2], check=True)
+    h.on_cleanup("umount " + mnt2, lambda: subprocess.run(["umount", "-l", mnt2]))
+    filler = os.path.join(mnt2, "filler")
+    open(filler, "wb").close()
+    dm = h.start_daemon(h.daemon_args(node, mnt2, top=10, rate=50, every="1s",
+                                      rotate="2s", compress="none", backtrace_depth=64))
+    dm.wait_samples(timeout=15)
+    time.sleep(2.5)
+    fill(filler)
+    time.sleep(5)
+    t.eq(dm.stop(), 0, "full to the end: exit 0 (the last file was finished)")
+    se = dm.read_stderr()
+    files = h.check_output(t, mnt2, node, min_samples=1)
+    on_disk = sum(len(f.samples) for f in files)
+    written = re.search(r"stopped: (\d+) samples written", se)
+    t.check(written and int(written.group(1)) == on_disk,
+            "full to the end: the last line says what the files hold (%s, %d on disk)"
+            % (written.group(1) if written else None, on_disk))
+    with open(os.path.join(mnt2, h.sanitize_node(node.name), "manifest.json")) as f:
+        m = json.load(f)
+    logged = sum(int(kv.get("dropped", 0)) for kv in h.intervals(se))
+    unrecorded = re.search(r"(\d+) samples dropped or skipped after the last file", se)
+    in_files = sum(e["dropped"] for e in m["files"])
+    t.check(logged > 0, "full to the end: drops logged (%d)" % logged)
+    t.check(logged <= in_files + (int(unrecorded.group(1)) if unrecorded else 0),
+            "full to the end: every drop logged is in the manifest (%d) or said to be in "
+            "no file (%s)" % (in_files, unrecorded.group(1) if unrecorded else 0))
+    t.eq(sum(e["samples"] for e in m["files"]), on_disk,
+         "full to the end: the manifest's samples are the files'")
 
     # RLIMIT_FSIZE: EFBIG on write, same handling
     out = h.mkdtemp("out_")

@@ -35,6 +35,7 @@ struct fpd_options {
 	unsigned top;
 	bool top_set;
 	unsigned scan_max;
+	unsigned min_reductions;	/* --top's floor, reductions/s */
 	uint64_t every_us;
 	double rate;
 	const char **pids;	/* --pid, as given (fp_node_check_pids()) */

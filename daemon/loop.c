@@ -1945,13 +1945,15 @@ make_options_json(const struct fpd_options *o)
 
 	if (asprintf(&j,
 		     "{\"top\": %u, \"every_us\": %llu, \"rate\": %g, \"pids\": %zu, "
-		     "\"names\": %zu, \"scan_max\": %u, \"rotate_us\": %llu, "
+		     "\"names\": %zu, \"scan_max\": %u, \"min_reductions\": %u, "
+		     "\"rotate_us\": %llu, "
 		     "\"rotate_bytes\": %llu, \"compress\": \"%s\", \"compress_level\": %d, "
 		     "\"keep_files\": %u, \"keep_bytes\": %llu, \"keep_age_us\": %llu, "
 		     "\"backtrace_depth\": %u, \"lines\": %s, \"duration_us\": %llu, "
 		     "\"max_overhead\": %g, \"request\": \"%s\", \"idle_reuse\": %s}",
 		     o->top, (unsigned long long)o->every_us, o->rate, o->npids,
-		     o->nnames, o->scan_max, (unsigned long long)o->rotate_us,
+		     o->nnames, o->scan_max, o->min_reductions,
+		     (unsigned long long)o->rotate_us,
 		     (unsigned long long)o->rotate_bytes, compress[o->compress],
 		     o->compress_level, o->keep_files,
 		     (unsigned long long)o->keep_bytes,
@@ -2057,6 +2059,7 @@ fpd_run(const struct fpd_options *o, const char *cookie)
 		fp_node_set_address(d.node, o->connect_host, o->connect_port);
 	fp_node_set_request_path(d.node, o->request);
 	d.select = fp_select_new(o->scan_max);
+	fp_select_set_floor(d.select, o->min_reductions);
 	d.sampler = fp_sampler_new();
 	d.writer = fp_perf_writer_new(&popts);
 	d.set = calloc(cap, sizeof(*d.set));

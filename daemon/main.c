@@ -55,6 +55,9 @@ usage(FILE *f)
 "                            selection (default 50000); bigger nodes are covered\n"
 "                            by a moving window, the current selection always\n"
 "                            re-read\n"
+"      --min-reductions N    --top picks no process that did fewer than N\n"
+"                            reductions a second (default 500; 0: any that did\n"
+"                            some)\n"
 "\n"
 "Sampling:\n"
 "  -r, --rate HZ             samples per second per process (default 10), spread\n"
@@ -173,7 +176,7 @@ parse_options(int argc, char **argv, struct fpd_options *o)
 		OPT_KEEP_FILES, OPT_KEEP_BYTES, OPT_KEEP_AGE,
 		OPT_FILE_MODE, OPT_DIR_MODE, OPT_USER, OPT_CONNECT,
 		OPT_MAX_OVERHEAD, OPT_BREAKER_RUNQ, OPT_REQUEST,
-		OPT_NO_IDLE_REUSE, OPT_ERLANG_NAMES,
+		OPT_NO_IDLE_REUSE, OPT_ERLANG_NAMES, OPT_MIN_REDS,
 	};
 	static const struct option longopts[] = {
 		{ "node", required_argument, NULL, 'n' },
@@ -191,6 +194,7 @@ parse_options(int argc, char **argv, struct fpd_options *o)
 		{ "lines", no_argument, NULL, OPT_LINES },
 		{ "erlang-names", no_argument, NULL, OPT_ERLANG_NAMES },
 		{ "scan-max", required_argument, NULL, OPT_SCAN_MAX },
+		{ "min-reductions", required_argument, NULL, OPT_MIN_REDS },
 		{ "rotate-size", required_argument, NULL, OPT_ROTATE_SIZE },
 		{ "compress", required_argument, NULL, OPT_COMPRESS },
 		{ "compress-level", required_argument, NULL, OPT_LEVEL },
@@ -220,6 +224,7 @@ parse_options(int argc, char **argv, struct fpd_options *o)
 	*o = (struct fpd_options){
 		.top = 100,
 		.scan_max = 50000,
+		.min_reductions = 500,
 		.every_us = 5000000,
 		.rate = 10,
 		.out_dir = ".",
@@ -323,6 +328,12 @@ parse_options(int argc, char **argv, struct fpd_options *o)
 				return bad_value("--scan-max", optarg,
 						 "expected a whole number from 100 to 10000000");
 			o->scan_max = (unsigned)ul;
+			break;
+		case OPT_MIN_REDS:
+			if (parse_uint(optarg, 1000000000, &ul) < 0)
+				return bad_value("--min-reductions", optarg,
+						 "expected reductions a second, a whole number from 0 to 1000000000");
+			o->min_reductions = (unsigned)ul;
 			break;
 		case OPT_ROTATE_SIZE:
 			if (fpd_parse_size(optarg, &o->rotate_bytes) < 0 ||

@@ -22,6 +22,7 @@ struct ranked {
 
 struct fp_select {
 	size_t scan_max;
+	double floor;		/* reductions/s below which none is picked */
 	struct pidmap history;	/* the pids the last scan read */
 	bool have_history;
 	bool last_full;		/* ... and it read the whole node */
@@ -54,6 +55,12 @@ fp_select_new(size_t scan_max)
 	sel->scan_max = scan_max > 2 ? scan_max : 2;
 	pidmap_init(&sel->history, sizeof(struct history));
 	return sel;
+}
+
+void
+fp_select_set_floor(struct fp_select *sel, double reductions_per_s)
+{
+	sel->floor = reductions_per_s > 0 ? reductions_per_s : 0;
 }
 
 void
@@ -333,6 +340,7 @@ fp_select_scan(struct fp_select *sel, const struct fp_reply *reply,
 		uint64_t key = fp_pid_key(pid), since;
 		struct history *h, *now;
 		int64_t delta;
+		double rate;
 		bool created;
 
 		if (sel->reds[i] < 0)
@@ -359,8 +367,10 @@ fp_select_scan(struct fp_select *sel, const struct fp_reply *reply,
 		if (!sel->have_history || top == 0 || delta <= 0 ||
 		    in_list(exclude, nexclude, pid))
 			continue;
-		rank(sel, top, &nheap, pid,
-		     (double)delta * 1e6 / (double)(since ? since : 1));
+		rate = (double)delta * 1e6 / (double)(since ? since : 1);
+		if (rate < sel->floor)
+			continue;
+		rank(sel, top, &nheap, pid, rate);
 	}
 	pidmap_release(&sel->history);
 	sel->history = seen;

@@ -1063,6 +1063,27 @@ START_TEST(select_by_delta)
 }
 END_TEST
 
+/* Below the floor, a process is not picked: a rate, not a delta. */
+START_TEST(select_floor)
+{
+	struct fp_select *sel = fp_select_new(10000);
+	long base[3] = { 10, 10, 10 };
+	long next[3] = { 60, 510, 100010 };	/* over 2 s: 25, 250, 50000/s */
+	struct fp_pid out[3];
+	struct fp_select_result res;
+	int n;
+
+	fp_select_set_floor(sel, 100);
+	send_processes(sel, 3);
+	scan(sel, base, 1000000, NULL, 0, 3, NULL, 0, out, &n, &res);
+	scan(sel, next, 3000000, NULL, 0, 3, NULL, 0, out, &n, &res);
+	fp_assert_int_eq(n, 2);
+	fp_assert_int_eq(out[0].num, 102);
+	fp_assert_int_eq(out[1].num, 101);
+	fp_select_destroy(sel);
+}
+END_TEST
+
 /* A process born since the last full scan counts all its reductions. */
 START_TEST(select_newborn)
 {
@@ -1842,6 +1863,7 @@ suite(void)
 
 	tc = tcase_create("select");
 	tcase_add_test(tc, select_by_delta);
+	tcase_add_test(tc, select_floor);
 	tcase_add_test(tc, select_newborn);
 	tcase_add_test(tc, select_many);
 	tcase_add_test(tc, select_window);

@@ -40,6 +40,15 @@ fp_select_new(size_t scan_max);
 void
 fp_select_destroy(struct fp_select *sel);
 
+/**
+ * Processes that did fewer than @reductions_per_s reductions a second
+ * since they were last read are not picked (0, the default: any that did
+ * some). A quiet node's top-N is then not filled with housekeeping that
+ * wakes a few times a minute.
+ */
+void
+fp_select_set_floor(struct fp_select *sel, double reductions_per_s);
+
 /** Forget all history (a new connection: pids mean other processes). */
 void
 fp_select_reset(struct fp_select *sel);
@@ -68,8 +77,9 @@ struct fp_select_result {
 /**
  * Take the reply to the last planned scan (after fp_reply_take_time()),
  * rank, and write at most @top pids (highest rate first) to @out. Pids
- * in @exclude are never picked; processes that did no reductions are not
- * picked either.
+ * in @exclude are never picked; processes that did no reductions, or
+ * fewer a second than the floor (fp_select_set_floor()), are not picked
+ * either.
  *
  * @param now_us a monotonic time in microseconds
  * @return the number of pids written, or -EBADMSG (history and window

@@ -38,8 +38,8 @@
 #define MAX_INFLIGHT 3
 /*
  * Node scheduler time flame_profd's sampling costs, measured on the
- * 2-core reference machine (bench/run, docs/PERFORMANCE.md, fourth
- * session): floors for the cost estimate. A sample request costs
+ * 2-core reference machine (bench/run, docs/PERFORMANCE.md, cost
+ * model): floors for the cost estimate. A sample request costs
  * REQUEST_COST_US of its own (the distribution message both ways, rex's
  * worker or the eval sampler's loop), then each process asked in full
  * costs SAMPLE_COST_*_US if it was waiting, SAMPLE_BUSY_COST_US if it
@@ -49,11 +49,12 @@
  * selection costs SCAN_COST_US per pid read. With --request helper there
  * is no request: each row the helper takes costs HELPER_ROW_COST_US (its
  * timer, the row's encoding, its share of a batch's message) and a probe
- * HELPER_PROBE_COST_US (fifth session, quiet node: 6.2 and 15.7 ms/s at
- * top 100 x 10 and x 100); samples cost what they cost through rex. A
- * selection's scan also costs SCAN_BYTE_COST_US per byte of its reply,
- * outside the timer:tc that times it: rex copies the worker's result and
- * encodes it onto the distribution socket (bench/run --scan).
+ * HELPER_PROBE_COST_US (docs/PERFORMANCE.md, cost model; quiet node: 6.2
+ * and 15.7 ms/s at top 100 x 10 and x 100); samples cost what they cost
+ * through rex. A selection's scan also costs SCAN_BYTE_COST_US per byte
+ * of its reply, outside the timer:tc that times it: rex copies the
+ * worker's result and encodes it onto the distribution socket (bench/run
+ * --scan).
  */
 #define REQUEST_COST_US 150.0
 #define SAMPLE_COST_REX_US 21.0
@@ -636,9 +637,10 @@ count_sample_work(struct work *w, uint64_t us, size_t full, size_t running,
 /*
  * The node work in w, in µs: measured, but never less than what
  * scheduler_wall_time and a saturated node's lost work charged on the
- * reference machine (docs/PERFORMANCE.md): much of the work of answering
- * a request happens in the sampled processes, the distribution encoding
- * and the scheduling around them, outside the worker that timer:tc times.
+ * reference machine (docs/PERFORMANCE.md, cost model): much of the work
+ * of answering a request happens in the sampled processes, the
+ * distribution encoding and the scheduling around them, outside the worker
+ * that timer:tc times.
  * On a busy node timer:tc's time is mostly waiting for the sampled
  * processes to be scheduled, so the cheapest time per process seen
  * stands for them all.

@@ -363,7 +363,8 @@ list_names(struct fpd_output *out, bool (*match)(const struct fpd_output *,
 		(*names)[n++] = xstrdup(de->d_name);
 	}
 	closedir(dir);
-	qsort(*names, n, sizeof(**names), cmp_str);
+	if (n > 1)
+		qsort(*names, n, sizeof(**names), cmp_str);
 	return n;
 }
 

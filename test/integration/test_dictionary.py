@@ -67,7 +67,8 @@ def memory(node):
 
 
 def main(t):
-    node = h.start_node(idle=200)
+    # no sink or binary churner: the node's memory holds still
+    node = h.start_node(idle=200, opts={"sink": False, "bin": False})
     big = node.eval_str(BIG, timeout=90)
     big_mem = node.eval_int("element(2, process_info(whereis(fp_big_dict), memory))")
     h.log("big process %s: %.1f MB" % (big, big_mem / MB))

@@ -145,17 +145,22 @@ def main(t):
     t.check(written and int(written.group(1)) == sum(samples_in(f) for f in final),
             "5: the last line counts what the files hold")
 
-    # 6. every name taken: the file cannot be finished
+    # 6. every name taken: the file cannot be finished. The names are
+    # taken once the file being written has its name, from it on.
     out = h.mkdtemp("out_")
     d = os.path.join(out, node_s)
-    os.makedirs(d)
-    now = datetime.now(timezone.utc)
-    for ms in range(-1000, 25000):
-        open(os.path.join(d, "%s.%s.perf.zst" % (node_s, stamp(now + timedelta(milliseconds=ms)))),
+    dm = h.start_daemon(h.daemon_args(node, out, top=5, rate=20, every="1s",
+                                      verbose=True))
+    line = dm.wait_log(r"writing .*\.partial", timeout=30)[0]
+    name = re.search(r"/\.([^/]*)\.partial", line).group(1)
+    ms = re.search(r"\.(\d{8}T\d{6})\.(\d{3})Z\.", name)
+    first = datetime.strptime(ms.group(1), "%Y%m%dT%H%M%S").replace(
+        tzinfo=timezone.utc) + timedelta(milliseconds=int(ms.group(2)))
+    for k in range(1000):
+        open(os.path.join(d, "%s.%s.perf.zst" % (node_s, stamp(first + timedelta(milliseconds=k)))),
              "w").close()
-    # a pinned process: the file opens at once, well inside the names taken
-    rc, _, se = h.run_daemon(h.daemon_args(node, out, top=0, name=["fp_demo_sink"],
-                                           rate=20, duration="3s"), timeout=60)
+    rc = dm.stop()
+    se = dm.read_stderr()
     t.eq(rc, 74, "6: every name taken: exit 74")
     t.check("could not be finished" in se, "6: saying so", se[-1500:])
     _, partial, _ = h.output_files(out, node.name)

@@ -2,7 +2,7 @@
 """Frames of Elixir modules read in the Elixir form, on a node running Elixir.
 
 A node with Elixir's stdlib on its path (-pa /usr/lib/elixir/lib/elixir/ebin,
-Debian's `elixir`) runs test/elixir/rw_ex.ex, compiled with elixirc when the
+Debian's `elixir`) runs bench/elixir/rw_ex.ex, compiled with elixirc when the
 test runs: a GenServer (RwEx.Counter) called in a loop by two clients, and a
 process spinning in anonymous functions (RwEx.Spin). Skipped with a message
 when elixirc or Elixir's ebin is missing.
@@ -33,7 +33,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
 
 ELIXIR_EBIN = os.environ.get("FP_ELIXIR_EBIN", "/usr/lib/elixir/lib/elixir/ebin")
-SRC = os.path.join(h.REPO, "test", "elixir", "rw_ex.ex")
+SRC = os.path.join(h.REPO, "bench", "elixir", "rw_ex.ex")
 SVG = "{http://www.w3.org/2000/svg}"
 
 

@@ -1219,7 +1219,11 @@ setup_calls(struct fp_node *node, unsigned timeout_ms)
 
 	/* process_info(P, label) (OTP 27 and later) reads proc_lib's label;
 	 * before, it is '$process_label' in the dictionary, readable alone
-	 * where keys are. rex has none: the answer is undefined, not badarg. */
+	 * where keys are. rex has none: the answer is undefined, not badarg.
+	 * A node that reads no key (before 26.2) has neither: not asked. */
+	node->label_source = FP_LABEL_NONE;
+	if (!node->dict_keys)
+		goto probed;
 	args.index = 0;
 	ei_x_encode_list_header(&args, 2);
 	ei_x_encode_pid(&args, &rex);
@@ -1230,8 +1234,8 @@ setup_calls(struct fp_node *node, unsigned timeout_ms)
 	node->probing = false;
 	if (rc < 0 && rc != -EPROTO)
 		goto out;
-	node->label_source = rc == 0 ? FP_LABEL_ITEM :
-			     node->dict_keys ? FP_LABEL_DICT : FP_LABEL_NONE;
+	node->label_source = rc == 0 ? FP_LABEL_ITEM : FP_LABEL_DICT;
+probed:
 	encode_extra_items(node);
 
 	args_atom(&args, "wordsize");

@@ -53,6 +53,12 @@ struct fpd_options {
 	uint64_t duration_us;	/* 0: until stopped */
 	bool lines;
 	bool erlang_names;	/* frames of Elixir modules in the Erlang form */
+	const char **keys;	/* --key: dictionary keys recorded */
+	size_t nkeys;
+	const char **logger_keys;	/* --logger-key: Logger metadata keys */
+	size_t nlogger_keys;
+	bool callers;		/* --callers: '$callers' recorded */
+	const char **key_names;	/* keys, then logger_keys (the writer's) */
 	unsigned backtrace_depth;
 	uint64_t timeout_us;
 	const char *log_file;

@@ -1360,6 +1360,70 @@ connect_error_text(int rc)
 /* Returns 0 when connected, or an exit code when giving up for good. */
 static const char *request_name(enum fp_request_path path);
 
+static bool
+asks_keys(const struct fpd_options *o)
+{
+	return o->nkeys || o->nlogger_keys || o->callers;
+}
+
+/* " keys=a,b logger_keys=c callers=yes", only for what was asked, so
+ * that files of runs without keys read as before. */
+static char *
+header_keys(const struct fpd_options *o)
+{
+	char *s = strdup("");
+
+	if (!s)
+		abort();
+
+	if (o->nkeys) {
+		char *t = NULL;
+
+		for (size_t i = 0; i < o->nkeys; i++) {
+			if (asprintf(&t, "%s%s%s", s, i ? "," : " keys=", o->keys[i]) < 0)
+				abort();
+			free(s);
+			s = t;
+		}
+	}
+	if (o->nlogger_keys) {
+		char *t = NULL;
+
+		for (size_t i = 0; i < o->nlogger_keys; i++) {
+			if (asprintf(&t, "%s%s%s", s, i ? "," : " logger_keys=",
+				     o->logger_keys[i]) < 0)
+				abort();
+			free(s);
+			s = t;
+		}
+	}
+	if (o->callers) {
+		char *t = NULL;
+
+		if (asprintf(&t, "%s callers=yes", s) < 0)
+			abort();
+		free(s);
+		s = t;
+	}
+	return s;
+}
+
+static const char *
+label_source_name(enum fp_label_source source)
+{
+	return source == FP_LABEL_ITEM ? "item" :
+	       source == FP_LABEL_DICT ? "dictionary" : "no";
+}
+
+/* what --key, --logger-key and --callers get on this connection */
+static const char *
+keys_state(const struct daemon *d)
+{
+	if (!asks_keys(d->o))
+		return "none";
+	return fp_node_records_keys(d->node) ? "yes" : "unavailable";
+}
+
 static int
 try_connect(struct daemon *d, uint64_t now)
 {
@@ -1440,14 +1504,19 @@ try_connect(struct daemon *d, uint64_t now)
 	note(d, "connected to %s (OTP %s%s)", d->o->node, fp_node_otp_release(d->node),
 	     fp_node_is_local(d->node) ? ", on this host" : "");
 	/* what the node was found to offer: probed, never guessed */
-	note(d, "node: name=%s otp=%s dictionary_keys=%s request=%s",
+	note(d, "node: name=%s otp=%s dictionary_keys=%s request=%s labels=%s keys=%s",
 	     fp_node_name(d->node), fp_node_otp_release(d->node),
 	     fp_node_reads_dict_keys(d->node) ? "yes" : "no",
-	     request_name(fp_node_request_path(d->node)));
-	fpd_debug("node: name=%s otp=%s dictionary_keys=%s request=%s",
+	     request_name(fp_node_request_path(d->node)),
+	     label_source_name(fp_node_label_source(d->node)), keys_state(d));
+	fpd_debug("node: name=%s otp=%s dictionary_keys=%s request=%s labels=%s keys=%s",
 		  fp_node_name(d->node), fp_node_otp_release(d->node),
 		  fp_node_reads_dict_keys(d->node) ? "yes" : "no",
-		  request_name(fp_node_request_path(d->node)));
+		  request_name(fp_node_request_path(d->node)),
+		  label_source_name(fp_node_label_source(d->node)), keys_state(d));
+	if (asks_keys(d->o) && !fp_node_records_keys(d->node))
+		fpd_warn("%s (OTP %s) cannot read one key of a process dictionary (OTP 26.2 and later can): --key, --logger-key and --callers record nothing on this connection",
+			 d->o->node, fp_node_otp_release(d->node));
 	if (helper_mode(d)) {
 		note(d, "helper module %s loaded on %s", fp_node_helper_module(d->node),
 		     d->o->node);
@@ -1922,6 +1991,7 @@ request_name(enum fp_request_path path)
 static char *
 make_header(const struct fpd_options *o)
 {
+	char *keys = header_keys(o);
 	char every[32], rotate[32], stamp[40], *h = NULL;
 
 	fpd_format_duration(o->every_us, every, sizeof(every));
@@ -1931,12 +2001,14 @@ make_header(const struct fpd_options *o)
 		     "# flame_profd %s perf-script (docs/FORMAT.md)\n"
 		     "# node: %s\n"
 		     "# daemon_started: %s\n"
-		     "# options: top=%u every=%s rate=%g pids=%zu names=%zu rotate=%s backtrace_depth=%u lines=%s request=%s idle_reuse=%s frame_names=%s\n",
+		     "# options: top=%u every=%s rate=%g pids=%zu names=%zu rotate=%s backtrace_depth=%u lines=%s request=%s idle_reuse=%s frame_names=%s%s\n",
 		     FP_VERSION, o->node, stamp, o->top, every, o->rate,
 		     o->npids, o->nnames, rotate, o->backtrace_depth,
 		     o->lines ? "yes" : "no", request_name(o->request),
-		     o->idle_reuse ? "yes" : "no", o->erlang_names ? "erlang" : "elixir") < 0)
-		return NULL;
+		     o->idle_reuse ? "yes" : "no", o->erlang_names ? "erlang" : "elixir",
+		     keys) < 0)
+		h = NULL;
+	free(keys);
 	return h;
 }
 
@@ -1999,7 +2071,15 @@ setup_fds(struct daemon *d)
 int
 fpd_run(const struct fpd_options *o, const char *cookie)
 {
-	struct fp_perf_options popts = { .lines = o->lines, .erlang_names = o->erlang_names };
+	struct fp_perf_options popts = {
+		.lines = o->lines, .erlang_names = o->erlang_names,
+		.key_names = o->key_names, .nkeys = o->nkeys + o->nlogger_keys,
+	};
+	struct fp_extras extras = {
+		.keys = o->keys, .nkeys = o->nkeys,
+		.logger_keys = o->logger_keys, .nlogger_keys = o->nlogger_keys,
+		.callers = o->callers,
+	};
 	struct daemon d = { .o = o, .tfd = -1, .sfd = -1 };
 	struct fpd_output_totals totals;
 	size_t cap = set_capacity(o);
@@ -2061,9 +2141,11 @@ fpd_run(const struct fpd_options *o, const char *cookie)
 	if (o->connect_host)
 		fp_node_set_address(d.node, o->connect_host, o->connect_port);
 	fp_node_set_request_path(d.node, o->request);
+	fp_node_set_extras(d.node, &extras);
 	d.select = fp_select_new(o->scan_max);
 	fp_select_set_floor(d.select, o->min_reductions);
 	d.sampler = fp_sampler_new();
+	fp_sampler_set_extras(d.sampler, &extras);
 	d.writer = fp_perf_writer_new(&popts);
 	d.set = calloc(cap, sizeof(*d.set));
 	d.top = calloc(o->top ? o->top : 1, sizeof(*d.top));

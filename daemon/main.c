@@ -71,6 +71,23 @@ usage(FILE *f)
 "                            ('Elixir.Foo':bar/1, '-bar/1-fun-0-'/1) instead of\n"
 "                            as Elixir does (Foo.bar/1, anonymous fn/1 in\n"
 "                            Foo.bar/1), keeping the index of anonymous fns\n"
+"      --key NAME            record the process dictionary's value under the\n"
+"                            atom NAME with each sample (key.NAME: TEXT),\n"
+"                            read alone ({dictionary, NAME}, OTP 26.2 and\n"
+"                            later), never by copying the dictionary;\n"
+"                            repeatable\n"
+"      --logger-key NAME     record key NAME of the process's Logger metadata\n"
+"                            (Logger.metadata/1, logger:set_process_metadata/1)\n"
+"                            the same way, e.g. request_id; repeatable. The\n"
+"                            metadata map is copied, the rest of the\n"
+"                            dictionary is not\n"
+"      --callers             record '$callers' (the processes that started a\n"
+"                            Task, newest first) with each sample\n"
+"                            The process label (proc_lib:set_label/1,\n"
+"                            Process.set_label/1) is recorded wherever the node\n"
+"                            has one. On a node that cannot read one key\n"
+"                            (before OTP 26.2) keys and callers are not\n"
+"                            recorded: a warning at each connect says so\n"
 "      --max-overhead PCT    cost budget: node-side work of flame_profd's\n"
 "                            requests as a share of the node's schedulers\n"
 "                            (default 5), and its own CPU when the node is\n"
@@ -143,6 +160,24 @@ usage(FILE *f)
 "  77  the node refused the connection (wrong cookie, or short vs long names)\n");
 }
 
+/* A key is written key.NAME on the event line: nothing in NAME may end
+ * the field, and the dictionary's own keys have options of their own. */
+static bool
+key_name_ok(const char *name)
+{
+	size_t n = strlen(name);
+
+	if (n == 0 || n > 100 || strcmp(name, "$process_label") == 0 ||
+	    strcmp(name, "$callers") == 0 || strcmp(name, "$logger_metadata$") == 0)
+		return false;
+	for (const char *p = name; *p; p++) {
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		      (*p >= '0' && *p <= '9') || strchr("_@.$-", *p)))
+			return false;
+	}
+	return true;
+}
+
 static int
 bad_value(const char *flag, const char *value, const char *why)
 {
@@ -176,7 +211,8 @@ parse_options(int argc, char **argv, struct fpd_options *o)
 		OPT_KEEP_FILES, OPT_KEEP_BYTES, OPT_KEEP_AGE,
 		OPT_FILE_MODE, OPT_DIR_MODE, OPT_USER, OPT_CONNECT,
 		OPT_MAX_OVERHEAD, OPT_BREAKER_RUNQ, OPT_REQUEST,
-		OPT_NO_IDLE_REUSE, OPT_ERLANG_NAMES, OPT_MIN_REDS,
+		OPT_NO_IDLE_REUSE, OPT_ERLANG_NAMES, OPT_MIN_REDS, OPT_KEY,
+		OPT_LOGGER_KEY, OPT_CALLERS,
 	};
 	static const struct option longopts[] = {
 		{ "node", required_argument, NULL, 'n' },
@@ -193,6 +229,9 @@ parse_options(int argc, char **argv, struct fpd_options *o)
 		{ "backtrace-depth", required_argument, NULL, OPT_BACKTRACE },
 		{ "lines", no_argument, NULL, OPT_LINES },
 		{ "erlang-names", no_argument, NULL, OPT_ERLANG_NAMES },
+		{ "key", required_argument, NULL, OPT_KEY },
+		{ "logger-key", required_argument, NULL, OPT_LOGGER_KEY },
+		{ "callers", no_argument, NULL, OPT_CALLERS },
 		{ "scan-max", required_argument, NULL, OPT_SCAN_MAX },
 		{ "min-reductions", required_argument, NULL, OPT_MIN_REDS },
 		{ "rotate-size", required_argument, NULL, OPT_ROTATE_SIZE },
@@ -454,6 +493,32 @@ parse_options(int argc, char **argv, struct fpd_options *o)
 		case OPT_ERLANG_NAMES:
 			o->erlang_names = true;
 			break;
+		case OPT_KEY:
+		case OPT_LOGGER_KEY: {
+			bool logger = c == OPT_LOGGER_KEY;
+			const char ***v = logger ? &o->logger_keys : &o->keys;
+			size_t *n = logger ? &o->nlogger_keys : &o->nkeys;
+
+			if (!key_name_ok(optarg))
+				return bad_value(logger ? "--logger-key" : "--key", optarg,
+						 "a key is an atom's name of at most 100 bytes of [A-Za-z0-9_@.$-], not $process_label, $callers or $logger_metadata$ (the label, --callers and --logger-key read those)");
+			for (size_t i = 0; i < o->nkeys; i++) {
+				if (strcmp(o->keys[i], optarg) == 0)
+					return bad_value(logger ? "--logger-key" : "--key", optarg, "given twice (keys are written key.NAME whichever kind)");
+			}
+			for (size_t i = 0; i < o->nlogger_keys; i++) {
+				if (strcmp(o->logger_keys[i], optarg) == 0)
+					return bad_value(logger ? "--logger-key" : "--key", optarg, "given twice (keys are written key.NAME whichever kind)");
+			}
+			*v = realloc(*v, (*n + 1) * sizeof(**v));
+			if (!*v)
+				abort();
+			(*v)[(*n)++] = optarg;
+			break;
+		}
+		case OPT_CALLERS:
+			o->callers = true;
+			break;
 		case OPT_LOG_FILE:
 			o->log_file = optarg;
 			break;
@@ -499,6 +564,13 @@ parse_options(int argc, char **argv, struct fpd_options *o)
 	if (o->compress == FPD_COMPRESS_GZIP && o->compress_level > 9)
 		return bad_value("--compress-level", "gzip",
 				 "gzip levels go from 1 to 9");
+	o->key_names = calloc(o->nkeys + o->nlogger_keys + 1, sizeof(*o->key_names));
+	if (!o->key_names)
+		abort();
+	for (size_t i = 0; i < o->nkeys; i++)
+		o->key_names[i] = o->keys[i];
+	for (size_t i = 0; i < o->nlogger_keys; i++)
+		o->key_names[o->nkeys + i] = o->logger_keys[i];
 	if ((o->npids || o->nnames) && !o->top_set)
 		o->top = 0;
 	if (o->top == 0 && !o->npids && !o->nnames) {

@@ -47,6 +47,22 @@ static const char *const command_names[CMD_COUNT] = {
 	"folded", "svg", "heatmap", "top", "speedscope", "diff",
 };
 
+/* A label, the callers or a recorded key (--where, --by). */
+enum field_kind { FIELD_LABEL, FIELD_CALLERS, FIELD_KEY };
+
+struct field {
+	enum field_kind kind;
+	const char *key;		/* FIELD_KEY: NAME of key.NAME, in argv */
+	size_t keylen;
+	char title[128];		/* what group headings call it */
+};
+
+struct where {
+	struct field field;
+	bool contains;			/* FIELD~TEXT, else FIELD=TEXT */
+	const char *text;
+};
+
 struct options {
 	enum command command;
 	const char *output;
@@ -82,6 +98,11 @@ struct options {
 	double threshold;
 	enum fp_diff_by by;
 	const char *svg_output;
+	/* --where, --by FIELD */
+	struct where *wheres;
+	size_t nwheres;
+	bool group;
+	struct field group_by;
 };
 
 /* What one pass over the input feeds; unused sinks are NULL. */
@@ -90,6 +111,13 @@ struct run {
 	int set;			/* tree set: 0, or 1 for diff AFTER */
 	struct fp_flame_tree *tree;
 	struct fp_func_table *table;
+	/* top --by FIELD: one table per value; value NULL: none recorded */
+	struct group_table {
+		char *value;
+		struct fp_func_table *table;
+	} *groups;
+	size_t ngroups;
+	bool groups_by_table;		/* top: no group frame */
 	struct fp_heatmap *heatmap;
 	struct fp_speedscope *speedscope;
 
@@ -148,6 +176,15 @@ static const char common_help[] =
 "      --pid PID             only this process, '<0.123.0>' or 0.123.0\n"
 "                            (repeatable, or comma-separated)\n"
 "      --name NAME           only the process registered as NAME (repeatable)\n"
+"      --where FIELD=TEXT    only samples whose FIELD is TEXT; FIELD~TEXT: whose\n"
+"                            FIELD holds TEXT. FIELD is label, callers or a\n"
+"                            key recorded with flame_profd --key/--logger-key\n"
+"                            (NAME or key.NAME, e.g. request_id=req-7,\n"
+"                            callers~<0.101.0>); repeatable, all must hold\n"
+"      --by FIELD            group by FIELD (label, callers, key:NAME): folded,\n"
+"                            svg, speedscope put a FIELD:VALUE frame at the\n"
+"                            root (FIELD:- where a sample has none); top\n"
+"                            writes one table per value\n"
 "      --from TIME           only samples at or after TIME\n"
 "      --to TIME             only samples before TIME. TIME is epoch seconds\n"
 "                            (1795248660.25), UTC ISO-8601 (2026-11-21T08:11:00Z)\n"
@@ -312,6 +349,7 @@ enum {
 	OPT_SVG,
 	OPT_ERLANG_NAMES,
 	OPT_ELIXIR_NAMES,
+	OPT_WHERE,
 };
 
 static const struct option long_options[] = {
@@ -341,6 +379,7 @@ static const struct option long_options[] = {
 	{ "svg", required_argument, NULL, OPT_SVG },
 	{ "erlang-names", no_argument, NULL, OPT_ERLANG_NAMES },
 	{ "elixir-names", no_argument, NULL, OPT_ELIXIR_NAMES },
+	{ "where", required_argument, NULL, OPT_WHERE },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -372,13 +411,87 @@ option_commands(int opt)
 	case OPT_PER_STATUS:
 		return B(CMD_SPEEDSCOPE);
 	case OPT_THRESHOLD:
-	case OPT_BY:
 	case OPT_SVG:
 		return B(CMD_DIFF);
+	case OPT_BY:
+		return B(CMD_DIFF) | B(CMD_FOLDED) | B(CMD_SVG) | B(CMD_TOP) |
+		       B(CMD_SPEEDSCOPE);
 	default:
 		return 0;
 	}
 #undef B
+}
+
+/* label, callers, key:NAME, key.NAME or NAME (a key); @n bytes of @text.
+ * The key's name points into @text, which outlives the options. */
+static int
+parse_field(const char *text, size_t n, struct field *f)
+{
+	if (n == 0)
+		return -EINVAL;
+	if (n == 5 && strncmp(text, "label", 5) == 0) {
+		f->kind = FIELD_LABEL;
+		return 0;
+	}
+	if (n == 7 && strncmp(text, "callers", 7) == 0) {
+		f->kind = FIELD_CALLERS;
+		return 0;
+	}
+	if (n > 4 && (strncmp(text, "key:", 4) == 0 || strncmp(text, "key.", 4) == 0)) {
+		text += 4;
+		n -= 4;
+	}
+	f->kind = FIELD_KEY;
+	f->key = text;
+	f->keylen = n;
+	snprintf(f->title, sizeof(f->title), "%.*s", (int)n, text);
+	return 0;
+}
+
+/* A sample's value of @f, or NULL where it has none. */
+static const char *
+field_value(const struct fp_perf_record *rec, const struct field *f)
+{
+	switch (f->kind) {
+	case FIELD_LABEL:
+		return rec->label;
+	case FIELD_CALLERS:
+		return rec->callers;
+	case FIELD_KEY:
+		for (uint32_t i = 0; i < rec->nkeys; i++) {
+			if (strlen(rec->key_names[i]) == f->keylen &&
+			    memcmp(rec->key_names[i], f->key, f->keylen) == 0)
+				return rec->key_values[i];
+		}
+		return NULL;
+	}
+	return NULL;
+}
+
+static const char *
+field_title(const struct field *f)
+{
+	return f->kind == FIELD_LABEL ? "label" :
+	       f->kind == FIELD_CALLERS ? "callers" : f->title;
+}
+
+static bool
+where_holds(const struct where *w, const struct fp_perf_record *rec)
+{
+	const char *v = field_value(rec, &w->field);
+
+	if (!v)
+		return false;
+	if (!w->contains)
+		return strcmp(v, w->text) == 0;
+	/* callers~0.101.0 and callers~<0.101.0> alike */
+	if (w->field.kind == FIELD_CALLERS && w->text[0] != '<') {
+		char pid[64];
+
+		snprintf(pid, sizeof(pid), "<%s>", w->text);
+		return strstr(v, pid) != NULL;
+	}
+	return strstr(v, w->text) != NULL;
 }
 
 static int
@@ -655,15 +768,33 @@ parse_options(int argc, char **argv, struct options *o)
 			}
 			break;
 		case OPT_BY:
-			if (strcmp(optarg, "self") == 0)
+			if (o->command == CMD_DIFF && strcmp(optarg, "self") == 0)
 				o->by = FP_DIFF_SELF;
-			else if (strcmp(optarg, "total") == 0)
+			else if (o->command == CMD_DIFF && strcmp(optarg, "total") == 0)
 				o->by = FP_DIFF_TOTAL;
-			else {
+			else if (o->command == CMD_DIFF) {
 				fail("bad --by '%s' (self, total)", optarg);
 				return -EINVAL;
+			} else if (parse_field(optarg, strlen(optarg), &o->group_by) < 0) {
+				fail("bad --by '%s' (label, callers, key:NAME)", optarg);
+				return -EINVAL;
+			} else {
+				o->group = true;
 			}
 			break;
+		case OPT_WHERE: {
+			const char *op = optarg + strcspn(optarg, "=~");
+			struct where w = { .contains = *op == '~', .text = op + 1 };
+
+			if (!*op || parse_field(optarg, (size_t)(op - optarg), &w.field) < 0) {
+				fail("bad --where '%s' (FIELD=TEXT or FIELD~TEXT; FIELD label, callers or a key's NAME)",
+				     optarg);
+				return -EINVAL;
+			}
+			o->wheres = xrealloc(o->wheres, (o->nwheres + 1) * sizeof(*o->wheres));
+			o->wheres[o->nwheres++] = w;
+			break;
+		}
 		case OPT_SVG:
 			o->svg_output = optarg;
 			break;
@@ -724,6 +855,10 @@ accept(struct run *r, const struct fp_perf_record *rec)
 
 	if (o->status_filter && !o->status_ok[rec->status])
 		return false;
+	for (size_t i = 0; i < o->nwheres; i++) {
+		if (!where_holds(&o->wheres[i], rec))
+			return false;
+	}
 	if (o->npids) {
 		ok = false;
 		for (size_t i = 0; i < o->npids && !ok; i++)
@@ -788,7 +923,7 @@ build_stack(struct run *r, const struct fp_perf_record *rec, int64_t w,
 {
 	const struct options *o = r->o;
 	size_t k = 0, need = rec->nframes + 4;
-	size_t sign_at = SIZE_MAX, proc_at = SIZE_MAX;
+	size_t sign_at = SIZE_MAX, proc_at = SIZE_MAX, group_at = SIZE_MAX;
 	bool placed = true;
 
 	if (need > r->cap) {
@@ -820,6 +955,18 @@ build_stack(struct run *r, const struct fp_perf_record *rec, int64_t w,
 		/* values and counter deltas are never negative */
 		placed = w > 0;
 		*mag = placed ? (uint64_t)w : 0;
+	}
+	if (o->group && !r->groups_by_table) {
+		const char *v = field_value(rec, &o->group_by);
+		const char *t = field_title(&o->group_by);
+
+		group_at = k;
+		r->text_offs[k] = scratch_put(r, t, strlen(t));
+		r->text_len--;
+		scratch_put(r, ":", 1);
+		r->text_len--;
+		scratch_put(r, v ? v : "-", strlen(v ? v : "-"));
+		r->files[k++] = NULL;
 	}
 	if (with_status) {
 		r->names[k] = fp_status_name(rec->status);
@@ -865,6 +1012,8 @@ build_stack(struct run *r, const struct fp_perf_record *rec, int64_t w,
 		r->names[sign_at] = r->text + r->text_offs[sign_at];
 	if (proc_at != SIZE_MAX)
 		r->names[proc_at] = r->text + r->text_offs[proc_at];
+	if (group_at != SIZE_MAX)
+		r->names[group_at] = r->text + r->text_offs[group_at];
 	for (size_t i = *ngroups; i < k; i++) {
 		if (o->strip_lines)
 			r->names[i] = r->text + r->text_offs[i];
@@ -907,6 +1056,54 @@ report_progress(struct run *r, bool final)
 	r->reported = true;
 }
 
+/* The table of the sample's value under top --by, else the one table. */
+static struct fp_func_table *
+group_table(struct run *r, const struct fp_perf_record *rec)
+{
+	const char *v;
+
+	if (!r->groups_by_table)
+		return r->table;
+	v = field_value(rec, &r->o->group_by);
+	for (size_t i = 0; i < r->ngroups; i++) {
+		if (v ? r->groups[i].value && strcmp(r->groups[i].value, v) == 0 :
+			!r->groups[i].value)
+			return r->groups[i].table;
+	}
+	r->groups = xrealloc(r->groups, (r->ngroups + 1) * sizeof(*r->groups));
+	r->groups[r->ngroups].value = v ? xstrdup(v) : NULL;
+	r->groups[r->ngroups].table = fp_func_table_new();
+	return r->groups[r->ngroups++].table;
+}
+
+static int
+group_cmp(const void *a, const void *b)
+{
+	const struct group_table *x = a, *y = b;
+
+	if (!x->value || !y->value)
+		return !x->value - !y->value;
+	return strcmp(x->value, y->value);
+}
+
+/* top --by: one table per value, in the order of the values, the
+ * samples without one last. */
+static int
+write_group_tables(struct run *r, const struct fp_top_options *to, FILE *f)
+{
+	int rc = 0;
+
+	qsort(r->groups, r->ngroups, sizeof(*r->groups), group_cmp);
+	for (size_t i = 0; i < r->ngroups && rc == 0; i++) {
+		fprintf(f, "%s== %s: %s (%" PRIu64 " samples)\n\n", i ? "\n" : "",
+			field_title(&r->o->group_by),
+			r->groups[i].value ? r->groups[i].value : "-",
+			fp_func_table_samples(r->groups[i].table));
+		rc = fp_top_write(r->groups[i].table, to, f);
+	}
+	return rc;
+}
+
 static int
 on_record(void *data, const struct fp_perf_record *rec)
 {
@@ -933,7 +1130,8 @@ on_record(void *data, const struct fp_perf_record *rec)
 	placed = build_stack(r, rec, w, &n, &ngroups, &mag,
 			     !o->no_status && !(r->speedscope && o->per_status));
 	if (r->table)
-		fp_func_table_add(r->table, rec->status, r->leaf, n - ngroups, w);
+		fp_func_table_add(group_table(r, rec), rec->status, r->leaf,
+				  n - ngroups, w);
 	if (!placed) {
 		r->dropped++;
 		return 0;
@@ -1169,6 +1367,7 @@ cmd_render(const struct options *o, char *const *args, size_t nargs)
 		break;
 	case CMD_TOP:
 		r.table = fp_func_table_new();
+		r.groups_by_table = o->group;
 		break;
 	case CMD_SPEEDSCOPE: {
 		struct fp_speedscope_options so = {
@@ -1225,7 +1424,9 @@ cmd_render(const struct options *o, char *const *args, size_t nargs)
 			.sort = o->sort,
 		};
 
-		ex = output_close(&out, fp_top_write(r.table, &to, out.f));
+		ex = output_close(&out, r.groups_by_table ?
+					write_group_tables(&r, &to, out.f) :
+					fp_top_write(r.table, &to, out.f));
 		break;
 	}
 	case CMD_SPEEDSCOPE:
@@ -1240,6 +1441,11 @@ free_run:
 	fp_flame_tree_destroy(r.tree);
 	fp_heatmap_destroy(r.heatmap);
 	fp_func_table_destroy(r.table);
+	for (size_t i = 0; i < r.ngroups; i++) {
+		free(r.groups[i].value);
+		fp_func_table_destroy(r.groups[i].table);
+	}
+	free(r.groups);
 	fp_speedscope_destroy(r.speedscope);
 	run_free(&r);
 	return ex;
@@ -1375,5 +1581,6 @@ free_options:
 		free(o.names[i]);
 	free(o.names);
 	free(o.pids);
+	free(o.wheres);
 	return ex;
 }

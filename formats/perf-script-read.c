@@ -71,6 +71,11 @@ struct fp_perf_reader {
 	size_t ptrs_cap;
 	size_t regname_off, initcall_off;
 	bool has_regname, has_initcall;
+	/* label, callers and keys: arena offsets, SIZE_MAX when absent */
+	size_t label_off, callers_off;
+	size_t *key_offs;	/* name, value pairs */
+	size_t nkey_offs, key_offs_cap;
+	const char **key_ptrs;
 
 	bool erlang_names;	/* hand names over in the Erlang form */
 	struct fp_text conv;	/* a name being rewritten in that form */
@@ -219,6 +224,8 @@ fp_perf_reader_destroy(struct fp_perf_reader *r)
 	free(r->arena);
 	free(r->offs);
 	free(r->ptrs);
+	free(r->key_offs);
+	free(r->key_ptrs);
 	free(r->conv.buf);
 	free(r->path);
 	free(r);
@@ -555,6 +562,75 @@ arena_put_process(struct fp_perf_reader *r, const char *start,
 	return arena_put(r, r->conv.buf, r->conv.len);
 }
 
+static unsigned
+hex_value(char ch)
+{
+	return ch >= 'A' ? (unsigned)(ch - 'A' + 10) : (unsigned)(ch - '0');
+}
+
+/* TEXT of a label, key or callers field, up to the next tab or the end,
+ * unescaped (\xHH) into the arena. */
+static int
+parse_tag_text(struct fp_perf_reader *r, struct cursor *c, size_t *off)
+{
+	const char *start = c->p;
+
+	r->conv.len = 0;
+	while (c->p < c->end && *c->p != '\t') {
+		unsigned char ch = (unsigned char)*c->p;
+
+		if (ch == '\\') {
+			if (c->end - c->p < 4 || c->p[1] != 'x' ||
+			    !is_upper_hex(c->p[2]) || !is_upper_hex(c->p[3]))
+				return -1;
+			ch = (unsigned char)(hex_value(c->p[2]) << 4 | hex_value(c->p[3]));
+			c->p += 4;
+		} else if (ch < 0x20 || ch == 0x7f) {
+			return -1;
+		} else {
+			c->p++;
+		}
+		if (ch == '\0')
+			return -1;
+		fp_text_put(&r->conv, (const char *)&ch, 1);
+	}
+	if (c->p == start)
+		return -1;
+	*off = arena_put(r, r->conv.buf, r->conv.len);
+	return 0;
+}
+
+/* "\tlabel: ", "\tkey.NAME: ", "\tcallers: " fields, in that order. */
+static int
+parse_tags(struct fp_perf_reader *r, struct cursor *c)
+{
+	r->label_off = r->callers_off = SIZE_MAX;
+	r->nkey_offs = 0;
+	if (eat(c, "\tlabel: ") && parse_tag_text(r, c, &r->label_off) < 0)
+		return bad(r, "bad label");
+	while (eat(c, "\tkey.")) {
+		const char *name = c->p;
+
+		while (c->p < c->end && *c->p > 0x20 && *c->p != ':' &&
+		       *c->p != 0x7f)
+			c->p++;
+		if (c->p == name || !eat(c, ": "))
+			return bad(r, "bad key field (expected key.NAME: TEXT)");
+		if (r->nkey_offs + 2 > r->key_offs_cap) {
+			r->key_offs_cap = r->key_offs_cap ? r->key_offs_cap * 2 : 8;
+			r->key_offs = xrealloc(r->key_offs,
+					       r->key_offs_cap * sizeof(*r->key_offs));
+		}
+		r->key_offs[r->nkey_offs++] = arena_put(r, name,
+						       (size_t)(c->p - 2 - name));
+		if (parse_tag_text(r, c, &r->key_offs[r->nkey_offs++]) < 0)
+			return bad(r, "bad key value");
+	}
+	if (eat(c, "\tcallers: ") && parse_tag_text(r, c, &r->callers_off) < 0)
+		return bad(r, "bad callers");
+	return 0;
+}
+
 static int
 parse_event(struct fp_perf_reader *r, const char *line, size_t len)
 {
@@ -625,6 +701,8 @@ parse_event(struct fp_perf_reader *r, const char *line, size_t len)
 		r->initcall_off = arena_put_mfa(r, start, c.p, &mfa, c.p);
 		r->has_initcall = true;
 	}
+	if (parse_tags(r, &c) < 0)
+		return -EBADMSG;
 	if (c.p != c.end)
 		return bad(r, "unexpected text after the metrics");
 	return 0;
@@ -715,6 +793,16 @@ emit(struct fp_perf_reader *r, fp_perf_record_fn fn, void *data)
 	rec->nframes = (uint32_t)nframes;
 	rec->registered_name = r->has_regname ? r->arena + r->regname_off : NULL;
 	rec->initial_call = r->has_initcall ? r->arena + r->initcall_off : NULL;
+	rec->label = r->label_off != SIZE_MAX ? r->arena + r->label_off : NULL;
+	rec->callers = r->callers_off != SIZE_MAX ? r->arena + r->callers_off : NULL;
+	rec->nkeys = (uint32_t)(r->nkey_offs / 2);
+	r->key_ptrs = xrealloc(r->key_ptrs, (r->nkey_offs + 1) * sizeof(*r->key_ptrs));
+	for (size_t i = 0; i < rec->nkeys; i++) {
+		r->key_ptrs[i] = r->arena + r->key_offs[2 * i];
+		r->key_ptrs[rec->nkeys + i] = r->arena + r->key_offs[2 * i + 1];
+	}
+	rec->key_names = r->key_ptrs;
+	rec->key_values = r->key_ptrs + rec->nkeys;
 	return fn(data, rec);
 }
 

@@ -287,6 +287,28 @@ put_file(struct fp_perf_writer *w, const char *file)
 	}
 }
 
+/*
+ * A label, key value or callers list: UTF-8 as it is, but every byte
+ * that could end the field or the line, or split it for a reader that
+ * cuts at white space, escaped (docs/FORMAT.md "Labels and keys").
+ */
+static void
+put_tag(struct fp_perf_writer *w, const char *field, size_t flen,
+	const char *name, const char *text)
+{
+	putc_(w, '\t');
+	put(w, field, flen);
+	if (name)
+		puts_(w, name);
+	put(w, ": ", 2);
+	for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
+		if (*p <= 0x20 || *p == 0x7f || *p == '\\')
+			put_hex_escape(w, *p);
+		else
+			putc_(w, (char)*p);
+	}
+}
+
 static void
 put_frame(struct fp_perf_writer *w, const struct fp_frame *f)
 {
@@ -390,6 +412,14 @@ fp_perf_write_sample(struct fp_perf_writer *w, FILE *out,
 		puts_(w, "\tinitial_call: ");
 		put_mfa(w, &s->initial_call);
 	}
+	if (s->label)
+		put_tag(w, "label", 5, NULL, s->label);
+	for (size_t k = 0; k < s->nkeys && k < w->options.nkeys; k++) {
+		if (s->keys[k])
+			put_tag(w, "key.", 4, w->options.key_names[k], s->keys[k]);
+	}
+	if (s->callers)
+		put_tag(w, "callers", 7, NULL, s->callers);
 	putc_(w, '\n');
 	put_stack(w, s);
 	putc_(w, '\n');

@@ -161,7 +161,7 @@ node_helper_start(struct fp_node *node, unsigned timeout_ms)
 	ei_x_encode_list_header(&args, 5);
 	ei_x_encode_pid(&args, ei_self(&node->ec));
 	node_encode_ref(node, &args, node->helper_id, false);
-	node_encode_item_sets(&args);
+	node_encode_item_sets(node, &args);
 	ei_x_encode_long(&args, HELPER_TICK_MS);
 	ei_x_encode_long(&args, HELPER_FLUSH_MS);
 	ei_x_encode_empty_list(&args);

@@ -58,6 +58,14 @@ struct fp_node {
 	bool depth_attached;	/* the node's janitor holds our depth */
 	bool dict_keys;		/* process_info(P, {dictionary, Key}) works */
 	bool probing;		/* a badrpc answers a feature probe: no warning */
+	enum fp_label_source label_source;	/* probed at connect */
+	/* fp_node_set_extras(), and the items of the signalled list they
+	 * take on this connection, encoded once per connect */
+	char **keys, **logger_keys;
+	size_t nkeys, nlogger_keys;
+	bool callers;
+	ei_x_buff extra_items;
+	long nextra_items;
 
 	/* scan.c: the selection scan, parsed by the node */
 	char *scan_exprs;
@@ -104,7 +112,7 @@ node_encode_pid_list(struct fp_node *node, ei_x_buff *x,
 
 /* {Instant, Signalled, Probe}: the item lists a sample asks (node.c). */
 void
-node_encode_item_sets(ei_x_buff *x);
+node_encode_item_sets(const struct fp_node *node, ei_x_buff *x);
 
 /* helper.c: load and start the helper at connect (0, -ENOEXEC when the
  * node would not load the module, or as node_call()), stop it at

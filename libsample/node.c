@@ -106,6 +106,7 @@ fp_node_new(const char *target, const char *cookie)
 	}
 	ei_x_new(&node->rx);
 	ei_x_new(&node->tx);
+	ei_x_new(&node->extra_items);
 	return node;
 }
 
@@ -137,6 +138,49 @@ fp_node_set_give_up(struct fp_node *node, bool (*give_up)(void *data),
 	node->give_up_data = data;
 }
 
+static void
+free_names(char **names, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+}
+
+static char **
+copy_names(const char *const *names, size_t n)
+{
+	char **copy = n ? xzalloc(n * sizeof(*copy)) : NULL;
+
+	for (size_t i = 0; i < n; i++)
+		copy[i] = xstrdup(names[i]);
+	return copy;
+}
+
+void
+fp_node_set_extras(struct fp_node *node, const struct fp_extras *extras)
+{
+	free_names(node->keys, node->nkeys);
+	free_names(node->logger_keys, node->nlogger_keys);
+	node->keys = copy_names(extras->keys, extras->nkeys);
+	node->nkeys = extras->nkeys;
+	node->logger_keys = copy_names(extras->logger_keys, extras->nlogger_keys);
+	node->nlogger_keys = extras->nlogger_keys;
+	node->callers = extras->callers;
+}
+
+enum fp_label_source
+fp_node_label_source(const struct fp_node *node)
+{
+	return node->label_source;
+}
+
+bool
+fp_node_records_keys(const struct fp_node *node)
+{
+	return node->dict_keys &&
+	       (node->nkeys || node->nlogger_keys || node->callers);
+}
+
 void
 fp_node_destroy(struct fp_node *node)
 {
@@ -151,6 +195,9 @@ fp_node_destroy(struct fp_node *node)
 	free(node->target);
 	free(node->via_host);
 	free(node->scan_exprs);
+	free_names(node->keys, node->nkeys);
+	free_names(node->logger_keys, node->nlogger_keys);
+	ei_x_free(&node->extra_items);
 	free(node);
 }
 
@@ -1085,6 +1132,43 @@ encode_dict_key(ei_x_buff *x, const char *key)
 	ei_x_encode_atom(x, key);
 }
 
+/*
+ * The items the node's features and fp_node_set_extras() add to the
+ * signalled list. They read the process dictionary, which only the
+ * process itself may read: process_info answers them through a signal
+ * (measured: each costs a waiting process a reduction, as
+ * current_stacktrace does), so they ride in the list that already
+ * sends one, never in the instant list, and probes do without them.
+ */
+static void
+encode_extra_items(struct fp_node *node)
+{
+	ei_x_buff *x = &node->extra_items;
+	bool keys = node->dict_keys;
+
+	x->index = 0;
+	node->nextra_items = 0;
+	if (node->label_source == FP_LABEL_ITEM) {
+		ei_x_encode_atom(x, "label");
+		node->nextra_items++;
+	} else if (node->label_source == FP_LABEL_DICT) {
+		encode_dict_key(x, "$process_label");
+		node->nextra_items++;
+	}
+	for (size_t i = 0; keys && i < node->nkeys; i++) {
+		encode_dict_key(x, node->keys[i]);
+		node->nextra_items++;
+	}
+	if (keys && node->nlogger_keys) {
+		encode_dict_key(x, "$logger_metadata$");
+		node->nextra_items++;
+	}
+	if (keys && node->callers) {
+		encode_dict_key(x, "$callers");
+		node->nextra_items++;
+	}
+}
+
 static int
 setup_calls(struct fp_node *node, unsigned timeout_ms)
 {
@@ -1132,6 +1216,27 @@ setup_calls(struct fp_node *node, unsigned timeout_ms)
 	if (rc < 0 && rc != -EPROTO)
 		goto out;
 	node->dict_keys = rc == 0;
+
+	/* process_info(P, label) (OTP 27 and later) reads proc_lib's label;
+	 * before, it is '$process_label' in the dictionary, readable alone
+	 * where keys are. rex has none: the answer is undefined, not badarg.
+	 * A node that reads no key (before 26.2) has neither: not asked. */
+	node->label_source = FP_LABEL_NONE;
+	if (!node->dict_keys)
+		goto probed;
+	args.index = 0;
+	ei_x_encode_list_header(&args, 2);
+	ei_x_encode_pid(&args, &rex);
+	ei_x_encode_atom(&args, "label");
+	ei_x_encode_empty_list(&args);
+	node->probing = true;
+	rc = node_call(node, "erlang", "process_info", &args, timeout_ms, &reply);
+	node->probing = false;
+	if (rc < 0 && rc != -EPROTO)
+		goto out;
+	node->label_source = rc == 0 ? FP_LABEL_ITEM : FP_LABEL_DICT;
+probed:
+	encode_extra_items(node);
 
 	args_atom(&args, "wordsize");
 	rc = node_call(node, "erlang", "system_info", &args, timeout_ms, &reply);
@@ -1584,12 +1689,31 @@ encode_atoms(ei_x_buff *x, const char *const *atoms, size_t n, bool ic)
 	ei_x_encode_empty_list(x);
 }
 
+static void
+encode_signalled(const struct fp_node *node, ei_x_buff *x)
+{
+	size_t bytes = 6 + (size_t)node->extra_items.index;
+
+	if (!node->nextra_items) {
+		encode_atoms(x, signalled_items, NITEMS(signalled_items), false);
+		return;
+	}
+	for (size_t k = 0; k < NITEMS(signalled_items); k++)
+		bytes += 3 + strlen(signalled_items[k]);
+	node_x_reserve(x, bytes);
+	ei_x_encode_list_header(x, (long)NITEMS(signalled_items) + node->nextra_items);
+	for (size_t k = 0; k < NITEMS(signalled_items); k++)
+		ei_x_encode_atom(x, signalled_items[k]);
+	ei_x_append_buf(x, node->extra_items.buff, node->extra_items.index);
+	ei_x_encode_empty_list(x);
+}
+
 void
-node_encode_item_sets(ei_x_buff *x)
+node_encode_item_sets(const struct fp_node *node, ei_x_buff *x)
 {
 	ei_x_encode_tuple_header(x, 3);
 	encode_atoms(x, instant_items, NITEMS(instant_items), false);
-	encode_atoms(x, signalled_items, NITEMS(signalled_items), false);
+	encode_signalled(node, x);
 	encode_atoms(x, probe_items, NITEMS(probe_items), false);
 }
 
@@ -1629,7 +1753,8 @@ encode_sample_pids(struct fp_node *node, ei_x_buff *x, const struct fp_pid *pids
 }
 
 static void
-encode_item_lists(ei_x_buff *x, const enum fp_ask *asks, size_t n)
+encode_item_lists(const struct fp_node *node, ei_x_buff *x,
+		  const enum fp_ask *asks, size_t n)
 {
 	size_t lists = fp_node_sample_lists(asks, n);
 
@@ -1644,7 +1769,7 @@ encode_item_lists(ei_x_buff *x, const enum fp_ask *asks, size_t n)
 			}
 			encode_atoms(x, instant_items, NITEMS(instant_items),
 				     ask == FP_ASK_FULL_IC);
-			encode_atoms(x, signalled_items, NITEMS(signalled_items), false);
+			encode_signalled(node, x);
 		}
 	}
 	ei_x_encode_empty_list(x);
@@ -1683,7 +1808,7 @@ eval_sample_send(struct fp_node *node, const struct fp_pid *pids,
 	*id = ++node->next_id;
 	node_encode_ref(node, x, *id, true);
 	encode_sample_pids(node, x, pids, asks, n);
-	encode_item_lists(x, asks, n);
+	encode_item_lists(node, x, asks, n);
 	node->sampler_busy[k] = *id;
 	rc = ei_send_tmo(node->fd, to, x->buff, x->index, 10000);
 	if (rc < 0)
@@ -1706,7 +1831,7 @@ fp_node_sample_request(struct fp_node *node, const struct fp_pid *pids,
 	ei_x_encode_list_header(&args, 3);
 	encode_export_fun(&args, "erlang", "process_info", 2);
 	encode_sample_pids(node, &args, pids, asks, n);
-	encode_item_lists(&args, asks, n);
+	encode_item_lists(node, &args, asks, n);
 	ei_x_encode_empty_list(&args);
 	rc = node_rpc_send_timed(node, "lists", "zipwith", &args, id, true);
 	ei_x_free(&args);

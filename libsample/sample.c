@@ -38,6 +38,25 @@ struct ic_memo {
  * go (they may be asked again if they come back). */
 enum { IC_MEMO_MAX = 65536 };
 
+/*
+ * A dictionary value of a process as last seen: its bytes (when small
+ * enough to keep) and its text. Labels and request ids stay the same for
+ * many samples: a compare saves rendering the term again.
+ */
+struct tag_memo {
+	unsigned char *raw;	/* NULL: not kept, render every time */
+	size_t len;
+	char *text;		/* NULL: the process has none */
+};
+
+/* Bytes of a value kept to compare with; larger ones are rendered anew. */
+enum { TAG_RAW_MAX = 1024 };
+
+/* Where a value of a sample lies in the reply; end 0: not there. */
+struct tag_span {
+	uint32_t at, end;
+};
+
 struct proc_state {
 	bool have_prev;
 	bool ic_from_proc_lib;
@@ -53,6 +72,9 @@ struct proc_state {
 	 * sample) cost it one, after it was read. */
 	int64_t expect_reds;
 	bool idle;		/* the last sample found it had not run */
+	/* label, callers, the keys, the Logger map (raw only), the Logger
+	 * keys (text only): fp_sampler.ntags of them, or NULL */
+	struct tag_memo *tags;
 };
 
 /* Strings of one batch: chunks that never move. */
@@ -101,7 +123,17 @@ struct fp_sampler {
 	struct arena_chunk *arena;
 	size_t gone;
 	struct pidmap ic_memo;	/* struct ic_memo */
+
+	/* fp_sampler_set_extras() */
+	char **key_names;	/* nkeys dictionary keys, then nlogger */
+	size_t nkeys, nlogger;
+	size_t nspans;		/* per sample: label, callers, keys, map */
+	size_t ntags;		/* per process: nspans + nlogger */
+	struct tag_span *tag_spans;	/* nspans per sample */
+	const char **key_text;		/* nkeys + nlogger per sample */
 };
+
+enum { TAG_LABEL = 0, TAG_CALLERS = 1, TAG_KEYS = 2 };
 
 enum { ARENA_CHUNK = 64 * 1024 };
 enum { CACHE_BYTES = 8 * 1024 * 1024 };
@@ -155,11 +187,17 @@ arena_reset(struct fp_sampler *s)
 }
 
 static void
-proc_state_release(struct proc_state *st)
+proc_state_release(struct proc_state *st, size_t ntags)
 {
 	free(st->ic_module);
 	free(st->ic_function);
 	st->ic_module = st->ic_function = NULL;
+	for (size_t k = 0; st->tags && k < ntags; k++) {
+		free(st->tags[k].raw);
+		free(st->tags[k].text);
+	}
+	free(st->tags);
+	st->tags = NULL;
 }
 
 struct fp_sampler *
@@ -169,6 +207,8 @@ fp_sampler_new(void)
 
 	pidmap_init(&s->procs, sizeof(struct proc_state));
 	pidmap_init(&s->ic_memo, sizeof(struct ic_memo));
+	s->nspans = TAG_KEYS + 1;
+	s->ntags = s->nspans;
 	intern_init(&s->frame_cache);
 	intern_init(&s->stack_cache);
 	return s;
@@ -198,7 +238,7 @@ forget_all(struct fp_sampler *s)
 	void *v;
 
 	while (pidmap_next(&s->procs, &it, &key, &v))
-		proc_state_release(v);
+		proc_state_release(v, s->ntags);
 	pidmap_clear(&s->procs);
 	memo_clear(s);
 }
@@ -227,7 +267,33 @@ fp_sampler_destroy(struct fp_sampler *s)
 	free(s->stale);
 	free(s->stale_reds);
 	free(s->frames);
+	free(s->tag_spans);
+	free(s->key_text);
+	for (size_t k = 0; k < s->nkeys + s->nlogger; k++)
+		free(s->key_names[k]);
+	free(s->key_names);
 	free(s);
+}
+
+void
+fp_sampler_set_extras(struct fp_sampler *s, const struct fp_extras *e)
+{
+	forget_all(s);
+	for (size_t k = 0; k < s->nkeys + s->nlogger; k++)
+		free(s->key_names[k]);
+	free(s->key_names);
+	s->nkeys = e->nkeys;
+	s->nlogger = e->nlogger_keys;
+	s->key_names = xzalloc((s->nkeys + s->nlogger + 1) * sizeof(char *));
+	for (size_t k = 0; k < s->nkeys; k++)
+		s->key_names[k] = xstrdup(e->keys[k]);
+	for (size_t k = 0; k < s->nlogger; k++)
+		s->key_names[s->nkeys + k] = xstrdup(e->logger_keys[k]);
+	s->nspans = TAG_KEYS + s->nkeys + 1;
+	s->ntags = s->nspans + s->nlogger;
+	free(s->tag_spans);
+	s->tag_spans = NULL;
+	s->samples_cap = 0;	/* grow_per_sample() sizes the spans anew */
 }
 
 void
@@ -257,10 +323,11 @@ fp_sampler_retain(struct fp_sampler *s, const struct fp_pid *pids, size_t n)
 			       st, sizeof(*st));
 			/* ownership of the strings moved to keep */
 			st->ic_module = st->ic_function = NULL;
+			st->tags = NULL;
 		}
 	}
 	while (pidmap_next(&s->procs, &it, &key, &v))
-		proc_state_release(v);
+		proc_state_release(v, s->ntags);
 	pidmap_release(&s->procs);
 	s->procs = keep;
 }
@@ -346,7 +413,8 @@ static int
 set_initial_call(struct proc_state *st, const char *m, const char *f,
 		 uint32_t arity)
 {
-	proc_state_release(st);
+	free(st->ic_module);
+	free(st->ic_function);
 	st->ic_module = xstrdup(m);
 	st->ic_function = xstrdup(f);
 	st->ic_arity = arity;
@@ -986,11 +1054,71 @@ static const struct {
 #undef INT_ITEM
 };
 
+/* Which span a dictionary key's value goes to, or -1. */
+static int
+tag_slot(const struct fp_sampler *s, const char *key, size_t n)
+{
+	if (ATOM_IS(key, n, "$process_label"))
+		return TAG_LABEL;
+	if (ATOM_IS(key, n, "$callers"))
+		return TAG_CALLERS;
+	if (ATOM_IS(key, n, "$logger_metadata$"))
+		return (int)(TAG_KEYS + s->nkeys);
+	for (size_t k = 0; k < s->nkeys; k++) {
+		if (etf_atom_is(key, n, s->key_names[k], strlen(s->key_names[k])))
+			return (int)(TAG_KEYS + k);
+	}
+	return -1;
+}
+
+/* The value's place, taken at once: its text is made only when it
+ * differs from the process's last (apply_tags()). */
+static int
+take_span(const struct fp_sampler *s, const char *buf, int *index,
+	  struct tag_span *span)
+{
+	int at = *index;
+
+	if (skip(s, buf, index) < 0)
+		return -EBADMSG;
+	if (span) {
+		span->at = (uint32_t)at;
+		span->end = (uint32_t)*index;
+	}
+	return 0;
+}
+
+/* {{dictionary, Key}, Value}: 1 when the element is one (and taken) */
+static int
+read_dict_item(struct fp_sampler *s, const char *buf, int *index,
+	       struct tag_span *spans)
+{
+	const unsigned char *b = (const unsigned char *)buf;
+	size_t p = (size_t)*index, n;
+	const char *name;
+	int slot;
+
+	if (s->len - p < 4 || b[p] != ERL_SMALL_TUPLE_EXT || b[p + 1] != 2 ||
+	    b[p + 2] != ERL_SMALL_TUPLE_EXT || b[p + 3] != 2)
+		return 0;
+	p += 4;
+	if (etf_atom(b, s->len, &p, &name, &n) < 0 ||
+	    !ATOM_IS(name, n, "dictionary") ||
+	    etf_atom(b, s->len, &p, &name, &n) < 0)
+		return -EBADMSG;
+	slot = tag_slot(s, name, n);
+	*index = (int)p;
+	if (take_span(s, buf, index, slot >= 0 ? &spans[slot] : NULL) < 0)
+		return -EBADMSG;
+	return 1;
+}
+
 /* One element of the zipwith result: undefined, or [{Item, Value}]. */
 static int
 decode_one(struct fp_sampler *s, const char *buf, int *index,
 	   struct fp_sample *smp, unsigned wordsize,
-	   const struct cached_stack *prev, const struct cached_stack **used)
+	   const struct cached_stack *prev, const struct cached_stack **used,
+	   struct tag_span *spans)
 {
 	static const char *const gc_keys[] = { "minor_gcs" };
 	static const char *const gci_keys[] = { "bin_vheap_size",
@@ -1011,7 +1139,15 @@ decode_one(struct fp_sampler *s, const char *buf, int *index,
 		const char *item;
 		bool done = false;
 		size_t n;
+		int rc;
 
+		/* the dictionary's items come last and only where asked:
+		 * one compare of four bytes for the others */
+		rc = read_dict_item(s, buf, index, spans);
+		if (rc < 0)
+			return -EBADMSG;
+		if (rc)
+			continue;
 		if (read_keyed(s, buf, index, tmp, &item, &n) < 0)
 			return -EBADMSG;
 
@@ -1056,6 +1192,9 @@ decode_one(struct fp_sampler *s, const char *buf, int *index,
 			    __builtin_mul_overflow(v[0], (int64_t)wordsize, &v[0]))
 				v[0] = INT64_MAX;
 			smp->value[FP_METRIC_BINARY_BYTES] = v[0];
+		} else if (ATOM_IS(item, n, "label")) {
+			if (take_span(s, buf, index, &spans[TAG_LABEL]) < 0)
+				return -EBADMSG;
 		} else if (ATOM_IS(item, n, "initial_call")) {
 			uint32_t arity;
 
@@ -1073,15 +1212,292 @@ decode_one(struct fp_sampler *s, const char *buf, int *index,
 	return read_tail(s, buf, index, count) < 0 ? -EBADMSG : 1;
 }
 
+/* Cut @len bytes of UTF-8 at FP_TAG_MAX, on a character's start. */
+static size_t
+tag_cut(const char *text, size_t len)
+{
+	if (len <= FP_TAG_MAX)
+		return len;
+	len = FP_TAG_MAX;
+	while (len && ((unsigned char)text[len] & 0xc0) == 0x80)
+		len--;
+	return len;
+}
+
+/* Well-formed UTF-8 without control characters: an Elixir string
+ * written as it is (overlong forms and surrogates count as binary). */
+static bool
+printable_utf8(const unsigned char *p, size_t n)
+{
+	for (size_t i = 0; i < n;) {
+		unsigned c = p[i], len, cp;
+
+		if (c < 0x20 || c == 0x7f)
+			return false;
+		if (c < 0x80) {
+			i++;
+			continue;
+		}
+		len = c >= 0xf0 && c < 0xf5 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c < 0xe0 ? 2 : 0;
+		if (!len || c >= 0xf5 || n - i < len)
+			return false;
+		cp = c & (0xff >> (len + 1));
+		for (unsigned k = 1; k < len; k++) {
+			if ((p[i + k] & 0xc0) != 0x80)
+				return false;
+			cp = (cp << 6) | (p[i + k] & 0x3f);
+		}
+		if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp < 0xe000))) ||
+		    (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+			return false;
+		i += len;
+	}
+	return true;
+}
+
+/* ei prints "{a, 1}": drop the space after each comma outside quotes,
+ * so that a label reads as Erlang's io_lib:format("~w") writes it. */
 static void
-apply_history(struct fp_sampler *s, struct fp_sample *smp,
+compact_printed(char *text)
+{
+	char quote = 0, *out = text;
+
+	for (const char *p = text; *p; p++) {
+		if (quote) {
+			if (*p == '\\' && p[1]) {
+				*out++ = *p++;
+			} else if (*p == quote) {
+				quote = 0;
+			}
+		} else if (*p == '"' || *p == '\'') {
+			quote = *p;
+		} else if (*p == ' ' && p > text && p[-1] == ',') {
+			continue;
+		}
+		*out++ = *p;
+	}
+	*out = '\0';
+}
+
+/* Terms larger than this are named by their size, not printed. */
+enum { TAG_PRINT_MAX = 64 * 1024 };
+
+/*
+ * A value as text: atoms, integers and printable UTF-8 binaries (Elixir
+ * strings) as they are, anything else as Erlang prints it. NULL for
+ * undefined (no label, no such key) and [] (no callers). The caller owns
+ * the result.
+ */
+static char *
+render_tag(const struct fp_sampler *s, const char *buf, struct tag_span span)
+{
+	char atom[MAXATOMLEN_UTF8], *out = NULL, *printed = NULL;
+	int index = (int)span.at, type, size;
+	long long ll;
+
+	if (guard(s, buf, index) < 0 || ei_get_type(buf, &index, &type, &size) < 0)
+		return NULL;
+	if (is_atom_type(type)) {
+		if (node_decode_atom(buf, &index, atom) < 0 ||
+		    strcmp(atom, "undefined") == 0)
+			return NULL;
+		return xstrdup(atom);
+	}
+	if (type == ERL_NIL_EXT)
+		return NULL;
+	if ((type == ERL_SMALL_INTEGER_EXT || type == ERL_INTEGER_EXT ||
+	     type == ERL_SMALL_BIG_EXT) &&
+	    ei_decode_longlong(buf, &index, &ll) == 0) {
+		out = xzalloc(24);
+		snprintf(out, 24, "%lld", ll);
+		return out;
+	}
+	if (type == ERL_BINARY_EXT && size >= 0 && span.end - span.at == 5u + (unsigned)size &&
+	    printable_utf8((const unsigned char *)buf + span.at + 5, (size_t)size)) {
+		size_t n = tag_cut(buf + span.at + 5, (size_t)size);
+
+		out = xzalloc(n + 1);
+		memcpy(out, buf + span.at + 5, n);
+		return out;
+	}
+	if (span.end - span.at > TAG_PRINT_MAX) {
+		out = xzalloc(48);
+		snprintf(out, 48, "#term<%u bytes>", span.end - span.at);
+		return out;
+	}
+	index = (int)span.at;
+	if (ei_s_print_term(&printed, buf, &index) < 0 || !printed) {
+		free(printed);
+		return NULL;
+	}
+	compact_printed(printed);
+	printed[tag_cut(printed, strlen(printed))] = '\0';
+	return printed;
+}
+
+/* '$callers', a list of pids: "<0.1.2>,<0.3.4>" as far as fits. */
+static char *
+render_callers(const struct fp_sampler *s, const char *buf, struct tag_span span)
+{
+	char text[FP_TAG_MAX + 1];
+	int index = (int)span.at, count, type, size;
+	size_t len = 0;
+
+	text[0] = '\0';
+	if (guard(s, buf, index) < 0 ||
+	    ei_get_type(buf, &index, &type, &size) < 0 || type != ERL_LIST_EXT ||
+	    ei_decode_list_header(buf, &index, &count) < 0)
+		return NULL;
+	for (int i = 0; i < count; i++) {
+		struct fp_pid pid;
+		char one[48];
+		int n;
+
+		if (ei_get_type(buf, &index, &type, &size) < 0)
+			break;
+		if (type != ERL_PID_EXT && type != ERL_NEW_PID_EXT) {
+			if (node_skip_term(buf, &index) < 0)
+				break;
+			continue;
+		}
+		if (node_decode_pid(buf, &index, &pid) < 0)
+			break;
+		n = snprintf(one, sizeof(one), "%s<0.%u.%u>", len ? "," : "",
+			     pid.num, pid.serial);
+		if (n < 0 || len + (size_t)n > FP_TAG_MAX)
+			break;
+		memcpy(text + len, one, (size_t)n + 1);
+		len += (size_t)n;
+	}
+	return len ? xstrdup(text) : NULL;
+}
+
+/* Logger key @k of the metadata map at @span into @memo's text. */
+static void
+render_logger_key(const struct fp_sampler *s, const char *buf,
+		  struct tag_span span, const char *key, struct tag_memo *memo)
+{
+	char atom[MAXATOMLEN_UTF8];
+	int index = (int)span.at, type, size, arity;
+
+	free(memo->text);
+	memo->text = NULL;
+	if (!span.end || guard(s, buf, index) < 0 ||
+	    ei_get_type(buf, &index, &type, &size) < 0 || type != ERL_MAP_EXT ||
+	    ei_decode_map_header(buf, &index, &arity) < 0)
+		return;
+	for (int i = 0; i < arity; i++) {
+		bool match = false;
+		int at;
+
+		if (ei_get_type(buf, &index, &type, &size) < 0)
+			return;
+		if (is_atom_type(type)) {
+			if (node_decode_atom(buf, &index, atom) < 0)
+				return;
+			match = strcmp(atom, key) == 0;
+		} else if (node_skip_term(buf, &index) < 0) {
+			return;
+		}
+		at = index;
+		if (node_skip_term(buf, &index) < 0)
+			return;
+		if (match) {
+			struct tag_span v = { (uint32_t)at, (uint32_t)index };
+
+			memo->text = render_tag(s, buf, v);
+			return;
+		}
+	}
+}
+
+/* Whether @memo still holds the value at @span; if not, it takes it. */
+static bool
+memo_same(struct tag_memo *memo, const char *buf, struct tag_span span)
+{
+	size_t len = span.end - span.at;
+
+	if (memo->raw && memo->len == len &&
+	    memcmp(memo->raw, buf + span.at, len) == 0)
+		return true;
+	free(memo->raw);
+	memo->raw = NULL;
+	memo->len = len;
+	if (len <= TAG_RAW_MAX) {
+		memo->raw = xzalloc(len + 1);
+		memcpy(memo->raw, buf + span.at, len);
+	}
+	return false;
+}
+
+/*
+ * The label, callers and keys of sample @i: rendered from the reply where
+ * they changed since the process's last sample, else its last text; a
+ * reused probe, which asked none of them, keeps its last.
+ */
+static void
+apply_tags(struct fp_sampler *s, const char *buf, size_t i,
+	   struct proc_state *st, bool reused)
+{
+	struct fp_sample *smp = &s->samples[i];
+	const struct tag_span *spans = &s->tag_spans[i * s->nspans];
+	size_t nk = s->nkeys + s->nlogger, map = TAG_KEYS + s->nkeys;
+	const char **keys = &s->key_text[i * nk];
+
+	if (!st->tags)
+		st->tags = xzalloc(s->ntags * sizeof(*st->tags));
+	if (!reused) {
+		for (size_t k = 0; k < s->nspans; k++) {
+			struct tag_memo *m = &st->tags[k];
+
+			if (!spans[k].end) {
+				free(m->raw);
+				free(m->text);
+				m->raw = NULL;
+				m->text = NULL;
+				if (k == map) {
+					for (size_t l = 0; l < s->nlogger; l++) {
+						free(st->tags[s->nspans + l].text);
+						st->tags[s->nspans + l].text = NULL;
+					}
+				}
+				continue;
+			}
+			if (memo_same(m, buf, spans[k]))
+				continue;
+			if (k == map) {
+				for (size_t l = 0; l < s->nlogger; l++)
+					render_logger_key(s, buf, spans[k],
+							  s->key_names[s->nkeys + l],
+							  &st->tags[s->nspans + l]);
+				continue;
+			}
+			free(m->text);
+			m->text = k == TAG_CALLERS ? render_callers(s, buf, spans[k]) :
+						     render_tag(s, buf, spans[k]);
+		}
+	}
+	smp->label = st->tags[TAG_LABEL].text;
+	smp->callers = st->tags[TAG_CALLERS].text;
+	for (size_t k = 0; k < s->nkeys; k++)
+		keys[k] = st->tags[TAG_KEYS + k].text;
+	for (size_t l = 0; l < s->nlogger; l++)
+		keys[s->nkeys + l] = st->tags[s->nspans + l].text;
+	smp->keys = nk ? keys : NULL;
+	smp->nkeys = (uint32_t)nk;
+}
+
+static void
+apply_history(struct fp_sampler *s, const char *buf, size_t i,
 	      const struct cached_stack *stack, bool reused)
 {
+	struct fp_sample *smp = &s->samples[i];
 	int64_t reds = smp->value[FP_METRIC_REDUCTIONS];
 	struct proc_state *st;
 	bool created;
 
 	st = pidmap_insert(&s->procs, fp_pid_key(smp->pid), &created);
+	apply_tags(s, buf, i, st, reused);
 	st->last_stack = stack;
 	st->last_gen = s->cache_gen;
 	st->idle = reused || (st->have_prev && reds == st->expect_reds);
@@ -1179,6 +1595,9 @@ grow_per_sample(struct fp_sampler *s, size_t n)
 	s->sample_reused = xrealloc(s->sample_reused, n * sizeof(*s->sample_reused));
 	s->stale = xrealloc(s->stale, n * sizeof(*s->stale));
 	s->stale_reds = xrealloc(s->stale_reds, n * sizeof(*s->stale_reds));
+	s->tag_spans = xrealloc(s->tag_spans, n * s->nspans * sizeof(*s->tag_spans));
+	s->key_text = xrealloc(s->key_text, (n * (s->nkeys + s->nlogger) + 1) *
+					    sizeof(*s->key_text));
 }
 
 /* A process running or waiting to: asking it for its stack cost a signal
@@ -1228,10 +1647,12 @@ fp_sampler_decode(struct fp_sampler *s, const struct fp_reply *reply,
 							  fp_pid_key(pids[i]));
 		const struct cached_stack *prev = NULL;
 		bool probe = asks && asks[i] == FP_ASK_PROBE;
+		struct tag_span *spans = &s->tag_spans[s->nsamples * s->nspans];
 
 		if (st && st->last_gen == s->cache_gen)
 			prev = st->last_stack;
 		memset(smp, 0, sizeof(*smp));
+		memset(spans, 0, s->nspans * sizeof(*spans));
 		smp->pid = pids[i];
 		smp->time_us = time_us;
 		s->frame_start[s->nsamples] = s->nframes;
@@ -1239,7 +1660,7 @@ fp_sampler_decode(struct fp_sampler *s, const struct fp_reply *reply,
 		s->sample_reused[s->nsamples] = false;
 		if (probe) {
 			rc = decode_one(s, buf, &index, smp, wordsize, NULL,
-					&s->sample_stack[s->nsamples]);
+					&s->sample_stack[s->nsamples], spans);
 			if (rc < 0)
 				goto fail;
 			/* a stack has no business in a probe's answer */
@@ -1264,7 +1685,8 @@ fp_sampler_decode(struct fp_sampler *s, const struct fp_reply *reply,
 		if (asks || pairs) {
 			const struct cached_stack *unused = NULL;
 
-			rc = decode_one(s, buf, &index, smp, wordsize, NULL, &unused);
+			rc = decode_one(s, buf, &index, smp, wordsize, NULL, &unused,
+					spans);
 			if (rc < 0)
 				goto fail;
 			if (rc == 0) {
@@ -1277,7 +1699,7 @@ fp_sampler_decode(struct fp_sampler *s, const struct fp_reply *reply,
 			}
 		}
 		rc = decode_one(s, buf, &index, smp, wordsize, prev,
-				&s->sample_stack[s->nsamples]);
+				&s->sample_stack[s->nsamples], spans);
 		if (rc < 0)
 			goto fail;
 		if (rc == 0) {
@@ -1297,8 +1719,7 @@ fp_sampler_decode(struct fp_sampler *s, const struct fp_reply *reply,
 	for (size_t i = 0; i < s->nsamples; i++) {
 		s->samples[i].frames = s->samples[i].nframes ?
 				       s->frames + s->frame_start[i] : NULL;
-		apply_history(s, &s->samples[i], s->sample_stack[i],
-			      s->sample_reused[i]);
+		apply_history(s, buf, i, s->sample_stack[i], s->sample_reused[i]);
 		if (!s->sample_reused[i] &&
 		    in_run_queue(s->samples[i].status))
 			s->running++;

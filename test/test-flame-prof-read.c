@@ -42,6 +42,12 @@ collect(void *data, const struct fp_perf_record *rec)
 	fprintf(d->f, " reg=%s init=%s\n",
 		rec->registered_name ? rec->registered_name : "-",
 		rec->initial_call ? rec->initial_call : "-");
+	if (rec->label || rec->callers || rec->nkeys) {
+		fprintf(d->f, "  tags label=[%s]", rec->label ? rec->label : "-");
+		for (uint32_t i = 0; i < rec->nkeys; i++)
+			fprintf(d->f, " key.%s=[%s]", rec->key_names[i], rec->key_values[i]);
+		fprintf(d->f, " callers=[%s]\n", rec->callers ? rec->callers : "-");
+	}
 	for (uint32_t i = 0; i < rec->nframes; i++)
 		fprintf(d->f, "  %s (%s)\n", rec->frames[i], rec->files[i]);
 	d->count++;
@@ -185,6 +191,9 @@ START_TEST(writer_golden)
 	}
 	if (_i >= 2)
 		fp_assert(strstr(d.text, "  lists:foldl_1/3:1263 (lists.erl)\n") != NULL);
+	/* label, keys and callers unescaped; a key without a value absent */
+	fp_assert(strstr(d.text, "  tags label=[{rw_pool,1}] key.request_id=[req 7\\\t\xc3\xa9] "
+				 "callers=[<0.101.0>,<0.90.0>]\n") != NULL);
 	free(d.text);
 	free(path);
 }

@@ -41,7 +41,12 @@ fill(struct fp_sample *s, const struct fp_frame *frames, uint32_t n)
 static char *
 render(bool lines, bool erlang_names)
 {
-	struct fp_perf_options o = { .lines = lines, .erlang_names = erlang_names };
+	static const char *const key_names[] = { "tenant", "request_id" };
+	static const char *const keys_b[] = { NULL, "req 7\\\t\xc3\xa9" };
+	struct fp_perf_options o = {
+		.lines = lines, .erlang_names = erlang_names,
+		.key_names = key_names, .nkeys = 2,
+	};
 	struct fp_perf_writer *w = fp_perf_writer_new(&o);
 	struct fp_sample s;
 	char *buf = NULL;
@@ -69,6 +74,11 @@ render(bool lines, bool erlang_names)
 	s.time_us = 1795247790000001ULL;
 	s.status = FP_STATUS_WAITING;
 	s.registered_name = "Elixir.Registry";
+	/* labels and keys escaped: space, tab, backslash; UTF-8 kept */
+	s.label = "{rw_pool,1}";
+	s.keys = keys_b;
+	s.nkeys = 2;
+	s.callers = "<0.101.0>,<0.90.0>";
 	fp_assert_int_eq(fp_perf_write_sample(w, f, &s), 0);
 
 	fill(&s, NULL, 0);	/* an empty stack still makes a sample */

@@ -200,6 +200,98 @@ START_TEST(decode_sample)
 END_TEST
 
 /* [{status, S}] as the first of a pair */
+/* [{status, _}, {label, L}, {{dictionary, K}, V}...]: @label NULL for
+ * undefined */
+static void
+enc_tagged(ei_x_buff *x, const char *label, const char *rid)
+{
+	ei_x_encode_list_header(x, 1);
+	ei_x_encode_list_header(x, 6);
+	ei_x_encode_tuple_header(x, 2);
+	ei_x_encode_atom(x, "status");
+	ei_x_encode_atom(x, "waiting");
+	ei_x_encode_tuple_header(x, 2);
+	ei_x_encode_atom(x, "label");
+	if (label) {
+		ei_x_encode_tuple_header(x, 2);
+		ei_x_encode_atom(x, label);
+		ei_x_encode_long(x, 1);
+	} else {
+		ei_x_encode_atom(x, "undefined");
+	}
+	/* a key asked for, a binary (an Elixir string) */
+	ei_x_encode_tuple_header(x, 2);
+	ei_x_encode_tuple_header(x, 2);
+	ei_x_encode_atom(x, "dictionary");
+	ei_x_encode_atom(x, "tenant");
+	ei_x_encode_binary(x, "acme corp", 9);
+	/* a key not asked for: skipped */
+	ei_x_encode_tuple_header(x, 2);
+	ei_x_encode_tuple_header(x, 2);
+	ei_x_encode_atom(x, "dictionary");
+	ei_x_encode_atom(x, "other");
+	ei_x_encode_long(x, 5);
+	ei_x_encode_tuple_header(x, 2);
+	ei_x_encode_tuple_header(x, 2);
+	ei_x_encode_atom(x, "dictionary");
+	ei_x_encode_atom(x, "$logger_metadata$");
+	ei_x_encode_map_header(x, 2);
+	ei_x_encode_atom(x, "domain");
+	ei_x_encode_list_header(x, 1);
+	ei_x_encode_atom(x, "elixir");
+	ei_x_encode_empty_list(x);
+	ei_x_encode_atom(x, "request_id");
+	ei_x_encode_binary(x, rid, (long)strlen(rid));
+	ei_x_encode_tuple_header(x, 2);
+	ei_x_encode_tuple_header(x, 2);
+	ei_x_encode_atom(x, "dictionary");
+	ei_x_encode_atom(x, "$callers");
+	ei_x_encode_list_header(x, 2);
+	enc_pid(x, 101);
+	enc_pid(x, 90);
+	ei_x_encode_empty_list(x);
+	ei_x_encode_empty_list(x);
+	ei_x_encode_empty_list(x);
+}
+
+/* Labels, keys, Logger metadata keys and callers: rendered once, kept
+ * while the bytes stay, dropped when the process has none any more. */
+START_TEST(decode_tags)
+{
+	static const char *const keys[] = { "tenant", "absent" };
+	static const char *const logger_keys[] = { "request_id" };
+	struct fp_extras e = { .keys = keys, .nkeys = 2, .logger_keys = logger_keys,
+			       .nlogger_keys = 1, .callers = true };
+	struct fp_sampler *s = fp_sampler_new();
+	struct fp_pid pid = { 80, 0 };
+	const struct fp_sample *out;
+	struct fp_reply r;
+	ei_x_buff x;
+	size_t n;
+
+	fp_sampler_set_extras(s, &e);
+	for (int round = 0; round < 3; round++) {
+		ei_x_new_with_version(&x);
+		enc_tagged(&x, round < 2 ? "rw_pool" : NULL, round ? "req-8" : "req-7");
+		r = reply_of(&x);
+		fp_assert_int_eq(fp_sampler_decode(s, &r, &pid, NULL, 1, 42, 8), 1);
+		out = fp_sampler_samples(s, &n);
+		fp_assert_int_eq(n, 1);
+		if (round < 2)
+			fp_assert_str_eq(out[0].label, "{rw_pool,1}");
+		else
+			fp_assert_ptr_null(out[0].label);
+		fp_assert_int_eq(out[0].nkeys, 3);
+		fp_assert_str_eq(out[0].keys[0], "acme corp");
+		fp_assert_ptr_null(out[0].keys[1]);
+		fp_assert_str_eq(out[0].keys[2], round ? "req-8" : "req-7");
+		fp_assert_str_eq(out[0].callers, "<0.101.0>,<0.90.0>");
+		ei_x_free(&x);
+	}
+	fp_sampler_destroy(s);
+}
+END_TEST
+
 static void
 enc_status(ei_x_buff *x, const char *status)
 {
@@ -1842,6 +1934,7 @@ suite(void)
 	tc = tcase_create("decode");
 	tcase_add_test(tc, decode_sample);
 	tcase_add_test(tc, decode_pairs);
+	tcase_add_test(tc, decode_tags);
 	tcase_add_test(tc, decode_probe);
 	tcase_add_loop_test(tc, decode_probe_stale, 0, 10);
 	tcase_add_test(tc, decode_probe_mixed);

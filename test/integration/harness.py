@@ -805,6 +805,7 @@ EVENT_RE = re.compile(r"^(?P<status>[a-z_]+) (?P<pid>\d+\.\d+\.\d+) \[000\] "
                       r"(?P<ts>\d+\.\d{6}): cpu-clock:(?P<rest>\t.*)?$")
 METRIC_RE = re.compile(r"^metric_erlang_(?P<name>[a-z_]+): (?P<value>\d+), (?P<delta>-?\d+)$")
 REGNAME_RE = re.compile(r"^registered_name: (?P<atom>%s|%s)$" % (ATOM, ALIAS))
+TAG_RE = re.compile(r"^(?P<name>label|callers|key\.[A-Za-z0-9_@.$-]+): (?P<text>[^\x00-\x20\x7f]+)$")
 INITCALL_RE = re.compile(r"^initial_call: (?P<mfa>(?P<m>%s):(?P<f>%s)/(?P<a>\d+)|%s)$"
                          % (ATOM, ATOM, EX_MFA))
 FRAME_RE = re.compile(r"^\t(?P<addr>[0-9a-fA-F]{16}) "
@@ -917,6 +918,18 @@ def parse_perf(path):
                 _check_atom(mm.group("f"), path)
                 cur["fields"]["initial_call"] = mm.group("mfa")
                 rest = rest[1:]
+            # label, key.NAME, callers (docs/FORMAT.md "Labels and keys")
+            for want in ("label", "key.", "callers"):
+                while rest and rest[0].startswith(want):
+                    mm = TAG_RE.match(rest[0])
+                    if not mm or (want != "key." and mm.group("name") != want):
+                        err(i, "bad %s field %r" % (want, rest[0]))
+                    cur["fields"][mm.group("name")] = re.sub(
+                        r"\\x([0-9A-F]{2})", lambda e: chr(int(e.group(1), 16)),
+                        mm.group("text"))
+                    rest = rest[1:]
+                    if want != "key.":
+                        break
             if rest:
                 err(i, "unexpected fields %r" % rest)
             continue

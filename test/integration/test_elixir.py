@@ -2,7 +2,7 @@
 """Frames of Elixir modules read in the Elixir form, on a node running Elixir.
 
 A node with Elixir's stdlib on its path (-pa /usr/lib/elixir/lib/elixir/ebin,
-Debian's `elixir`) runs test/elixir/rw_ex.ex, compiled with elixirc when the
+Debian's `elixir`) runs bench/elixir/rw_ex.ex, compiled with elixirc when the
 test runs: a GenServer (RwEx.Counter) called in a loop by two clients, and a
 process spinning in anonymous functions (RwEx.Spin). Skipped with a message
 when elixirc or Elixir's ebin is missing.
@@ -21,6 +21,17 @@ flame_profd by default:
 flame_profd --erlang-names: the file has the Erlang form ('Elixir.RwEx.
 Counter':handle_call/3), frame_names=erlang; flame_prof reads it in the
 Elixir form by default and in the Erlang form with --erlang-names.
+
+Labels and request ids (the labelled pool and the Task pipeline of
+bench/elixir/rw_ex.ex started too):
+  * --name RwEx.Counter alone (--top 0) samples the GenServer and nothing else;
+  * with --logger-key request_id --callers, on a node with labels (OTP 27
+    and later; Debian's Elixir runs on 25 and 27): the pool's samples carry
+    label {rw_pool,N}; `flame_prof top --where label~rw_pool` shows only
+    RwEx.Pool's stacks, `--where request_id=req-N` only that request's
+    (RwEx.Pipeline) and as many samples as the file holds with that id, and
+    the Tasks' callers are the pipeline process. On OTP 25 the node note says
+    labels=no keys=unavailable and nothing is recorded.
 """
 import os
 import shutil
@@ -33,7 +44,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
 
 ELIXIR_EBIN = os.environ.get("FP_ELIXIR_EBIN", "/usr/lib/elixir/lib/elixir/ebin")
-SRC = os.path.join(h.REPO, "test", "elixir", "rw_ex.ex")
+LOGGER_EBIN = os.path.join(os.path.dirname(os.path.dirname(ELIXIR_EBIN)), "logger", "ebin")
+SRC = os.path.join(h.REPO, "bench", "elixir", "rw_ex.ex")
 SVG = "{http://www.w3.org/2000/svg}"
 
 
@@ -59,6 +71,11 @@ def compile_workload():
     d = h.mkdtemp("rw_ex_")
     r = subprocess.run([elixirc, "-o", d, SRC], capture_output=True, text=True,
                        timeout=300, env=h.child_env(HOME=d))
+    if r.returncode != 0 and "please re-compile this module" in r.stdout + r.stderr:
+        # elixirc runs on the erl of PATH: Debian's Elixir 1.14 (compiled by
+        # OTP 24) loads on OTP 25 and 27, not on 29
+        raise h.Skip("the erl on PATH cannot load Debian's Elixir (%s): it runs on "
+                     "OTP 25 and 27" % shutil.which("erl"))
     if r.returncode != 0:
         h.fail("elixirc %s failed:\n%s%s" % (SRC, r.stdout, r.stderr))
     return d
@@ -140,7 +157,15 @@ def check_flamescope(t, out, files):
 
 def main(t):
     ebin = compile_workload()
-    node = h.start_node(demo=False, erl_args=["-pa", ELIXIR_EBIN, "-pa", ebin])
+    node = h.start_node(demo=False, erl_args=["-pa", ELIXIR_EBIN, "-pa", LOGGER_EBIN,
+                                              "-pa", ebin])
+    loads = node.eval("case code:ensure_loaded('Elixir.Kernel') of "
+                      "{module, _} -> ok; Other -> Other end")
+    if loads != "ok":
+        otp = node.eval("erlang:system_info(otp_release)")
+        node.stop()
+        raise h.Skip("this node (OTP %s) cannot load Elixir's .beam files from %s (%s): "
+                     "Debian's Elixir 1.14 runs on OTP 25 and 27" % (otp, ELIXIR_EBIN, loads))
     t.eq(node.eval("{ok, _} = application:ensure_all_started(elixir), "
                    "'Elixir.RwEx':start()"), "ok", "the Elixir workload started")
 
@@ -177,7 +202,72 @@ def main(t):
     t.check("'Elixir.RwEx.Counter':handle_call/3" in top and "RwEx.Counter.handle" not in
             top.replace("'Elixir.RwEx.Counter':handle", ""),
             "flame_prof top --erlang-names: the Erlang form", top[:2000])
+    check_labels(t, node)
     node.stop()
+
+
+def check_labels(t, node):
+    t.eq(node.eval("'Elixir.RwEx.Pool':start(3), 'Elixir.RwEx.Pipeline':start(), ok"),
+         "ok", "the labelled pool and the Task pipeline started")
+    otp = int(node.eval("list_to_integer(erlang:system_info(otp_release))"))
+
+    out = h.mkdtemp("out_")
+    args = h.daemon_args(node, out, top=0, name="RwEx.Counter", rate=20, every="1s",
+                         duration="3s", compress="none")
+    rc, _, se = h.run_daemon(args, timeout=60)
+    t.eq(rc, 0, "--name RwEx.Counter: exit code 0")
+    files = h.check_output(t, out, node, min_samples=10)
+    regs = set(s["fields"].get("registered_name") for f in files for s in f.samples)
+    t.eq(regs, {"RwEx.Counter"}, "--name RwEx.Counter: only the GenServer sampled")
+
+    out = h.mkdtemp("out_")
+    args = h.daemon_args(node, out, top=20, rate=20, every="1s", duration="6s",
+                         compress="none", logger_key="request_id", callers=True)
+    rc, _, se = h.run_daemon(args, timeout=60)
+    t.eq(rc, 0, "--logger-key --callers: exit code 0")
+    files = h.check_output(t, out, node, min_samples=20)
+    samples = [s for f in files for s in f.samples]
+    notes = [c for f in files for _, c in f.comments if " node: name=" in c]
+    if otp < 27:
+        t.check(all(" labels=no keys=unavailable" in c for c in notes),
+                "OTP %d: the node note says labels=no keys=unavailable" % otp, repr(notes))
+        t.check(not any("label" in s["fields"] or "key.request_id" in s["fields"]
+                        for s in samples), "OTP %d: nothing recorded" % otp)
+        t.check("cannot read one key" in se, "OTP %d: warned once" % otp, se[-2000:])
+        h.log("OTP %d: labels need 27 (process_info label), keys 26.2: checked absent" % otp)
+        return
+    t.check(all(" labels=item keys=yes" in c for c in notes),
+            "node note: labels=item keys=yes", repr(notes))
+    labels = set(s["fields"].get("label") for s in samples) - {None}
+    t.check({"{rw_pool,1}", "{rw_pool,2}", "{rw_pool,3}"} & labels,
+            "pool samples labelled {rw_pool,N}", repr(labels))
+    rc, top, err = flame_prof("top", "-n", "0", "--where", "label~rw_pool", out)
+    t.check(rc == 0 and "RwEx.Pool.work/1" in top, "top --where label~rw_pool: the pool",
+            err + top[:2000])
+    funcs = [ln.split()[-1] for ln in top.splitlines()
+             if ln[:1] == " " and "%" in ln and "FUNCTION" not in ln]
+    t.check(funcs and all(fn.startswith("RwEx.Pool.") for fn in funcs),
+            "top --where label~rw_pool: only RwEx.Pool's functions", repr(funcs))
+
+    ids = {}
+    for s in samples:
+        v = s["fields"].get("key.request_id")
+        if v:
+            ids[v] = ids.get(v, 0) + 1
+    if not t.check(ids, "samples carry key.request_id", repr(samples[:2])):
+        return
+    rid = max(ids, key=ids.get)
+    rc, top, err = flame_prof("top", "-n", "0", "--where", "request_id=" + rid, out)
+    t.check(rc == 0 and ("samples: %d\n" % ids[rid]) in top,
+            "top --where request_id=%s: its %d samples" % (rid, ids[rid]), err + top[:1500])
+    t.check("RwEx.Pipeline.serve/1" in top or "RwEx.Pipeline.step/2" in top,
+            "top --where request_id=%s: the pipeline's stacks" % rid, top[:1500])
+    callers = set(s["fields"].get("callers") for s in samples if s["fields"].get("key.request_id"))
+    t.check(len(callers) >= 1 and None not in callers,
+            "the Tasks' samples carry their callers", repr(callers))
+    rc, top, err = flame_prof("top", "-n", "3", "--by", "label", out)
+    t.check(rc == 0 and "== label: {rw_pool,1} (" in top and "== label: - (" in top,
+            "top --by label: one table per label", top[:1500])
 
 
 if __name__ == "__main__":

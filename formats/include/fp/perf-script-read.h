@@ -35,6 +35,11 @@ struct fp_perf_record {
 	int64_t delta[FP_METRIC_COUNT];
 	const char *registered_name;		/* written atom or alias, or NULL */
 	const char *initial_call;		/* written MFA, or NULL */
+	const char *label;			/* unescaped, or NULL */
+	const char *callers;			/* "<0.1.2>,...", or NULL */
+	const char *const *key_names;		/* "key.NAME: TEXT" fields: */
+	const char *const *key_values;		/* NAME and TEXT (unescaped) */
+	uint32_t nkeys;
 	const char *const *frames;		/* MFA[:LINE], leaf first */
 	const char *const *files;		/* FILE field of each frame */
 	uint32_t nframes;

@@ -22,6 +22,13 @@ struct fp_perf_options {
 	 * ('Elixir.Foo':bar/1), not as Elixir does (Foo.bar/1).
 	 */
 	bool erlang_names;
+	/*
+	 * The names of fp_sample.keys (the dictionary keys, then the
+	 * Logger metadata keys): each is written "key.NAME: TEXT". The
+	 * writer keeps the pointers; they must outlive it.
+	 */
+	const char *const *key_names;
+	size_t nkeys;
 };
 
 /** Caller owns the result; free with fp_perf_writer_destroy(). */

@@ -342,6 +342,45 @@ fp_node_initial_call_request(struct fp_node *node, const struct fp_pid *pids,
 bool
 fp_node_reads_dict_keys(const struct fp_node *node);
 
+/**
+ * What each full sample records besides the stack and the metrics, read
+ * from the process dictionary one key at a time ({dictionary, Key}), never
+ * by copying the dictionary: nothing is recorded where the node cannot
+ * (fp_node_reads_dict_keys()). The process label is recorded wherever
+ * the node has one (fp_node_label_source()), whatever this says.
+ */
+struct fp_extras {
+	const char *const *keys;	/* dictionary keys (atoms) */
+	size_t nkeys;
+	/* keys of the Logger metadata map ('$logger_metadata$'): the
+	 * dictionary's value is the whole map, copied, never the rest */
+	const char *const *logger_keys;
+	size_t nlogger_keys;
+	bool callers;			/* '$callers' */
+};
+
+/**
+ * Before fp_node_connect(): what full samples record besides the stack
+ * and the metrics. The node keeps its own copy of the names.
+ */
+void
+fp_node_set_extras(struct fp_node *node, const struct fp_extras *extras);
+
+/** Where a node's process labels are read from (probed at connect). */
+enum fp_label_source {
+	FP_LABEL_NONE = 0,	/* not at all: OTP before 26.2 */
+	FP_LABEL_ITEM,		/* process_info(P, label): OTP 27 and later */
+	FP_LABEL_DICT,		/* {dictionary, '$process_label'} */
+};
+
+enum fp_label_source
+fp_node_label_source(const struct fp_node *node);
+
+/** Whether the keys and callers of fp_node_set_extras() are asked on
+ * this connection (some were given and the node reads dictionary keys). */
+bool
+fp_node_records_keys(const struct fp_node *node);
+
 /** What a sample request asks of one process. */
 enum fp_ask {
 	/* status and names (read from the process's state), then the stack

@@ -29,6 +29,17 @@ fp_sampler_new(void);
 void
 fp_sampler_destroy(struct fp_sampler *sampler);
 
+/**
+ * Which dictionary keys replies carry (fp_node_set_extras(), the same
+ * @extras): each sample's keys follow their order. Values are rendered
+ * as text once per process while they stay the same: an atom, a number
+ * or a printable UTF-8 binary as it is, anything else as Erlang prints
+ * it, cut at FP_TAG_MAX bytes.
+ */
+void
+fp_sampler_set_extras(struct fp_sampler *sampler,
+		      const struct fp_extras *extras);
+
 /** Forget every process (a new connection). */
 void
 fp_sampler_reset(struct fp_sampler *sampler);

@@ -138,4 +138,16 @@ struct fp_sample {
 	uint32_t nframes;
 	uint64_t stack_id;		/* 0, or unique in the process to this
 					 * list of frames, as fp_frame.id */
+	/* What the process dictionary said (fp_node_set_extras()), as
+	 * text of at most FP_TAG_MAX bytes; NULL where the process has
+	 * none or it was not asked. */
+	const char *label;		/* proc_lib's label */
+	const char *callers;		/* '$callers': "<0.1.2>,<0.3.4>" */
+	const char *const *keys;	/* nkeys: the dictionary keys, then
+					 * the Logger metadata keys, in the
+					 * order fp_extras gives them */
+	uint32_t nkeys;
 };
+
+/* The longest text a label or key value is written as (bytes, UTF-8). */
+#define FP_TAG_MAX 200

@@ -12,9 +12,15 @@
 %%         client (fid_wl:cast_client/1) casts every CAST_PERIOD ms (10).
 %%   pool  fid_wl:pool_spawner/1 spawns ~POOL_RATE (2000) workers a second
 %%         (fid_wl:short_worker/1), each doing ~WORKER_US (200) microseconds
-%%         of fid_wl:short_work/2 and exiting.
+%%         of fid_wl:short_work/2 and exiting; at most 200 alive at once.
 %%   cpu   one process in a CPU loop: fid_wl:cpu_loop/1 -> fid_wl:cpu_burn/2.
-%%   all   the four above together.
+%%   callbif  the call workload with a handler whose work is one BIF call,
+%%         erlang:phash2/1 of a list sized for ~CALL_US microseconds
+%%         (fid_wl:callbif_work/1, in gen_server fid_wl_callbif_server,
+%%         clients fid_wl:callbif_client/1): a few dozen reductions per
+%%         call instead of ~1500, so the server is almost never preempted
+%%         inside the handler.
+%%   all   call, cast, pool and cpu together.
 %%   excall  the call workload in Elixir (bench/fidelity/fid_wl.ex:
 %%         Fid.Wl.CallServer, Fid.Wl.call_client/1), when elixirc is there.
 %%
@@ -29,6 +35,7 @@
 -behaviour(gen_server).
 
 -export([start/1, start/2, stop/0, stats/0, calibrate/0]).
+-export([callbif_client/1, callbif_work/1]).
 -export([call_client/1, cast_client/1, pool_spawner/1, short_worker/1,
          cpu_loop/1, monitor_loop/1]).
 -export([call_work/2, cast_work/2, short_work/2, cpu_burn/2]).
@@ -36,8 +43,10 @@
 
 -define(CALL_SERVER, fid_wl_call_server).
 -define(CAST_SERVER, fid_wl_cast_server).
+-define(CALLBIF_SERVER, fid_wl_callbif_server).
 -define(OWNER, fid_wl_owner).
 -define(TAB, fid_wl_tab).
+-define(POOL_MAX, 200).
 
 %% ---- control ------------------------------------------------------------
 
@@ -115,6 +124,13 @@ owner(Parent, Ws, Opts) ->
                      spawn_link(?MODULE, pool_spawner, [{C, N, Rate}]),
                      spawn_link(?MODULE, monitor_loop, [C]),
                      I#{worker_iter => N, pool_rate => Rate};
+                (callbif, I) ->
+                     Len = bif_len(maps:get(call_us, Opts, 60)),
+                     {ok, _} = gen_server:start_link({local, ?CALLBIF_SERVER}, ?MODULE,
+                                                     {callbif, lists:seq(1, Len)}, []),
+                     [spawn_link(?MODULE, callbif_client, [C])
+                      || _ <- lists:seq(1, maps:get(clients, Opts, 4))],
+                     I#{callbif_len => Len};
                 (excall, I) ->
                      %% bench/fidelity/fid_wl.ex, compiled by elixirc and on
                      %% the node's path with Elixir's own ebin
@@ -152,6 +168,10 @@ init({Kind, N}) -> {ok, {Kind, N}}.
 
 handle_call(work, _From, {call, N} = S) ->
     R = call_work(N, 1),
+    {reply, R, S};
+
+handle_call(work, _From, {callbif, L} = S) ->
+    R = callbif_work(L),
     {reply, R, S}.
 
 handle_cast(work, {cast, N} = S) ->
@@ -177,6 +197,24 @@ call_work(N, A0) ->
     A15 = (A14 * 31 + N) band 16#ffffff, A16 = (A15 * 31 + N) band 16#ffffff,
     call_work(N - 1, A16).
 
+%% ---- callbif: the handler's work is one BIF call ---------------------------
+
+callbif_client(C) ->
+    _ = gen_server:call(?CALLBIF_SERVER, work, infinity),
+    counters:add(C, 1, 1),
+    callbif_client(C).
+
+callbif_work(L) ->
+    H = erlang:phash2(L),
+    H + 1.
+
+%% The length of list whose phash2/1 takes ~Us microseconds (median of 7
+%% over a 20 000-element list).
+bif_len(Us) ->
+    L = lists:seq(1, 20000),
+    Ts = lists:sort([element(1, timer:tc(erlang, phash2, [L])) || _ <- lists:seq(1, 7)]),
+    max(10, round(20000 * Us / max(1, lists:nth(4, Ts)))).
+
 %% ---- cast: a ~5 ms handle_cast -------------------------------------------
 
 cast_client({C, Period} = A) ->
@@ -191,17 +229,22 @@ cast_work(N, Acc) -> cast_work(N - 1, (Acc * 31 + N) band 16#ffffff).
 %% ---- pool: ~2000 short-lived workers a second ----------------------------
 
 %% Spawns a batch every 10 ms, paced on the monotonic clock so that a late
-%% tick is made up for.
+%% tick is made up for, up to 100 ms of debt (a spawner held off longer by
+%% a busy host forgets the rest rather than spawning a second's workers
+%% at once), and never more than POOL_MAX workers alive: a pool. On a
+%% saturated node the workers wait in the run queues, so without the cap
+%% their number (and their share of the node) grows without bound.
 pool_spawner({C, N, Rate}) ->
     pool_spawner(C, N, Rate, erlang:monotonic_time(millisecond), 0).
 
-pool_spawner(C, N, Rate, T0, Done) ->
+pool_spawner(C, N, Rate, T0, Done0) ->
     Due = (erlang:monotonic_time(millisecond) - T0) * Rate div 1000,
-    Batch = min(Due - Done, Rate),
+    Done = max(Done0, Due - Rate div 10),
+    Batch = min(Due - Done, max(0, ?POOL_MAX - counters:get(C, 5))),
     _ = [spawn(?MODULE, short_worker, [{C, N}]) || _ <- lists:seq(1, Batch)],
-    counters:add(C, 3, max(Batch, 0)),
+    counters:add(C, 3, Batch),
     receive after 10 -> ok end,
-    pool_spawner(C, N, Rate, T0, Done + max(Batch, 0)).
+    pool_spawner(C, N, Rate, T0, Done + Batch).
 
 short_worker({C, N}) ->
     counters:add(C, 5, 1),

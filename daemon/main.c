@@ -677,22 +677,26 @@ main(int argc, char **argv)
 
 	rc = parse_options(argc, argv, &opts);
 	if (rc)
-		return rc;
+		goto out;
 	rc = read_cookie(&opts, cookie, sizeof(cookie));
 	if (rc)
-		return rc;
+		goto out;
 	if (fpd_log_open(opts.log_file, opts.verbosity) < 0) {
 		fprintf(stderr, "flame_profd: error: cannot open log file %s: %s\n",
 			opts.log_file, strerror(errno));
-		return FPD_EXIT_CANTCREAT;
+		rc = FPD_EXIT_CANTCREAT;
+		goto out;
 	}
 
 	rc = fpd_run(&opts, cookie);
-
-	explicit_bzero(cookie, sizeof(cookie));
 	fpd_log_close();
+out:
+	explicit_bzero(cookie, sizeof(cookie));
 	free(opts.pids);
 	free(opts.names);
+	free(opts.keys);
+	free(opts.logger_keys);
+	free(opts.key_names);
 	free(opts.connect_host);
 	return rc;
 }

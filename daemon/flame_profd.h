@@ -77,8 +77,14 @@ struct fpd_options {
 };
 
 /* log.c */
+/* Log to stderr, or append to @path (made with @mode if absent). */
 int
-fpd_log_open(const char *path, int verbosity);
+fpd_log_open(const char *path, int verbosity, mode_t mode);
+
+/* Hand the log file to the user the daemon drops to (as root, before the
+ * drop), if the daemon made it; 0 or a negative errno. */
+int
+fpd_log_chown(uid_t uid, gid_t gid, const char *user);
 
 int
 fpd_log_reopen(void);

@@ -9,11 +9,13 @@
  * info and debug lines are periodic or asked for with -v.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "flame_profd.h"
@@ -23,6 +25,8 @@
 
 static FILE *log_stream;
 static char *log_path;
+static mode_t log_mode;
+static bool log_created;	/* the file was made by fpd_log_open() */
 static enum fp_log_priority log_threshold = FP_LOG_INFO;
 
 /* A kind of warning: when one was last printed, how many were withheld
@@ -140,6 +144,11 @@ limit_pass(const char *kind, uint64_t now_us, uint64_t *suppressed)
 static void
 vlog_at(enum fp_log_priority priority, const char *format, va_list args,
 	uint64_t now_us)
+	__attribute__((format(printf, 2, 0)));
+
+static void
+vlog_at(enum fp_log_priority priority, const char *format, va_list args,
+	uint64_t now_us)
 {
 	uint64_t suppressed = 0;
 
@@ -153,9 +162,18 @@ vlog_at(enum fp_log_priority priority, const char *format, va_list args,
 
 static void
 vlog(enum fp_log_priority priority, const char *format, va_list args)
+	__attribute__((format(printf, 2, 0)));
+
+static void
+vlog(enum fp_log_priority priority, const char *format, va_list args)
 {
 	vlog_at(priority, format, args, fpd_now_mono_us());
 }
+
+static void
+library_handler(enum fp_log_priority priority, const char *format,
+		va_list args)
+	__attribute__((format(printf, 2, 0)));
 
 static void
 library_handler(enum fp_log_priority priority, const char *format,
@@ -176,8 +194,47 @@ fpd_log(enum fp_log_priority priority, const char *format, ...)
 	va_end(args);
 }
 
+/*
+ * Append to @path, making it with --file-mode if it is not there (the
+ * umask does not narrow it: the mode is what the user asked for).
+ */
+static FILE *
+open_log(const char *path, mode_t mode, bool *created)
+{
+	FILE *f;
+	int fd;
+
+	*created = false;
+	fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_CLOEXEC |
+		  O_NOCTTY, mode);
+	if (fd >= 0) {
+		*created = true;
+		if (fchmod(fd, mode) < 0)
+			goto close_fd;
+	} else if (errno == EEXIST) {
+		fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOCTTY);
+		if (fd < 0)
+			return NULL;
+	} else {
+		return NULL;
+	}
+	f = fdopen(fd, "a");
+	if (!f)
+		goto close_fd;
+	return f;
+
+close_fd:
+	{
+		int err = errno;
+
+		close(fd);
+		errno = err;
+	}
+	return NULL;
+}
+
 int
-fpd_log_open(const char *path, int verbosity)
+fpd_log_open(const char *path, int verbosity, mode_t mode)
 {
 	log_threshold = verbosity > 0 ? FP_LOG_DEBUG :
 			verbosity < 0 ? FP_LOG_WARNING : FP_LOG_INFO;
@@ -185,9 +242,35 @@ fpd_log_open(const char *path, int verbosity)
 	if (!path)
 		return 0;
 	log_path = strdup(path);
-	log_stream = fopen(path, "ae");
+	log_mode = mode;
+	log_stream = open_log(path, mode, &log_created);
 	if (!log_stream)
 		return -errno;
+	return 0;
+}
+
+int
+fpd_log_chown(uid_t uid, gid_t gid, const char *user)
+{
+	struct stat st;
+
+	if (!log_stream)
+		return 0;
+	/* A file the daemon made is its own: the user it runs as must be
+	 * able to open it again on SIGHUP, and logrotate's "create" copies
+	 * the owner of the file it rotates. A file that was there is
+	 * someone's choice: left alone, with a word if it will not
+	 * reopen. */
+	if (log_created) {
+		if (fchown(fileno(log_stream), uid, gid) < 0)
+			return -errno;
+		return 0;
+	}
+	if (fstat(fileno(log_stream), &st) == 0 && st.st_uid != uid)
+		fpd_warn("log file %s is owned by uid %u, not by %s: after "
+			 "logrotate, SIGHUP can reopen it only if the new file "
+			 "is %s's or the directory is writable by %s",
+			 log_path, (unsigned)st.st_uid, user, user, user);
 	return 0;
 }
 
@@ -195,10 +278,11 @@ int
 fpd_log_reopen(void)
 {
 	FILE *f;
+	bool created;
 
 	if (!log_path)
 		return 0;
-	f = fopen(log_path, "ae");
+	f = open_log(log_path, log_mode, &created);
 	if (!f)
 		return -errno;
 	if (log_stream)

@@ -1950,7 +1950,11 @@ handle_signal(struct daemon *d)
 			break;
 		case SIGHUP:
 			if (fpd_log_reopen() < 0)
-				fpd_err("cannot reopen the log file: %s", strerror(errno));
+				fpd_err("cannot reopen the log file: %s%s",
+					strerror(errno), d->o->user ?
+					" (with --user, the file must be the "
+					"user's or its directory writable by "
+					"the user: docs/OPERATIONS.md)" : "");
 			break;
 		case SIGUSR1:
 			fpd_info("SIGUSR1: rotating");

@@ -149,7 +149,8 @@ usage(FILE *f)
 "   0  finished (--duration over, or stopped by SIGINT/SIGTERM)\n"
 "  64  bad command line: unknown flag, bad value, bad node name\n"
 "  65  a --duration run took no sample at all\n"
-"  66  cookie file missing, unreadable, empty or readable by others\n"
+"  66  cookie file missing, unreadable, empty, readable by others or not a\n"
+"      regular file (a FIFO, a device)\n"
 "  69  node unreachable: host unknown, no epmd, node not registered; or a\n"
 "      --duration run lost the node and had not regained it at the end\n"
 "  70  internal error, the node answered with nonsense, or it would not\n"
@@ -593,19 +594,25 @@ read_cookie(const struct fpd_options *o, char *cookie, size_t size)
 	ssize_t n;
 	int fd;
 
-	if (!o->cookie_file_set && env && *env) {
+	if (env) {
 		size_t len = strlen(env);
+		bool use = !o->cookie_file_set && *env;
 
-		if (len >= size) {
+		if (use && len < size)
+			snprintf(cookie, size, "%s", env);
+		/* Not in our environment any longer (/proc/PID/environ), also
+		 * when --cookie-file wins or the value is refused: getenv()
+		 * points into the "NAME=VALUE" string, which goes whole. */
+		explicit_bzero((char *)env - strlen("FLAME_PROFD_COOKIE="),
+			       strlen("FLAME_PROFD_COOKIE=") + len);
+		unsetenv("FLAME_PROFD_COOKIE");
+		if (use && len >= size) {
 			fprintf(stderr, "flame_profd: error: FLAME_PROFD_COOKIE is longer than %zu bytes\n",
 				size - 1);
 			return FPD_EXIT_NOINPUT;
 		}
-		snprintf(cookie, size, "%s", env);
-		/* Not in our environment any longer (/proc/PID/environ). */
-		explicit_bzero((char *)env, len);
-		unsetenv("FLAME_PROFD_COOKIE");
-		return 0;
+		if (use)
+			return 0;
 	}
 	if (o->cookie_file_set) {
 		snprintf(path, sizeof(path), "%s", o->cookie_file);
@@ -620,7 +627,9 @@ read_cookie(const struct fpd_options *o, char *cookie, size_t size)
 		snprintf(path, sizeof(path), "%s/.erlang.cookie", home);
 	}
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: a FIFO without a writer would block the open for
+	 * ever; it is refused below like any file that is not regular. */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
 	if (fd < 0) {
 		fprintf(stderr, "flame_profd: error: cannot read cookie file %s: %s\n",
 			path, strerror(errno));
@@ -681,9 +690,16 @@ main(int argc, char **argv)
 	rc = read_cookie(&opts, cookie, sizeof(cookie));
 	if (rc)
 		goto out;
-	if (fpd_log_open(opts.log_file, opts.verbosity) < 0) {
+	if (fpd_log_open(opts.log_file, opts.verbosity, opts.file_mode) < 0) {
 		fprintf(stderr, "flame_profd: error: cannot open log file %s: %s\n",
 			opts.log_file, strerror(errno));
+		rc = FPD_EXIT_CANTCREAT;
+		goto out;
+	}
+	if (opts.user && fpd_log_chown(opts.uid, opts.gid, opts.user) < 0) {
+		fprintf(stderr, "flame_profd: error: cannot hand log file %s to user %s: %s\n",
+			opts.log_file, opts.user, strerror(errno));
+		fpd_log_close();
 		rc = FPD_EXIT_CANTCREAT;
 		goto out;
 	}

@@ -52,18 +52,27 @@ struct fpp_input {
 struct fpp_inputs {
 	struct fpp_input *files;
 	size_t count;
+	char *error_path;	/* a directory below an input that failed */
 };
 
 /**
  * Expand the command-line inputs: files as given, directories to every
- * *.perf, *.perf.gz and *.perf.zst below them (dot-files skipped), "-"
- * standard input. Sorted by the time in their names (flame_profd's
+ * *.perf, *.perf.gz and *.perf.zst below them (dot-files skipped; links
+ * to directories not followed; up to 32 levels down), "-" standard
+ * input. A file reached twice (same device and inode) is read once.
+ * Sorted by the time in their names (flame_profd's
  * NODE.YYYYMMDDTHHMMSS.mmmZ.perf), others first in the order given.
  * With absolute @from/@to, files that cannot hold a sample in range are
  * marked skip.
  *
- * @return 0; -ENOENT etc. if an input cannot be opened (@bad names it);
+ * @return 0; -ENOENT etc. if an input cannot be opened (@bad names it,
+ *         or the directory below it that cannot be read);
+ *         -EINVAL if an input is neither a regular file nor a directory
+ *         (a FIFO, a device, a socket);
+ *         -ELOOP if directories nest deeper than 32 levels below an
+ *         input (@bad names the first one too deep);
  *         -ENODATA if a directory holds no perf-script file.
+ *         @bad stays valid until fpp_inputs_free().
  */
 int
 fpp_inputs_expand(char *const *args, size_t nargs, const struct fpp_time *from,

@@ -200,14 +200,44 @@ perf_name(const char *name)
 	return false;
 }
 
+/* Directories below an input, counted from it; deeper is an error,
+ * never an empty result. */
+#define MAX_DEPTH 32
+
+/* What walking the inputs keeps: the capacity of the file list and the
+ * (device, inode) of each file taken, so that a file reached twice (a
+ * file named twice, a link to it) is read once. */
+struct expand {
+	struct fpp_inputs *in;
+	size_t cap;
+	struct file_id {
+		dev_t dev;
+		ino_t ino;
+	} *ids;
+	size_t nids, ids_cap;
+};
+
 static void
-add_file(struct fpp_inputs *in, size_t *cap, const char *path)
+add_file(struct expand *x, const char *path, const struct stat *st)
 {
+	struct fpp_inputs *in = x->in;
 	struct fpp_input *f;
 
-	if (in->count == *cap) {
-		*cap = *cap ? *cap * 2 : 16;
-		in->files = xrealloc(in->files, *cap * sizeof(*in->files));
+	if (st) {
+		for (size_t i = 0; i < x->nids; i++) {
+			if (x->ids[i].dev == st->st_dev &&
+			    x->ids[i].ino == st->st_ino)
+				return;
+		}
+		if (x->nids == x->ids_cap) {
+			x->ids_cap = x->ids_cap ? x->ids_cap * 2 : 16;
+			x->ids = xrealloc(x->ids, x->ids_cap * sizeof(*x->ids));
+		}
+		x->ids[x->nids++] = (struct file_id){ st->st_dev, st->st_ino };
+	}
+	if (in->count == x->cap) {
+		x->cap = x->cap ? x->cap * 2 : 16;
+		in->files = xrealloc(in->files, x->cap * sizeof(*in->files));
 	}
 	f = &in->files[in->count++];
 	memset(f, 0, sizeof(*f));
@@ -221,17 +251,34 @@ by_name(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/*
+ * A link to a directory is not followed: flame_profd's own directories
+ * hold none, and a "latest -> node@host" link beside the node's
+ * directory would read every file twice (a link to its own parent,
+ * forever). Links to files are followed; add_file() reads each file
+ * once.
+ */
 static int
-walk(const char *dir, struct fpp_inputs *in, size_t *cap, int depth)
+walk(struct expand *x, const char *dir, int depth)
 {
-	DIR *d = opendir(dir);
+	DIR *d;
 	struct dirent *e;
 	char **names = NULL;
 	size_t n = 0, ncap = 0;
 	int rc = 0;
 
-	if (!d)
-		return -errno;
+	if (depth > MAX_DEPTH) {
+		free(x->in->error_path);
+		x->in->error_path = xstrdup(dir);
+		return -ELOOP;
+	}
+	d = opendir(dir);
+	if (!d) {
+		rc = -errno;
+		free(x->in->error_path);
+		x->in->error_path = xstrdup(dir);
+		return rc;
+	}
 	while ((e = readdir(d))) {
 		if (e->d_name[0] == '.')
 			continue;
@@ -250,12 +297,15 @@ walk(const char *dir, struct fpp_inputs *in, size_t *cap, int depth)
 
 		sprintf(path, "%s%s%s", dir,
 			dir[strlen(dir) - 1] == '/' ? "" : "/", names[i]);
-		if (stat(path, &st) == 0) {
-			if (S_ISDIR(st.st_mode) && depth < 8)
-				rc = walk(path, in, cap, depth + 1);
-			else if (S_ISREG(st.st_mode) && perf_name(names[i]))
-				add_file(in, cap, path);
-		}
+		if (lstat(path, &st) < 0)
+			st.st_mode = 0;		/* gone since readdir */
+		else if (S_ISLNK(st.st_mode) &&
+			 (stat(path, &st) < 0 || S_ISDIR(st.st_mode)))
+			st.st_mode = 0;		/* dangling, or a directory */
+		if (S_ISDIR(st.st_mode))
+			rc = walk(x, path, depth + 1);
+		else if (S_ISREG(st.st_mode) && perf_name(names[i]))
+			add_file(x, path, &st);
 		free(path);
 		if (rc < 0)
 			break;
@@ -312,8 +362,8 @@ fpp_inputs_expand(char *const *args, size_t nargs, const struct fpp_time *from,
 		  const struct fpp_time *to, struct fpp_inputs *in,
 		  const char **bad)
 {
+	struct expand x = { .in = in };
 	struct order *order;
-	size_t cap = 0;
 	int rc = 0;
 
 	memset(in, 0, sizeof(*in));
@@ -323,20 +373,33 @@ fpp_inputs_expand(char *const *args, size_t nargs, const struct fpp_time *from,
 
 		*bad = args[i];
 		if (strcmp(args[i], "-") == 0) {
-			add_file(in, &cap, "-");
+			add_file(&x, "-", NULL);
 			continue;
 		}
-		if (stat(args[i], &st) < 0)
-			return -errno;
+		/* an input named on the command line is followed, also
+		 * through a link */
+		if (stat(args[i], &st) < 0) {
+			rc = -errno;
+			goto free_ids;
+		}
+		if (S_ISREG(st.st_mode)) {
+			add_file(&x, args[i], &st);
+			continue;
+		}
 		if (!S_ISDIR(st.st_mode)) {
-			add_file(in, &cap, args[i]);
-			continue;
+			rc = -EINVAL;
+			goto free_ids;
 		}
-		rc = walk(args[i], in, &cap, 0);
-		if (rc < 0)
-			return rc;
-		if (in->count == before)
-			return -ENODATA;
+		rc = walk(&x, args[i], 0);
+		if (rc < 0) {
+			if (in->error_path)
+				*bad = in->error_path;
+			goto free_ids;
+		}
+		if (in->count == before) {
+			rc = -ENODATA;
+			goto free_ids;
+		}
 	}
 	*bad = NULL;
 
@@ -362,7 +425,9 @@ fpp_inputs_expand(char *const *args, size_t nargs, const struct fpp_time *from,
 		    next->start_us < from->us)
 			f->skip = true;
 	}
-	return 0;
+free_ids:
+	free(x.ids);
+	return rc;
 }
 
 void
@@ -371,5 +436,6 @@ fpp_inputs_free(struct fpp_inputs *in)
 	for (size_t i = 0; i < in->count; i++)
 		free(in->files[i].path);
 	free(in->files);
+	free(in->error_path);
 	memset(in, 0, sizeof(*in));
 }

@@ -231,7 +231,8 @@ static const char exit_help[] =
 "Exit status:\n"
 "  0 success; 1 diff: a share grew past --threshold; 64 usage error;\n"
 "  65 malformed input (the message names file and line) or nothing to diff;\n"
-"  66 input missing or unreadable; 73 output cannot be created;\n"
+"  66 input missing, unreadable or not a regular file (a FIFO: read pipes\n"
+"  as -); 73 output cannot be created;\n"
 "  74 read or write error.\n";
 
 static void
@@ -1162,6 +1163,18 @@ read_inputs(struct run *r, char *const *args, size_t nargs)
 		ex = FPP_EXIT_NOINPUT;
 		goto free_inputs;
 	}
+	if (rc == -EINVAL) {
+		fail("%s: not a regular file or a directory (a pipe is read as -)",
+		     bad);
+		ex = FPP_EXIT_NOINPUT;
+		goto free_inputs;
+	}
+	if (rc == -ELOOP) {
+		fail("%s: directories nest deeper than 32 levels; name a "
+		     "directory further down", bad);
+		ex = FPP_EXIT_NOINPUT;
+		goto free_inputs;
+	}
 	if (rc < 0) {
 		fail("cannot open %s: %s", bad, strerror(-rc));
 		ex = FPP_EXIT_NOINPUT;
@@ -1176,6 +1189,12 @@ read_inputs(struct run *r, char *const *args, size_t nargs)
 		if (in.files[i].skip)
 			continue;
 		rc = fp_perf_reader_open(in.files[i].path, &reader);
+		if (rc == -EINVAL) {
+			/* replaced since the inputs were listed */
+			fail("%s: not a regular file", in.files[i].path);
+			ex = FPP_EXIT_NOINPUT;
+			break;
+		}
 		if (rc < 0) {
 			fail("cannot open %s: %s", in.files[i].path, strerror(-rc));
 			ex = FPP_EXIT_NOINPUT;
@@ -1207,6 +1226,15 @@ read_inputs(struct run *r, char *const *args, size_t nargs)
 free_inputs:
 	fpp_inputs_free(&in);
 	return ex;
+}
+
+/* One warning for every sum held at a bound (util-sat.h). */
+static void
+warn_saturated(const struct options *o, bool saturated)
+{
+	if (saturated && !o->quiet)
+		fail("warning: sums of %s pass the 64-bit range; they are "
+		     "shown held at the largest value", o->weight_name);
 }
 
 static void
@@ -1396,6 +1424,7 @@ cmd_render(const struct options *o, char *const *args, size_t nargs)
 
 	if (o->command == CMD_SVG) {
 		ex = write_svg(o, r.tree, o->output, subtitle, false);
+		warn_saturated(o, fp_flame_tree_saturated(r.tree));
 		goto free_run;
 	}
 	ex = output_open(&out, o->output);
@@ -1436,6 +1465,9 @@ cmd_render(const struct options *o, char *const *args, size_t nargs)
 		ex = output_close(&out, 0);
 		break;
 	}
+	warn_saturated(o, (r.tree && fp_flame_tree_saturated(r.tree)) ||
+			  (r.table && fp_func_table_saturated(r.table)) ||
+			  (r.heatmap && fp_heatmap_saturated(r.heatmap)));
 
 free_run:
 	fp_flame_tree_destroy(r.tree);
@@ -1500,6 +1532,9 @@ cmd_diff(const struct options *o, char *const *args, size_t nargs)
 		fp_flame_tree_finish(tree);
 		ex = write_svg(o, tree, o->svg_output, subtitle, true);
 	}
+	warn_saturated(o, fp_func_table_saturated(side[0].table) ||
+			  fp_func_table_saturated(side[1].table) ||
+			  (tree && fp_flame_tree_saturated(tree)));
 	if (ex == FPP_EXIT_OK && regressions)
 		ex = FPP_EXIT_REGRESSION;
 

@@ -13,6 +13,7 @@
 #include "util-hash.h"
 #include "fp/flame-tree.h"
 #include "util-mem.h"
+#include "util-sat.h"
 
 #define NODE_CHUNK 4096
 #define TEXT_CHUNK (256 * 1024)
@@ -41,6 +42,7 @@ struct fp_flame_tree {
 	struct slot *slots;
 	size_t nslots, count;
 	uint32_t depth;
+	bool saturated;
 };
 
 static uint64_t
@@ -172,17 +174,25 @@ fp_flame_tree_add(struct fp_flame_tree *t, int set, const char *const *names,
 		  uint64_t weight)
 {
 	struct fp_flame_node *node = &t->root;
+	bool sat;
 
 	node->samples[set]++;
-	node->weight[set] += weight;
+	sat = sat_add_u64(&node->weight[set], weight);
 	for (size_t i = 0; i < n; i++) {
 		node = child(t, node, names[i], files ? files[i] : NULL,
 			     i < ngroups ? FP_FLAME_GROUP : FP_FLAME_FRAME);
 		node->samples[set]++;
-		node->weight[set] += weight;
+		sat |= sat_add_u64(&node->weight[set], weight);
 	}
 	node->self_samples[set]++;
-	node->self_weight[set] += weight;
+	sat |= sat_add_u64(&node->self_weight[set], weight);
+	t->saturated |= sat;
+}
+
+bool
+fp_flame_tree_saturated(const struct fp_flame_tree *t)
+{
+	return t->saturated;
 }
 
 static int

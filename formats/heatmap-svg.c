@@ -16,6 +16,7 @@
 #include "fp/heatmap-svg.h"
 #include "svg-util.h"
 #include "util-mem.h"
+#include "util-sat.h"
 
 #define LEFT 76
 #define TOP 60
@@ -32,6 +33,7 @@ struct fp_heatmap {
 	unsigned rows;
 	struct point *points;
 	size_t count, cap;
+	bool saturated;		/* a cell's sum, from the last write */
 };
 
 static const char script[] =
@@ -138,8 +140,14 @@ label_step(double cw, double min)
 	return 86400;
 }
 
+bool
+fp_heatmap_saturated(const struct fp_heatmap *m)
+{
+	return m->saturated;
+}
+
 int
-fp_heatmap_write(const struct fp_heatmap *m,
+fp_heatmap_write(struct fp_heatmap *m,
 		 const struct fp_heatmap_options *o, FILE *out)
 {
 	uint64_t tmin = UINT64_MAX, tmax = 0, s0, ncols, maxabs = 0, step;
@@ -163,6 +171,7 @@ fp_heatmap_write(const struct fp_heatmap *m,
 	if (ncols * m->rows > MAX_CELLS)
 		return -E2BIG;
 
+	m->saturated = false;
 	sum = xzalloc(ncols * m->rows * sizeof(*sum));
 	cnt = xzalloc(ncols * m->rows * sizeof(*cnt));
 	for (size_t i = 0; i < m->count; i++) {
@@ -170,7 +179,8 @@ fp_heatmap_write(const struct fp_heatmap *m,
 		uint64_t c = t / 1000000 - s0;
 		uint64_t r = (t % 1000000) * m->rows / 1000000;
 
-		sum[c * m->rows + r] += m->points[i].value;
+		if (sat_add_i64(&sum[c * m->rows + r], m->points[i].value))
+			m->saturated = true;
 		cnt[c * m->rows + r]++;
 	}
 	for (uint64_t i = 0; i < ncols * m->rows; i++) {

@@ -31,6 +31,15 @@
 /* A frame line is short and an event line a few hundred bytes: a
  * "line" bigger than this is not perf-script text. */
 #define MAX_LINE (16 * 1024 * 1024)
+/* flame_profd writes at most --backtrace-depth frames, 10000 at most:
+ * a sample with more is not its file. Without the bound a compressed
+ * file of one endless sample (a few MB of zstd, 80 GB of text) would
+ * be held whole. */
+#define MAX_FRAMES 10000
+/* The names of one sample: 10000 frames of the longest escaped atoms
+ * and file names the daemon writes stay far below this. Together with
+ * MAX_LINE it bounds what the reader holds for any file. */
+#define MAX_SAMPLE_BYTES (64 * 1024 * 1024)
 
 enum compression {
 	COMP_PLAIN,
@@ -154,7 +163,9 @@ fp_perf_reader_open(const char *path, struct fp_perf_reader **out)
 	if (strcmp(path, "-") == 0) {
 		fd = STDIN_FILENO;
 	} else {
-		fd = open(path, O_RDONLY | O_CLOEXEC);
+		/* O_NONBLOCK: opening a FIFO without a writer would wait
+		 * for one forever; it is refused below instead */
+		fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
 		if (fd < 0)
 			return -errno;
 	}
@@ -165,6 +176,16 @@ fp_perf_reader_open(const char *path, struct fp_perf_reader **out)
 	if (S_ISDIR(st.st_mode)) {
 		rc = -EISDIR;
 		goto close_fd;
+	}
+	if (fd != STDIN_FILENO) {
+		if (!S_ISREG(st.st_mode)) {
+			rc = -EINVAL;
+			goto close_fd;
+		}
+		if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0) {
+			rc = -errno;
+			goto close_fd;
+		}
 	}
 
 	r = xnew(struct fp_perf_reader);
@@ -525,6 +546,8 @@ arena_put(struct fp_perf_reader *r, const char *s, size_t n)
 {
 	size_t at = r->arena_len;
 
+	/* parse_frame() checks MAX_SAMPLE_BYTES first; an event line is
+	 * below MAX_LINE */
 	if (r->arena_len + n + 1 > r->arena_cap) {
 		while (r->arena_len + n + 1 > r->arena_cap)
 			r->arena_cap *= 2;
@@ -755,6 +778,14 @@ parse_frame(struct fp_perf_reader *r, const char *line, size_t len)
 		return bad(r, "bad frame file (expected \"(FILE)\" at the end "
 			      "of the line)");
 
+	if (r->noffs / 2 >= MAX_FRAMES)
+		return bad(r, "more than %d frames in the sample of line %llu "
+			      "(flame_profd writes at most %d)", MAX_FRAMES,
+			   (unsigned long long)r->rec.line, MAX_FRAMES);
+	if (r->arena_len + (size_t)(c.p - name) + 2 > MAX_SAMPLE_BYTES)
+		return bad(r, "the sample of line %llu holds more than %d MiB "
+			      "of names", (unsigned long long)r->rec.line,
+			   MAX_SAMPLE_BYTES / (1024 * 1024));
 	if (r->noffs + 2 > r->offs_cap) {
 		r->offs_cap = r->offs_cap ? r->offs_cap * 2 : 128;
 		r->offs = xrealloc(r->offs, r->offs_cap * sizeof(*r->offs));
@@ -780,8 +811,10 @@ emit(struct fp_perf_reader *r, fp_perf_record_fn fn, void *data)
 	struct fp_perf_record *rec = &r->rec;
 	size_t nframes = r->noffs / 2;
 
-	if (r->noffs > r->ptrs_cap) {
-		r->ptrs_cap = r->noffs;
+	/* never NULL, also for a sample without frames: callers may do
+	 * pointer arithmetic on frames and files */
+	if (!r->ptrs || r->noffs > r->ptrs_cap) {
+		r->ptrs_cap = r->noffs ? r->noffs : 2;
 		r->ptrs = xrealloc(r->ptrs, r->ptrs_cap * sizeof(*r->ptrs));
 	}
 	for (size_t i = 0; i < nframes; i++) {

@@ -15,6 +15,7 @@
 #include "util-hash.h"
 #include "fp/speedscope.h"
 #include "util-mem.h"
+#include "util-sat.h"
 
 struct frame {
 	char *name;
@@ -217,7 +218,7 @@ fp_speedscope_add(struct fp_speedscope *ss, const char *profile,
 	}
 	p->weights[p->count++] = weight;
 	p->off[p->count] = p->nidx;
-	p->total += weight;
+	sat_add_u64(&p->total, weight);
 }
 
 void

@@ -13,6 +13,7 @@
 #include "util-hash.h"
 #include "fp/top.h"
 #include "util-mem.h"
+#include "util-sat.h"
 
 struct func {
 	struct fp_func_stats stats;
@@ -29,6 +30,7 @@ struct fp_func_table {
 	uint64_t status_samples[FP_STATUS_COUNT];
 	uint64_t abs_weight;
 	int64_t net_weight;
+	bool saturated;		/* a sum was held at a bound */
 };
 
 static uint64_t
@@ -120,24 +122,26 @@ fp_func_table_add(struct fp_func_table *t, enum fp_status status,
 		  const char *const *frames, size_t nframes, int64_t weight)
 {
 	uint64_t stamp = ++t->samples;
+	bool sat;
 
 	t->status_samples[(unsigned)status < FP_STATUS_COUNT ? status : 0]++;
-	t->abs_weight += weight < 0 ? (uint64_t)0 - (uint64_t)weight :
-				      (uint64_t)weight;
-	t->net_weight += weight;
+	sat = sat_add_u64(&t->abs_weight, weight < 0 ?
+			  (uint64_t)0 - (uint64_t)weight : (uint64_t)weight);
+	sat |= sat_add_i64(&t->net_weight, weight);
 	for (size_t i = 0; i < nframes; i++) {
 		struct func *f = intern(t, frames[i]);
 
 		if (i == 0) {
 			f->stats.self_samples++;
-			f->stats.self_weight += weight;
+			sat |= sat_add_i64(&f->stats.self_weight, weight);
 		}
 		if (f->stamp != stamp) {
 			f->stamp = stamp;
 			f->stats.total_samples++;
-			f->stats.total_weight += weight;
+			sat |= sat_add_i64(&f->stats.total_weight, weight);
 		}
 	}
+	t->saturated |= sat;
 }
 
 uint64_t
@@ -163,6 +167,12 @@ int64_t
 fp_func_table_net_weight(const struct fp_func_table *t)
 {
 	return t->net_weight;
+}
+
+bool
+fp_func_table_saturated(const struct fp_func_table *t)
+{
+	return t->saturated;
 }
 
 size_t

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include <zlib.h>
 #include <zstd.h>
@@ -490,6 +491,92 @@ START_TEST(callback_stops)
 }
 END_TEST
 
+/* A sample without frames is valid: frames and files are still
+ * pointers (callers index and offset them). */
+static int
+check_frameless(void *data, const struct fp_perf_record *rec)
+{
+	int *seen = data;
+
+	fp_assert_int_eq(rec->nframes, 0);
+	fp_assert_ptr_nonnull(rec->frames);
+	fp_assert_ptr_nonnull(rec->files);
+	(*seen)++;
+	return 0;
+}
+
+START_TEST(frameless_sample)
+{
+	static const char text[] = HEAD EVENT "\n\n" EVENT "\n\n";
+	char *path = write_temp(text, strlen(text));
+	struct fp_perf_reader *r = NULL;
+	int seen = 0;
+
+	fp_assert_int_eq(fp_perf_reader_open(path, &r), 0);
+	fp_assert_int_eq(fp_perf_read(r, check_frameless, &seen), 0);
+	fp_assert_int_eq(seen, 2);
+	fp_perf_reader_destroy(r);
+	unlink(path);
+	free(path);
+}
+END_TEST
+
+/* The bounds of what flame_profd writes: 10000 frames read, 10001 an
+ * error naming the line, before more is held. */
+START_TEST(frame_bound)
+{
+	size_t flen = strlen(FRAME), cap = strlen(HEAD EVENT) + 10002 * flen + 8;
+	char *text = xzalloc(cap), *path;
+	char err[1024], want[1200];
+	struct digest d = { 0 };
+	size_t len = (size_t)sprintf(text, HEAD EVENT "\n");
+
+	for (int i = 0; i < 10000; i++, len += flen)
+		memcpy(text + len, FRAME, flen);
+	text[len++] = '\n';
+	path = write_temp(text, len);
+	fp_assert_int_eq(read_file(path, &d, NULL, 0), 0);
+	fp_assert_int_eq(d.count, 1);
+	free(d.text);
+	unlink(path);
+	free(path);
+
+	len--;
+	memcpy(text + len, FRAME, flen);
+	len += flen;
+	text[len++] = '\n';
+	path = write_temp(text, len);
+	fp_assert_int_eq(read_file(path, &d, err, sizeof(err)), -EBADMSG);
+	snprintf(want, sizeof(want), "%s:10003: more than 10000 frames in the "
+		 "sample of line 2", path);
+	if (strncmp(err, want, strlen(want)) != 0)
+		fprintf(stderr, "got \"%s\"\n", err);
+	fp_assert(strncmp(err, want, strlen(want)) == 0);
+	free(d.text);
+	unlink(path);
+	free(path);
+	free(text);
+}
+END_TEST
+
+/* A FIFO (or a device) is refused at open, not waited on. */
+START_TEST(open_not_regular)
+{
+	char path[] = "/tmp/fp-read-fifo.XXXXXX";
+	struct fp_perf_reader *r = NULL;
+
+	fp_assert_ptr_nonnull(mkdtemp(path));
+	strcat(path, "/f");
+	fp_assert_int_eq(mkfifo(path, 0600), 0);
+	fp_assert_int_eq(fp_perf_reader_open(path, &r), -EINVAL);
+	fp_assert_ptr_null(r);
+	fp_assert_int_eq(fp_perf_reader_open("/dev/null", &r), -EINVAL);
+	unlink(path);
+	path[strlen(path) - 2] = '\0';
+	rmdir(path);
+}
+END_TEST
+
 START_TEST(open_errors)
 {
 	struct fp_perf_reader *r = NULL;
@@ -579,6 +666,9 @@ suite(void)
 	tc = tcase_create("errors");
 	tcase_add_loop_test(tc, grammar_errors, 0, N(bad_cases));
 	tcase_add_test(tc, open_errors);
+	tcase_add_test(tc, open_not_regular);
+	tcase_add_test(tc, frameless_sample);
+	tcase_add_test(tc, frame_bound);
 	suite_add_tcase(s, tc);
 	return s;
 }

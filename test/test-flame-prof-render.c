@@ -559,6 +559,55 @@ START_TEST(write_errors)
 }
 END_TEST
 
+/* Sums past the 64-bit range are held at the bound and flagged, never
+ * wrapped: three INT64_MAX weights, and three of the other sign. */
+START_TEST(sums_saturate)
+{
+	const char *frames[] = { "m:f/0", "m:g/0" };
+	struct fp_func_table *t = fp_func_table_new();
+	struct fp_func_table *neg = fp_func_table_new();
+	struct fp_flame_tree *tree = fp_flame_tree_new();
+	struct fp_heatmap *map = fp_heatmap_new(10);
+	const struct fp_func_stats *st;
+	struct fp_heatmap_options ho = { 0 };
+	FILE *devnull = fopen("/dev/null", "w");
+
+	fp_assert_ptr_nonnull(devnull);
+	fp_func_table_add(t, FP_STATUS_RUNNING, frames, 2, INT64_MAX);
+	fp_assert(!fp_func_table_saturated(t));
+	for (int i = 0; i < 2; i++) {
+		fp_func_table_add(t, FP_STATUS_RUNNING, frames, 2, INT64_MAX);
+		fp_func_table_add(neg, FP_STATUS_RUNNING, frames, 2, INT64_MIN);
+		fp_flame_tree_add(tree, 0, frames, NULL, 2, 0, UINT64_MAX / 2 + 1);
+		fp_heatmap_add(map, 1000000, INT64_MAX);
+	}
+	fp_assert(fp_func_table_saturated(t));
+	fp_assert_int_eq(fp_func_table_net_weight(t), INT64_MAX);
+	fp_assert(fp_func_table_abs_weight(t) == UINT64_MAX);
+	st = fp_func_table_find(t, "m:f/0");
+	fp_assert(st->self_weight == INT64_MAX && st->total_weight == INT64_MAX);
+	fp_assert(fp_func_table_saturated(neg));
+	fp_assert(fp_func_table_net_weight(neg) == INT64_MIN);
+	fp_assert(fp_func_table_abs_weight(neg) == UINT64_MAX);
+	st = fp_func_table_find(neg, "m:g/0");
+	fp_assert(st->total_weight == INT64_MIN);
+
+	fp_assert(fp_flame_tree_saturated(tree));
+	fp_flame_tree_finish(tree);
+	fp_assert(fp_flame_tree_root(tree)->weight[0] == UINT64_MAX);
+
+	fp_assert(!fp_heatmap_saturated(map));
+	fp_assert_int_eq(fp_heatmap_write(map, &ho, devnull), 0);
+	fp_assert(fp_heatmap_saturated(map));
+
+	fclose(devnull);
+	fp_heatmap_destroy(map);
+	fp_flame_tree_destroy(tree);
+	fp_func_table_destroy(neg);
+	fp_func_table_destroy(t);
+}
+END_TEST
+
 #define N(a) (int)(sizeof(a) / sizeof(a[0]))
 
 static Suite *
@@ -590,6 +639,7 @@ suite(void)
 
 	tc = tcase_create("errors");
 	tcase_add_test(tc, write_errors);
+	tcase_add_test(tc, sums_saturate);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -128,7 +128,7 @@ START_TEST(log_file)
 	fp_assert_int_ge(fd, 0);
 	close(fd);
 	reset();
-	fp_assert_int_eq(fpd_log_open(path, 0), 0);
+	fp_assert_int_eq(fpd_log_open(path, 0, 0640), 0);
 	for (int i = 0; i < 5; i++) {
 		log_at(i, FP_LOG_WARNING, "rpc failed on %s: %d", "node", i);
 		log_at(i, FP_LOG_ERROR, "an error %d", i);
@@ -171,7 +171,7 @@ START_TEST(limit_full)
 	fp_assert_int_ge(fd, 0);
 	close(fd);
 	reset();
-	fp_assert_int_eq(fpd_log_open(path, 0), 0);
+	fp_assert_int_eq(fpd_log_open(path, 0, 0640), 0);
 	for (int i = 0; i <= LIMIT_KINDS; i++)
 		snprintf(kinds[i], sizeof(kinds[i]), "k%d", i);
 	for (int i = 0; i < LIMIT_KINDS; i++)

@@ -9,7 +9,10 @@ not widen anyone's access.
 - output directories 0750 and files 0640 by default, --dir-mode and
   --file-mode change them;
 - --user drops root right after start-up: the process runs as that user
-  and the files are its own;
+  and the files are its own, the --log-file included, which SIGHUP
+  reopens after logrotate;
+- FLAME_PROFD_COOKIE is wiped also when --cookie-file is given; a FIFO or
+  a device as cookie file is refused at once;
 - node names cannot smuggle a path: '/' and '..' tricks are refused.
 """
 import os
@@ -28,6 +31,92 @@ import harness as h  # noqa: E402
 def proc_status(pid):
     with open("/proc/%d/status" % pid) as f:
         return dict(l.rstrip("\n").split(":\t", 1) for l in f if ":\t" in l)
+
+
+def wait_in_file(path, text, timeout=15):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if os.path.exists(path) and text in open(path, errors="replace").read():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def cookie_and_log_checks(t, node):
+    cookie = node.cookie
+
+    # FLAME_PROFD_COOKIE is wiped also when --cookie-file wins
+    dm = h.start_daemon(h.daemon_args(node, h.mkdtemp("out_"), top=5, rate=20,
+                                      every="1s", compress="none"),
+                        env={"FLAME_PROFD_COOKIE": cookie})
+    dm.wait_samples(timeout=15)
+    with open("/proc/%d/environ" % dm.pid, "rb") as f:
+        environ = f.read()
+    t.check(cookie.encode() not in environ and b"FLAME_PROFD_COOKIE=" not in environ,
+            "FLAME_PROFD_COOKIE wiped from /proc/PID/environ with --cookie-file too")
+    t.eq(dm.stop(), 0, "env cookie + --cookie-file: exit 0")
+
+    # a FIFO (or a device) as cookie file: refused at once, not waited on
+    d = h.mkdtemp("ck_")
+    fifo = os.path.join(d, "cookie")
+    os.mkfifo(fifo, 0o600)
+    for path, what in ((fifo, "a FIFO"), ("/dev/null", "a device")):
+        t0 = time.time()
+        rc, _, se = h.run_daemon(h.daemon_args(node, h.mkdtemp("out_"), cookie_file=path,
+                                               duration="1s"), timeout=10)
+        t.eq(rc, 66, "%s as cookie file: exit 66" % what)
+        t.check("not a regular file" in se and path in se and time.time() - t0 < 5,
+                "... at once, naming it: %s" % se.strip()[:160])
+
+    if os.getuid() != 0:
+        h.log("not root: --user --log-file checks skipped")
+        return
+    # --user with --log-file: the daemon's log is the user's, made with
+    # --file-mode, and SIGHUP after logrotate reopens it as the user
+    user = pwd.getpwnam("nobody")
+    out = h.mkdtemp("out_")
+    os.chmod(out, 0o755)
+    os.chmod(os.path.dirname(out), 0o755)
+    logdir = h.mkdtemp("log_")
+    os.chmod(logdir, 0o755)             # root's, not writable by nobody
+    logf = os.path.join(logdir, "fp.log")
+    os.chmod(node.cookie_file, 0o400)
+    old_umask = os.umask(0o022)
+    try:
+        dm = h.start_daemon(h.daemon_args(node, out, top=5, rate=20, every="1s",
+                                          compress="none", user="nobody",
+                                          file_mode="0600", log_file=logf, verbose=True))
+    finally:
+        os.umask(old_umask)
+    t.check(wait_in_file(logf, "running as user nobody"), "--log-file: the daemon logs there")
+    st = os.stat(logf)
+    t.eq((st.st_uid, st.st_gid), (user.pw_uid, user.pw_gid), "--log-file: owned by --user")
+    t.eq(stat.S_IMODE(st.st_mode), 0o600, "--log-file: made with --file-mode")
+    # logrotate's bare "create": rename, then a new file with the owner
+    # and mode of the rotated one
+    os.rename(logf, logf + ".1")
+    fd = os.open(logf, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.fchown(fd, st.st_uid, st.st_gid)
+    os.close(fd)
+    dm.send_signal(1)                   # SIGHUP: reopen
+    time.sleep(0.5)
+    dm.send_signal(10)                  # SIGUSR1: logs "rotating"
+    t.check(wait_in_file(logf, "SIGUSR1: rotating"),
+            "after logrotate create + SIGHUP the new lines go to the new file")
+    t.check("cannot reopen" not in open(logf + ".1").read() and
+            "cannot reopen" not in open(logf).read(), "... with no reopen error")
+    # a log directory writable by the user: the daemon makes the new file
+    os.chown(logdir, user.pw_uid, user.pw_gid)
+    os.rename(logf, logf + ".2")
+    dm.send_signal(1)
+    time.sleep(0.5)
+    dm.send_signal(10)
+    t.check(wait_in_file(logf, "SIGUSR1: rotating"),
+            "a directory writable by the user: SIGHUP makes the new file")
+    st = os.stat(logf) if os.path.exists(logf) else None
+    t.check(st and st.st_uid == user.pw_uid and stat.S_IMODE(st.st_mode) == 0o600,
+            "... owned by the user, with --file-mode")
+    t.eq(dm.stop(), 0, "--user --log-file: exit 0")
 
 
 def main(t):
@@ -114,6 +203,8 @@ def main(t):
         t.eq(rc, 64, "--user unknown: exit 64")
     else:
         h.log("not root: --user checks skipped")
+
+    cookie_and_log_checks(t, node)
 
     # --connect HOST:PORT (a tunnel endpoint) skips epmd: point epmd at a
     # dead port and give the node's own distribution port instead

@@ -59,6 +59,13 @@ fp_flame_tree_add(struct fp_flame_tree *tree, int set,
 		  const char *const *names, const char *const *files,
 		  size_t n, size_t ngroups, uint64_t weight);
 
+/**
+ * Whether a weight sum left the 64-bit range: it is then held at
+ * UINT64_MAX instead of wrapping, and the caller warns.
+ */
+bool
+fp_flame_tree_saturated(const struct fp_flame_tree *tree);
+
 /** Sort every child list by name. Call once after the last add. */
 void
 fp_flame_tree_finish(struct fp_flame_tree *tree);

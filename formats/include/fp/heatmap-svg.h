@@ -40,10 +40,15 @@ fp_heatmap_add(struct fp_heatmap *map, uint64_t time_us, int64_t value);
  * a sample; empty cells are left blank. Positive sums are shaded white
  * to red, negative ones white to blue, both against the largest
  * magnitude. Cells are <rect class="c"> with data-c (column), data-r
- * (row) and data-v (sum).
+ * (row) and data-v (sum). A cell's sum that leaves the 64-bit range is
+ * held at INT64_MAX/INT64_MIN; fp_heatmap_saturated() says so afterwards.
  *
  * @return 0, or a negative errno on a write error.
  */
 int
-fp_heatmap_write(const struct fp_heatmap *map,
+fp_heatmap_write(struct fp_heatmap *map,
 		 const struct fp_heatmap_options *options, FILE *out);
+
+/** Whether the last fp_heatmap_write() held a cell's sum at a bound. */
+bool
+fp_heatmap_saturated(const struct fp_heatmap *map);

@@ -40,7 +40,8 @@ struct fp_perf_record {
 	const char *const *key_names;		/* "key.NAME: TEXT" fields: */
 	const char *const *key_values;		/* NAME and TEXT (unescaped) */
 	uint32_t nkeys;
-	const char *const *frames;		/* MFA[:LINE], leaf first */
+	const char *const *frames;		/* MFA[:LINE], leaf first; never
+						 * NULL, also with no frames */
 	const char *const *files;		/* FILE field of each frame */
 	uint32_t nframes;
 	uint64_t line;				/* line of the event line */
@@ -60,8 +61,10 @@ typedef int (*fp_perf_record_fn)(void *data, const struct fp_perf_record *rec);
  * @param[out] reader  on success, a reader the caller owns; free it with
  *                     fp_perf_reader_destroy()
  * @return 0, or the negative errno of open(2)/read(2) (-ENOENT, -EACCES,
- *         -EISDIR, ...). fp_perf_reader_error() is not available then:
- *         the caller names the file.
+ *         -EISDIR, ...); -EINVAL if @path is not a regular file (a FIFO,
+ *         a device, a socket: standard input is read as "-").
+ *         fp_perf_reader_error() is not available then: the caller
+ *         names the file.
  */
 int
 fp_perf_reader_open(const char *path, struct fp_perf_reader **reader);
@@ -85,8 +88,11 @@ fp_perf_reader_destroy(struct fp_perf_reader *reader);
  *
  * @return 0 at the end of the file;
  *         a positive value returned by @fn;
- *         -EBADMSG if the file does not follow the grammar, is truncated
- *         or its compressed stream is corrupt;
+ *         -EBADMSG if the file does not follow the grammar, is truncated,
+ *         its compressed stream is corrupt, or it passes the bounds of
+ *         what flame_profd writes (a line of 16 MiB, a sample of 10000
+ *         frames or 64 MiB of names), which bound the reader's memory
+ *         for any file;
  *         -EIO (or read(2)'s errno) on a read error;
  *         a negative errno returned by @fn.
  *         On -EBADMSG and read errors fp_perf_reader_error() says where.

@@ -59,6 +59,14 @@ int64_t
 fp_func_table_net_weight(const struct fp_func_table *table);
 
 /** Number of distinct functions. */
+/**
+ * Whether a weight sum (net, absolute, a function's self or total) left
+ * the 64-bit range: it is then held at INT64_MAX/INT64_MIN (UINT64_MAX
+ * for the absolute sum) instead of wrapping, and the caller warns.
+ */
+bool
+fp_func_table_saturated(const struct fp_func_table *table);
+
 size_t
 fp_func_table_count(const struct fp_func_table *table);
 

@@ -597,15 +597,20 @@ read_cookie(const struct fpd_options *o, char *cookie, size_t size)
 	if (env) {
 		size_t len = strlen(env);
 		bool use = !o->cookie_file_set && *env;
+		char *entry = NULL;
 
 		if (use && len < size)
 			snprintf(cookie, size, "%s", env);
 		/* Not in our environment any longer (/proc/PID/environ), also
-		 * when --cookie-file wins or the value is refused: getenv()
-		 * points into the "NAME=VALUE" string, which goes whole. */
-		explicit_bzero((char *)env - strlen("FLAME_PROFD_COOKIE="),
-			       strlen("FLAME_PROFD_COOKIE=") + len);
+		 * when --cookie-file wins or the value is refused: the whole
+		 * "NAME=VALUE" string goes, once out of environ. */
+		for (char **e = environ; *e && !entry; e++) {
+			if (strncmp(*e, "FLAME_PROFD_COOKIE=", 19) == 0)
+				entry = *e;
+		}
 		unsetenv("FLAME_PROFD_COOKIE");
+		if (entry)
+			explicit_bzero(entry, strlen(entry));
 		if (use && len >= size) {
 			fprintf(stderr, "flame_profd: error: FLAME_PROFD_COOKIE is longer than %zu bytes\n",
 				size - 1);

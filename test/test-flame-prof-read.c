@@ -562,7 +562,7 @@ END_TEST
 /* A FIFO (or a device) is refused at open, not waited on. */
 START_TEST(open_not_regular)
 {
-	char path[] = "/tmp/fp-read-fifo.XXXXXX";
+	char path[64] = "/tmp/fp-read-fifo.XXXXXX";
 	struct fp_perf_reader *r = NULL;
 
 	fp_assert_ptr_nonnull(mkdtemp(path));

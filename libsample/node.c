@@ -500,13 +500,14 @@ io_connect(void *ctx, void *addr, int len, unsigned tmo)
 	return err;
 }
 
+/* One readv or writev, waiting in slices while the socket is not ready. */
 static int
-io_writev(void *ctx, const void *iov, int iovcnt, ssize_t *len, unsigned tmo)
+io_xfer(struct node_io *io, ssize_t (*op)(int, const struct iovec *, int),
+	short events, const struct iovec *iov, int iovcnt, ssize_t *len,
+	unsigned tmo)
 {
-	struct node_io *io = ctx;
-
 	for (;;) {
-		ssize_t n = writev(io->fd, iov, iovcnt);
+		ssize_t n = op(io->fd, iov, iovcnt);
 		int rc;
 
 		if (n >= 0) {
@@ -515,9 +516,15 @@ io_writev(void *ctx, const void *iov, int iovcnt, ssize_t *len, unsigned tmo)
 		}
 		if (errno != EAGAIN && errno != EINTR)
 			return errno;
-		if (errno == EAGAIN && (rc = io_wait(io, POLLOUT, tmo)))
+		if (errno == EAGAIN && (rc = io_wait(io, events, tmo)))
 			return rc;
 	}
+}
+
+static int
+io_writev(void *ctx, const void *iov, int iovcnt, ssize_t *len, unsigned tmo)
+{
+	return io_xfer(ctx, writev, POLLOUT, iov, iovcnt, len, tmo);
 }
 
 static int
@@ -525,27 +532,15 @@ io_write(void *ctx, const char *buf, ssize_t *len, unsigned tmo)
 {
 	struct iovec iov = { .iov_base = (void *)buf, .iov_len = (size_t)*len };
 
-	return io_writev(ctx, &iov, 1, len, tmo);
+	return io_xfer(ctx, writev, POLLOUT, &iov, 1, len, tmo);
 }
 
 static int
 io_read(void *ctx, char *buf, ssize_t *len, unsigned tmo)
 {
-	struct node_io *io = ctx;
+	struct iovec iov = { .iov_base = buf, .iov_len = (size_t)*len };
 
-	for (;;) {
-		ssize_t n = read(io->fd, buf, (size_t)*len);
-		int rc;
-
-		if (n >= 0) {
-			*len = n;
-			return 0;
-		}
-		if (errno != EAGAIN && errno != EINTR)
-			return errno;
-		if (errno == EAGAIN && (rc = io_wait(io, POLLIN, tmo)))
-			return rc;
-	}
+	return io_xfer(ctx, readv, POLLIN, &iov, 1, len, tmo);
 }
 
 static int

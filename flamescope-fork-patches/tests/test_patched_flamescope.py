@@ -28,6 +28,15 @@ METRICS = ['erlang_reductions', 'erlang_memory', 'erlang_message_queue_len',
 EVENT_RE = re.compile(r"^(?P<status>[a-z_]+) (?P<pid>\d+\.\d+\.\d+) \[000\] "
                       r"(?P<ts>\d+\.\d{6}): cpu-clock:(?P<rest>.*)$")
 FRAME_RE = re.compile(r"^\t[0-9a-f]{16} (?P<name>.+) \((?P<file>[^()]*)\)$")
+# the project's writer's golden output (labels, keys and callers, escaped)
+GOLDEN = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                      'test', 'golden')
+
+
+def unescape_text(text):
+    """TEXT of label, key.NAME, callers: every \\xHH is the byte HH."""
+    return re.sub(rb'\\x([0-9A-F]{2})', lambda m: bytes([int(m.group(1), 16)]),
+                  text.encode('utf-8')).decode('utf-8')
 
 
 def open_text(path):
@@ -67,6 +76,10 @@ def parse_flame_profd(path):
                 cur = {'status': m.group('status'), 'pid': m.group('pid'),
                        'ts': float(m.group('ts')), 'metrics': metrics,
                        'name': fields.get('registered_name', ''),
+                       'label': unescape_text(fields.get('label', '')),
+                       'callers': unescape_text(fields.get('callers', '')),
+                       'keys': {k[4:]: unescape_text(v) for k, v in fields.items()
+                                if k.startswith('key.')},
                        'frames': []}
                 samples.append(cur)
                 continue
@@ -120,9 +133,10 @@ def get(client, url):
     return r.get_json()
 
 
-def q(path, **args):
+def q(path, doseq=False, **args):
+    """A URL; doseq: a list value is the argument repeated."""
     from urllib.parse import urlencode
-    return path + '?' + urlencode(args)
+    return path + '?' + urlencode(args, doseq=doseq)
 
 
 @pytest.fixture(params=flame_profd_files(), ids=os.path.basename)
@@ -364,6 +378,143 @@ def test_group_levels(fp_file):
 
 def fs_status(client, url):
     return client.get(url).status_code
+
+
+# --- 4b: labels, recorded keys and callers (select, group, /fields/) ---
+
+LABELS_FIXTURE = 'flame_profd-labels.perf'
+
+
+def key_names(samples):
+    return sorted({k for s in samples for k in s['keys']})
+
+
+def test_fields_list_labels_keys_callers(fp_file):
+    client, name, samples = fp_file
+    fields = get(client, q('/fields/', filename=name, type='perf'))
+    labels = Counter(s['label'] for s in samples if s['label'])
+    assert {x['label']: x['samples'] for x in fields['labels']} == labels
+    want_keys = {}
+    for k in key_names(samples):
+        want_keys[k] = Counter(s['keys'][k] for s in samples if k in s['keys'])
+    got_keys = {x['key']: x for x in fields['keys']}
+    assert sorted(got_keys) == sorted(want_keys)
+    for k, c in want_keys.items():
+        assert got_keys[k]['samples'] == sum(c.values()) and got_keys[k]['distinct'] == len(c)
+        assert {v['value']: v['samples'] for v in got_keys[k]['values']} == dict(c.most_common(100))
+    callers = Counter(s['callers'] for s in samples if s['callers'])
+    assert fields['callers']['samples'] == sum(callers.values())
+    assert {v['callers']: v['samples'] for v in fields['callers']['values']} == dict(callers.most_common(100))
+    if name == LABELS_FIXTURE:
+        # the labelled pool and the request ids of bench/elixir/rw_ex.ex
+        assert set(labels) == {'{rw_pool,1}', '{rw_pool,2}', '{rw_pool,3}'}
+        assert list(want_keys) == ['request_id'] and len(want_keys['request_id']) >= 2
+        assert callers
+        pool = [p for p in fields['pids'] if p['label'] == '{rw_pool,2}']
+        assert len(pool) == 1 and pool[0]['samples'] == labels['{rw_pool,2}']
+
+
+def label_cases(samples):
+    """(request arguments, which samples they keep) for a file's labels,
+    keys and callers; none for a file without them."""
+    labels = sorted({s['label'] for s in samples if s['label']})
+    cases = []
+    if labels:
+        cases += [
+            ({'label': labels[0]}, lambda s: s['label'] == labels[0]),
+            ({'label': labels[:2]}, lambda s: s['label'] in labels[:2]),
+            ({'label': '-'}, lambda s: s['label'] == ''),
+            ({'label': labels[-1], 'status': 'running'},
+             lambda s: s['label'] == labels[-1] and s['status'] == 'running'),
+        ]
+    for k in key_names(samples):
+        values = sorted({s['keys'][k] for s in samples if k in s['keys']})
+        cases += [
+            ({'key.' + k: values[0]}, lambda s, k=k, v=values[0]: s['keys'].get(k) == v),
+            ({'key:' + k: values[-2:]}, lambda s, k=k, v=values[-2:]: s['keys'].get(k) in v),
+            ({'key.' + k: '-'}, lambda s, k=k: k not in s['keys']),
+        ]
+    callers = sorted({s['callers'] for s in samples if s['callers']})
+    if callers:
+        cases.append(({'callers': callers[0]}, lambda s: s['callers'] == callers[0]))
+    return cases
+
+
+def test_label_key_callers_filters(fp_file):
+    client, name, samples = fp_file
+    cases = label_cases(samples)
+    if name == LABELS_FIXTURE:
+        assert len(cases) >= 8
+    for args, keep in cases:
+        kept = [s for s in samples if keep(s)]
+        assert kept or args.get('status'), args
+        hm = get(client, q('/heatmap/', filename=name, type='perf', doseq=True, **args))
+        assert sum(map(sum, hm['values'])) == len(kept), args
+        fg = get(client, q('/flamegraph/', filename=name, type='perf', doseq=True, **args))
+        assert paths(fg) == expected_paths(kept), args
+        fg = get(client, q('/flamegraph/', filename=name, type='perf', metric='erlang_memory_delta',
+                           group='label', doseq=True, **args))
+        assert paths(fg, 'd') == expected_paths(kept, 'erlang_memory_delta', 'net',
+                                                head=lambda s: ('label:' + (s['label'] or '-'),)), args
+    # a value the file does not have keeps nothing; an unknown key neither
+    for args in [{'label': 'no such label'}, {'key.no_such_key': 'x'}]:
+        hm = get(client, q('/heatmap/', filename=name, type='perf', **args))
+        assert sum(map(sum, hm['values'])) == 0, args
+
+
+def test_label_key_callers_groups(fp_file):
+    client, name, samples = fp_file
+    groups = [
+        ('label', lambda s: ('label:' + (s['label'] or '-'),)),
+        ('callers', lambda s: ('callers:' + (s['callers'] or '-'),)),
+        ('name,label,status', lambda s: (s['name'] or '(not registered)', 'label:' + (s['label'] or '-'),
+                                         s['status'])),
+        ('key:absent_key', lambda s: ('absent_key:-',)),
+    ]
+    for k in key_names(samples):
+        # named as flame_prof --by key:NAME names them: NAME:VALUE
+        groups += [
+            ('key:' + k, lambda s, k=k: ('%s:%s' % (k, s['keys'].get(k, '-')),)),
+            ('status,key.' + k, lambda s, k=k: (s['status'], '%s:%s' % (k, s['keys'].get(k, '-')))),
+        ]
+    for group, head in groups:
+        fg = get(client, q('/flamegraph/', filename=name, type='perf', group=group))
+        assert paths(fg) == expected_paths(samples, head=head), group
+    if name == LABELS_FIXTURE:
+        fg = get(client, q('/flamegraph/', filename=name, type='perf', group='label'))
+        top = {c['n'] for c in fg['c']}
+        assert top == {'label:-', 'label:{rw_pool,1}', 'label:{rw_pool,2}', 'label:{rw_pool,3}'}
+        fg = get(client, q('/flamegraph/', filename=name, type='perf', group='key:request_id',
+                           **{'key.request_id': 'req-10'}))
+        assert [c['n'] for c in fg['c']] == ['request_id:req-10']
+    for bad in ['key:', 'labels', 'key']:
+        assert fs_status(client, q('/flamegraph/', filename=name, type='perf', group=bad)) == 400, bad
+
+
+def test_golden_labels_read_unescaped(fs, profile_dir):
+    """The writer's golden file: label, key and callers TEXT with escapes
+    (a space, a backslash, a tab, UTF-8) read back as written."""
+    client = fs[1]
+    profile_dir(GOLDEN)
+    name = 'basic.perf'
+    value = 'req 7\\\té'
+    fields = get(client, q('/fields/', filename=name, type='perf'))
+    assert fields['labels'] == [{'label': '{rw_pool,1}', 'samples': 1}]
+    assert fields['keys'] == [{'key': 'request_id', 'samples': 1, 'distinct': 1,
+                               'values': [{'value': value, 'samples': 1}]}]
+    assert fields['callers']['values'] == [{'callers': '<0.101.0>,<0.90.0>', 'samples': 1}]
+    samples = parse_flame_profd(os.path.join(GOLDEN, name))
+    assert [s['keys'] for s in samples] == [{}, {'request_id': value}, {}]
+    fg = get(client, q('/flamegraph/', filename=name, type='perf', group='key:request_id,label'))
+    assert paths(fg) == expected_paths(samples, head=lambda s: (
+        'request_id:' + s['keys'].get('request_id', '-'), 'label:' + (s['label'] or '-')))
+    top = sorted(c['n'] for c in fg['c'])
+    assert top == ['request_id:-', 'request_id:' + value]
+    for args, n in [({'key.request_id': value}, 1), ({'key.request_id': 'req\\x207\\x5C\\x09é'}, 0),
+                    ({'label': '{rw_pool,1}'}, 1), ({'label': '-'}, 2),
+                    ({'callers': '<0.101.0>,<0.90.0>'}, 1)]:
+        hm = get(client, q('/heatmap/', filename=name, type='perf', **args))
+        assert sum(map(sum, hm['values'])) == n, args
 
 
 # --- 5: upstream defects ---

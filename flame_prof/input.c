@@ -15,11 +15,14 @@
 
 #include "flame_prof.h"
 #include "util-mem.h"
+#include "util-parse.h"
 
 /* A file's first sample may predate its name by one request round trip
  * (its time is the middle of the request); allow far more than any
  * --timeout. */
 #define START_SLACK_US (600ULL * 1000000)
+/* +DUR: about all that a uint64_t of microseconds holds. */
+#define DURATION_MAX_US 18000000000000000000ULL
 
 static bool
 all_digits(const char *s, size_t n)
@@ -46,38 +49,6 @@ parse_fraction(const char **p, uint64_t *us)
 	*us = v;
 	*p = s;
 	return 0;
-}
-
-int
-fpp_duration_parse(const char *text, uint64_t *us)
-{
-	static const struct {
-		const char *suffix;
-		double scale;
-	} units[] = {
-		{ "", 1e6 }, { "s", 1e6 }, { "ms", 1e3 }, { "us", 1 },
-		{ "m", 60e6 }, { "h", 3600e6 },
-	};
-	char *end;
-	double v;
-
-	if (!*text || *text == '-' || *text == '+' || *text == ' ')
-		return -EINVAL;
-	errno = 0;
-	v = strtod(text, &end);
-	if (errno || end == text || v < 0)
-		return -EINVAL;
-	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-		if (strcmp(end, units[i].suffix) == 0) {
-			double r = v * units[i].scale;
-
-			if (r > 1.8e19)
-				return -EINVAL;
-			*us = (uint64_t)(r + 0.5);
-			return 0;
-		}
-	}
-	return -EINVAL;
 }
 
 static int
@@ -130,7 +101,7 @@ fpp_time_parse(const char *text, struct fpp_time *t)
 
 	memset(t, 0, sizeof(*t));
 	if (*s == '+') {
-		if (fpp_duration_parse(s + 1, &t->us) < 0)
+		if (parse_duration(s + 1, DURATION_MAX_US, &t->us) < 0)
 			return -EINVAL;
 		t->set = t->relative = true;
 		return 0;

@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "flame_prof.h"
+#include "fp/perf-file.h"
 #include "util-mem.h"
 #include "util-parse.h"
 
@@ -131,44 +132,23 @@ fpp_time_parse(const char *text, struct fpp_time *t)
 	return 0;
 }
 
-/* NODE.YYYYMMDDTHHMMSS.mmmZ.perf[.gz|.zst] -> the time in the name */
+/* The time in the name of a file of flame_profd's */
 static bool
 name_time(const char *path, uint64_t *us)
 {
 	const char *base = strrchr(path, '/');
-	const char *ext;
-	char iso[40];
-	const char *ts;
+	struct fp_perf_name name;
 
-	base = base ? base + 1 : path;
-	ext = strstr(base, ".perf");
-	if (!ext || ext - base < 21)
+	if (!fp_perf_name_parse(base ? base + 1 : path, &name))
 		return false;
-	ts = ext - 20;
-	if (ts[-1] != '.' || !all_digits(ts, 8) || ts[8] != 'T' ||
-	    !all_digits(ts + 9, 6) || ts[15] != '.' || !all_digits(ts + 16, 3) ||
-	    ts[19] != 'Z')
-		return false;
-	snprintf(iso, sizeof(iso), "%.4s-%.2s-%.2sT%.2s:%.2s:%.2s.%.3sZ", ts,
-		 ts + 4, ts + 6, ts + 9, ts + 11, ts + 13, ts + 16);
-	return parse_iso(iso, us) == 0;
+	*us = name.epoch_ms * 1000;
+	return true;
 }
 
 static bool
 perf_name(const char *name)
 {
-	size_t n = strlen(name);
-	static const char *const ext[] = { ".perf", ".perf.gz", ".perf.zst" };
-
-	if (name[0] == '.')
-		return false;
-	for (size_t i = 0; i < 3; i++) {
-		size_t e = strlen(ext[i]);
-
-		if (n > e && strcmp(name + n - e, ext[i]) == 0)
-			return true;
-	}
-	return false;
+	return name[0] != '.' && fp_perf_name_kind(name, NULL);
 }
 
 /* Directories below an input, counted from it; deeper is an error,

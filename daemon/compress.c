@@ -32,10 +32,8 @@ struct fpd_compressor {
 struct fpd_compressor *
 fpd_compressor_new(enum fpd_compress kind, int level)
 {
-	struct fpd_compressor *c = calloc(1, sizeof(*c));
+	struct fpd_compressor *c = xnew(struct fpd_compressor);
 
-	if (!c)
-		abort();
 	c->kind = kind;
 	c->level = level;
 	if (kind == FPD_COMPRESS_ZSTD) {

@@ -98,14 +98,10 @@ seg_write(void *cookie, const char *data, size_t len)
 
 	if (out->seglen + len > out->segcap) {
 		size_t cap = out->segcap ? out->segcap : 65536;
-		char *p;
 
 		while (cap < out->seglen + len)
 			cap *= 2;
-		p = realloc(out->segbuf, cap);
-		if (!p)
-			abort();
-		out->segbuf = p;
+		out->segbuf = xrealloc(out->segbuf, cap);
 		out->segcap = cap;
 	}
 	memcpy(out->segbuf + out->seglen, data, len);
@@ -200,22 +196,20 @@ struct fpd_output *
 fpd_output_new(const struct fpd_output_config *config, int *err,
 	       const char **what)
 {
-	struct fpd_output *out = calloc(1, sizeof(*out));
+	struct fpd_output *out = xnew(struct fpd_output);
 	cookie_io_functions_t io = { .write = seg_write };
 	char probe[64];
 	struct stat st;
 	int fd, rc;
 
-	if (!out)
-		abort();
 	out->cfg = *config;
-	out->cfg.header = strdup(config->header);
-	out->cfg.options_json = strdup(config->options_json);
-	out->cfg.node = strdup(config->node);
+	out->cfg.header = xstrdup(config->header);
+	out->cfg.options_json = xstrdup(config->options_json);
+	out->cfg.node = xstrdup(config->node);
 	out->node_s = fp_perf_node_name(config->node);
 	out->dirfd = out->lockfd = out->fd = -1;
-	if (asprintf(&out->dir, "%s/%s", config->dir, out->node_s) < 0)
-		abort();
+	out->dir = xzalloc(strlen(config->dir) + strlen(out->node_s) + 2);
+	sprintf(out->dir, "%s/%s", config->dir, out->node_s);
 
 	*what = "cannot create the output directory";
 	rc = mkdir_p(out->dir, config->dir_mode);

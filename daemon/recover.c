@@ -69,11 +69,11 @@ static ssize_t
 summarize(const struct leftovers *l, const char *name,
 	  enum fp_perf_compress kind, struct fp_perf_summary *s)
 {
-	char *path = NULL;
+	size_t size = strlen(l->dir) + strlen(name) + 2;
+	char *path = xzalloc(size);
 	ssize_t rc;
 
-	if (asprintf(&path, "%s/%s", l->dir, name) < 0)
-		abort();
+	snprintf(path, size, "%s/%s", l->dir, name);
 	rc = fp_perf_file_summarize(path, kind, s);
 	free(path);
 	return rc;

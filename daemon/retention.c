@@ -66,9 +66,7 @@ list_finished(int dirfd, const char *node_s, struct found **out, size_t *n)
 			continue;
 		if (*n == cap) {
 			cap = cap ? cap * 2 : 64;
-			*out = realloc(*out, cap * sizeof(**out));
-			if (!*out)
-				abort();
+			*out = xrealloc(*out, cap * sizeof(**out));
 		}
 		snprintf((*out)[*n].name, sizeof((*out)[*n].name), "%s", de->d_name);
 		(*out)[*n].bytes = (uint64_t)st.st_size;
@@ -162,9 +160,7 @@ fpd_index_load(int dirfd, struct fpd_file_entry **entries, size_t *n)
 		e.recovered = recovered != 0;
 		if (*n == cap) {
 			cap = cap ? cap * 2 : 64;
-			*entries = realloc(*entries, cap * sizeof(**entries));
-			if (!*entries)
-				abort();
+			*entries = xrealloc(*entries, cap * sizeof(**entries));
 		}
 		(*entries)[(*n)++] = e;
 	}

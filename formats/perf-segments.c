@@ -69,6 +69,8 @@ scan_offset(const struct scan *s)
 static bool
 scan_text_add(struct scan *s, const void *data, size_t n)
 {
+	if (n == 0)
+		return true;	/* a read that gave no text yet: text may be NULL */
 	if (s->textlen + n > s->text_max)
 		return false;
 	if (s->textlen + n > s->textcap) {
@@ -88,7 +90,8 @@ static void
 scan_emit(struct scan *s, size_t len)
 {
 	s->fn(s->data, s->text, len);
-	memmove(s->text, s->text + len, s->textlen - len);
+	if (s->textlen > len)
+		memmove(s->text, s->text + len, s->textlen - len);
 	s->textlen -= len;
 }
 
@@ -252,6 +255,8 @@ count_lines(void *data, const char *text, size_t len)
 {
 	uint64_t *lines = data;
 
+	if (!len)
+		return;		/* an empty frame: text may be NULL */
 	for (const char *p = text; (p = memchr(p, '\n', len - (size_t)(p - text)));
 	     p++)
 		(*lines)++;

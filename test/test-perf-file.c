@@ -380,6 +380,36 @@ START_TEST(summary_cut)
 }
 END_TEST
 
+/* An empty frame or member (no text at all) is a whole segment. */
+START_TEST(summary_empty_segment)
+{
+	static unsigned char buf[1 << 16];
+	enum fp_perf_compress kind = all_kinds[_i + 1];
+	size_t len, n;
+	char *text = golden(&len), path[64];
+	struct expect e = expect_of(text, len);
+	off_t total = 0;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/empty", dir);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	fp_assert(fd >= 0);
+	n = compress_one(kind, "", 0, buf, sizeof(buf));
+	fp_assert_int_eq(write(fd, buf, n), (ssize_t)n);
+	total += (off_t)n;
+	n = compress_one(kind, text, len, buf, sizeof(buf));
+	fp_assert_int_eq(write(fd, buf, n), (ssize_t)n);
+	total += (off_t)n;
+	n = compress_one(kind, "", 0, buf, sizeof(buf));
+	fp_assert_int_eq(write(fd, buf, n), (ssize_t)n);
+	total += (off_t)n;
+	close(fd);
+	check_summary(path, kind, total, &e);
+	unlink(path);
+	free(text);
+}
+END_TEST
+
 /* A sample off the grammar ends the count, even inside whole segments. */
 START_TEST(summary_off_grammar)
 {
@@ -473,6 +503,7 @@ suite(void)
 	tcase_add_loop_test(tc, summary_whole, 0, 3);
 	tcase_add_loop_test(tc, summary_cut, 0, 3);
 	tcase_add_loop_test(tc, summary_off_grammar, 0, 3);
+	tcase_add_loop_test(tc, summary_empty_segment, 0, 2);
 	tcase_add_test(tc, summary_errors);
 	suite_add_tcase(s, tc);
 	return s;

@@ -12,6 +12,7 @@
 
 #include "fp/log.h"
 #include "fp/node.h"
+#include "fp/perf-file.h"
 #include "fp/term.h"
 
 /* Exit codes (sysexits.h values; listed in --help and flame_profd(1)). */
@@ -126,11 +127,12 @@ fpd_now_epoch_us(void);
 void
 fpd_format_utc(uint64_t epoch_us, char *buf, size_t size, bool compact);
 
-/* compress.c: one segment of a file is one zstd frame or gzip member */
+/* compress.c: one segment of a file is one zstd frame or gzip member
+ * (fp/perf-file.h reads them back) */
 enum fpd_compress {
-	FPD_COMPRESS_NONE = 0,
-	FPD_COMPRESS_GZIP,
-	FPD_COMPRESS_ZSTD,
+	FPD_COMPRESS_NONE = FP_PERF_PLAIN,
+	FPD_COMPRESS_GZIP = FP_PERF_GZIP,
+	FPD_COMPRESS_ZSTD = FP_PERF_ZSTD,
 };
 
 struct fpd_compressor;
@@ -149,27 +151,6 @@ fpd_compressor_destroy(struct fpd_compressor *c);
 int
 fpd_compress_segment(struct fpd_compressor *c, const void *data, size_t len,
 		     const void **out, size_t *outlen);
-
-const char *
-fpd_compress_suffix(enum fpd_compress kind);
-
-/** Called with the text of each whole segment, in file order. */
-typedef void (*fpd_segment_fn)(void *data, const char *text, size_t len);
-
-/**
- * Read a file of @kind written by fpd_compress_segment() from @fd as a
- * stream, in memory bounded by @text_max: @fn gets the text of each whole
- * segment (zstd frame, gzip member; for plain text, each run of whole
- * samples). The scan ends at the first segment that is incomplete,
- * damaged, or whose text would pass @text_max.
- *
- * @return the file offset after the last whole segment (0: none), or
- *         -EBADMSG if the file does not start as @kind, or a negative
- *         errno of pread(2).
- */
-ssize_t
-fpd_compress_scan(enum fpd_compress kind, int fd, size_t text_max,
-		  fpd_segment_fn fn, void *data);
 
 /* output.c */
 struct fpd_output_config {
@@ -276,15 +257,11 @@ fpd_output_totals(const struct fpd_output *out, struct fpd_output_totals *t);
 
 /* retention.c */
 struct fpd_file_entry {
-	char name[320];
+	char name[FP_PERF_NAME_MAX];
 	uint64_t first_us, last_us;
 	uint64_t samples, bytes, skipped, dropped, events;
 	bool recovered;
 };
-
-/** Is @name one of our finished files for @node_s? */
-bool
-fpd_is_finished_name(const char *node_s, const char *name);
 
 /**
  * Delete the oldest finished files of @node_s in @dirfd beyond the limits
@@ -295,6 +272,11 @@ int
 fpd_retention_apply(int dirfd, const char *node_s, unsigned keep_files,
 		    uint64_t keep_bytes, uint64_t keep_age_us,
 		    uint64_t now_epoch_us);
+
+/** Append @e to the index @entries of *@n entries. */
+void
+fpd_index_add(struct fpd_file_entry **entries, size_t *n,
+	      const struct fpd_file_entry *e);
 
 /** Read the index of finished files (a missing index is empty). */
 int
@@ -309,6 +291,29 @@ int
 fpd_index_store(int dirfd, struct fpd_file_entry *entries, size_t *n,
 		const char *node, const char *otp_release,
 		const char *options_json, mode_t mode);
+
+/* recover.c */
+/**
+ * Move @from to the finished name @name in @dirfd, or if that is taken to
+ * the next free millisecond's name: never over a file that is there.
+ * @name (of @size bytes) gets the name used.
+ * @return 0, or a negative errno (-EEXIST when 1000 names in a row are
+ *         taken, -EINVAL when @name is not a finished name).
+ */
+int
+fpd_rename_free(int dirfd, const char *from, char *name, size_t size);
+
+/**
+ * What an earlier run left in the node directory @dirfd (at the path
+ * @dir) of @node_s: partial files are recovered (or set aside), and
+ * finished files the index does not list (a run killed between the rename
+ * and the index update) are counted and added to the index @entries of
+ * *@n entries. *@unfinished counts the files that must stay as they are.
+ * @return whether the index changed.
+ */
+bool
+fpd_recover(int dirfd, const char *dir, const char *node_s,
+	    struct fpd_file_entry **entries, size_t *n, unsigned *unfinished);
 
 /* budget.c */
 struct fpd_budget {

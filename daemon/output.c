@@ -13,7 +13,6 @@
  * good segment, the segment's samples are dropped and counted, and writing
  * resumes when space returns.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -22,20 +21,14 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "flame_profd.h"
 #include "util-mem.h"
 
 #define LOCK_NAME ".flame_profd.lock"
-#define SEGMENT_MAX (4u << 20)		/* flush early past this */
 #define SEGMENT_US 1000000u		/* at most this much lost on a crash */
 #define ERROR_LOG_INTERVAL_US 10000000u
-/* No segment of ours holds more text: recovery stops at one that does. */
-#define SEGMENT_TEXT_MAX (4 * SEGMENT_MAX)
-/* Names tried, one millisecond apart, for a file whose name is taken. */
-#define FINISH_TRIES 1000
 
 struct fpd_output {
 	struct fpd_output_config cfg;
@@ -48,11 +41,10 @@ struct fpd_output {
 
 	/* the open file */
 	int fd;
-	char partial[340];
-	char final[320];
+	char partial[FP_PERF_PARTIAL_MAX];
+	char final[FP_PERF_NAME_MAX];
 	uint64_t opened_mono_us;
 	uint64_t last_open_epoch_ms;
-	uint64_t final_ms;
 	off_t good;		/* bytes of whole segments on disk */
 	uint64_t flushed_mono_us;
 	struct fpd_file_entry entry;
@@ -99,24 +91,6 @@ mkdir_p(const char *path, mode_t mode)
 	return 0;
 }
 
-static char *
-sanitize(const char *name)
-{
-	char *s = strdup(name);
-
-	for (char *p = s; *p; p++) {
-		char c = *p;
-
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-		      (c >= '0' && c <= '9') || c == '.' || c == '_' ||
-		      c == '@' || c == '-'))
-			*p = '_';
-	}
-	if (s[0] == '.')
-		s[0] = '_';
-	return s;
-}
-
 static ssize_t
 seg_write(void *cookie, const char *data, size_t len)
 {
@@ -124,14 +98,10 @@ seg_write(void *cookie, const char *data, size_t len)
 
 	if (out->seglen + len > out->segcap) {
 		size_t cap = out->segcap ? out->segcap : 65536;
-		char *p;
 
 		while (cap < out->seglen + len)
 			cap *= 2;
-		p = realloc(out->segbuf, cap);
-		if (!p)
-			abort();
-		out->segbuf = p;
+		out->segbuf = xrealloc(out->segbuf, cap);
 		out->segcap = cap;
 	}
 	memcpy(out->segbuf + out->seglen, data, len);
@@ -173,362 +143,6 @@ write_all(int fd, const void *data, size_t len)
 		len -= (size_t)n;
 	}
 	return 0;
-}
-
-/* ---- leftovers of an earlier run --------------------------------------- */
-
-static enum fpd_compress
-kind_of(const char *name)
-{
-	size_t n = strlen(name);
-
-	if (n > 4 && strcmp(name + n - 4, ".zst") == 0)
-		return FPD_COMPRESS_ZSTD;
-	if (n > 3 && strcmp(name + n - 3, ".gz") == 0)
-		return FPD_COMPRESS_GZIP;
-	return FPD_COMPRESS_NONE;
-}
-
-/* Count samples and their time range in plain text. */
-static void
-scan_text(void *data, const char *text, size_t len)
-{
-	struct fpd_file_entry *e = data;
-	const char *p = text, *end = text + len;
-
-	while (p < end) {
-		const char *nl = memchr(p, '\n', (size_t)(end - p));
-		const char *colon;
-		size_t ll = nl ? (size_t)(nl - p) : (size_t)(end - p);
-
-		if (ll && p[0] != '#' && p[0] != '\t' &&
-		    (colon = memmem(p, ll, ": cpu-clock:", 12))) {
-			const char *q = colon;
-			unsigned long long s = 0, us = 0;
-
-			while (q > p && q[-1] != ' ')
-				q--;
-			if (sscanf(q, "%llu.%6llu", &s, &us) == 2) {
-				uint64_t t = s * 1000000ull + us;
-
-				if (!e->samples || t < e->first_us)
-					e->first_us = t;
-				if (t > e->last_us)
-					e->last_us = t;
-				e->samples++;
-			}
-		}
-		if (!nl)
-			break;
-		p = nl + 1;
-	}
-}
-
-/*
- * The samples and time range of the whole segments of file @name (of
- * @kind: a partial file's name does not say), read as a stream (fpd_compress_scan()): @return the bytes they take, 0 when
- * none is whole, or a negative errno (-EINVAL: not a regular file).
- */
-static ssize_t
-count_file(int dirfd, const char *name, enum fpd_compress kind,
-	   struct fpd_file_entry *e, off_t *size)
-{
-	int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-	struct stat st;
-	ssize_t keep;
-
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		close(fd);
-		return -EINVAL;
-	}
-	*size = st.st_size;
-	keep = fpd_compress_scan(kind, fd, SEGMENT_TEXT_MAX, scan_text, e);
-	close(fd);
-	return keep;
-}
-
-static void add_index(struct fpd_output *out, const struct fpd_file_entry *e);
-
-static int
-truncate_at(struct fpd_output *out, const char *name, off_t len)
-{
-	int fd = openat(out->dirfd, name, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
-	int rc = 0;
-
-	if (fd < 0)
-		return -errno;
-	if (ftruncate(fd, len) < 0 || fsync(fd) < 0)
-		rc = -errno;
-	close(fd);
-	return rc;
-}
-
-/* NODE.YYYYMMDDTHHMMSS.mmmZ.perf...: the time in the name, in ms */
-static bool
-name_ms(const struct fpd_output *out, const char *name, uint64_t *ms)
-{
-	size_t nl = strlen(out->node_s);
-	struct tm tm = { 0 };
-	unsigned msec;
-
-	if (!fpd_is_finished_name(out->node_s, name) ||
-	    sscanf(name + nl + 1, "%4d%2d%2dT%2d%2d%2d.%3uZ", &tm.tm_year,
-		   &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min, &tm.tm_sec,
-		   &msec) != 7)
-		return false;
-	tm.tm_year -= 1900;
-	tm.tm_mon -= 1;
-	*ms = (uint64_t)timegm(&tm) * 1000 + msec;
-	return true;
-}
-
-/*
- * Move @from to the finished name @name, or if that is taken to the next
- * free millisecond's name: never over a file that is there. @name gets
- * the name used. 0, or a negative errno (-EEXIST when FINISH_TRIES
- * names in a row are taken).
- */
-static int
-rename_free(struct fpd_output *out, const char *from, char *name, size_t size)
-{
-	enum fpd_compress kind = kind_of(name);
-	uint64_t ms;
-	char stamp[40];
-
-	if (!name_ms(out, name, &ms))
-		return -EINVAL;
-	for (int tries = 0; tries < FINISH_TRIES; tries++, ms++) {
-		fpd_format_utc(ms * 1000, stamp, sizeof(stamp), true);
-		snprintf(name, size, "%s.%s.perf%s", out->node_s, stamp,
-			 fpd_compress_suffix(kind));
-		if (renameat2(out->dirfd, from, out->dirfd, name,
-			      RENAME_NOREPLACE) == 0)
-			return 0;
-		if (errno != EEXIST)
-			return -errno;
-	}
-	return -EEXIST;
-}
-
-/* Set-aside leftovers kept at most: the newest, for a post-mortem. */
-#define ASIDE_MAX 8
-#define ASIDE_SUFFIX ".unrecoverable"
-
-static int
-cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* Leftovers our partial files may become: ".NAME.partial[.unrecoverable]"
- * with NAME one of our finished names. */
-static bool
-leftover_name(const struct fpd_output *out, const char *name, bool aside)
-{
-	size_t len = strlen(name), tail = aside ? 8 + strlen(ASIDE_SUFFIX) : 8;
-	char inner[sizeof(out->final)];
-
-	if (name[0] != '.' || len < tail + 2 || len - tail - 1 >= sizeof(inner) ||
-	    strncmp(name + len - tail, aside ? ".partial" ASIDE_SUFFIX : ".partial",
-		    tail) != 0)
-		return false;
-	snprintf(inner, sizeof(inner), "%.*s", (int)(len - tail - 1), name + 1);
-	return fpd_is_finished_name(out->node_s, inner);
-}
-
-/* The names in our directory that @match takes, sorted. */
-static size_t
-list_names(struct fpd_output *out, bool (*match)(const struct fpd_output *,
-						  const char *, bool),
-	   bool arg, char ***names)
-{
-	int fd = dup(out->dirfd);
-	DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
-	struct dirent *de;
-	size_t n = 0;
-
-	*names = NULL;
-	if (!dir) {
-		if (fd >= 0)
-			close(fd);
-		return 0;
-	}
-	rewinddir(dir);
-	while ((de = readdir(dir))) {
-		if (!match(out, de->d_name, arg))
-			continue;
-		*names = xrealloc(*names, (n + 1) * sizeof(**names));
-		(*names)[n++] = xstrdup(de->d_name);
-	}
-	closedir(dir);
-	if (n > 1)
-		qsort(*names, n, sizeof(**names), cmp_str);
-	return n;
-}
-
-static void
-free_names(char **names, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		free(names[i]);
-	free(names);
-}
-
-/* Keep the newest ASIDE_MAX set-aside leftovers; empty ones never. */
-static void
-prune_aside(struct fpd_output *out)
-{
-	char **names;
-	size_t n = list_names(out, leftover_name, true, &names), keep = 0;
-
-	for (size_t i = n; i-- > 0;) {
-		struct stat st;
-
-		if (fstatat(out->dirfd, names[i], &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-		    S_ISREG(st.st_mode) && st.st_size > 0 && keep < ASIDE_MAX) {
-			keep++;
-			continue;
-		}
-		if (unlinkat(out->dirfd, names[i], 0) == 0)
-			fpd_info("removed %s/%s, an old leftover", out->dir, names[i]);
-	}
-	free_names(names, n);
-}
-
-/*
- * A partial file left by a killed daemon: keep its whole segments (for
- * plain text: up to its last complete sample) under a finished name that
- * is free, read as a stream in bounded memory; an empty one goes, one
- * with nothing whole in it is set aside as NAME.unrecoverable (the newest
- * few are kept).
- */
-static void
-recover_one(struct fpd_output *out, const char *partial)
-{
-	char final[sizeof(out->final)], aside[sizeof(out->partial) + 16];
-	struct fpd_file_entry e = { 0 };
-	off_t size = 0;
-	ssize_t keep;
-	int rc;
-
-	/* ".NAME.partial" -> "NAME" */
-	snprintf(final, sizeof(final), "%.*s", (int)(strlen(partial) - 9),
-		 partial + 1);
-	snprintf(aside, sizeof(aside), "%s%s", partial, ASIDE_SUFFIX);
-
-	keep = count_file(out->dirfd, partial, kind_of(final), &e, &size);
-	if (keep == -EINVAL)
-		return;		/* not a regular file: not ours to touch */
-	if (keep <= 0 || e.samples == 0) {
-		if (size == 0) {
-			if (unlinkat(out->dirfd, partial, 0) == 0)
-				fpd_info("removed %s/%s: empty", out->dir, partial);
-			return;
-		}
-		goto set_aside;
-	}
-	if (truncate_at(out, partial, keep) < 0)
-		goto set_aside;
-	rc = rename_free(out, partial, final, sizeof(final));
-	if (rc < 0) {
-		fpd_err("cannot recover %s/%s: %s; it stays as it is", out->dir,
-			partial, strerror(-rc));
-		out->unfinished++;
-		return;
-	}
-	fsync(out->dirfd);
-	snprintf(e.name, sizeof(e.name), "%s", final);
-	e.bytes = (uint64_t)keep;
-	e.recovered = true;
-	add_index(out, &e);
-	fpd_warn("recovered %s/%s left by an earlier run (%" PRIu64
-		 " samples, %lld bytes cut)", out->dir, final, e.samples,
-		 (long long)(size - keep));
-	return;
-
-set_aside:
-	if (renameat2(out->dirfd, partial, out->dirfd, aside, RENAME_NOREPLACE) == 0)
-		fpd_warn("set aside %s/%s: nothing in it could be recovered",
-			 out->dir, aside);
-}
-
-static bool
-partial_name(const struct fpd_output *out, const char *name, bool unused)
-{
-	return leftover_name(out, name, false);
-}
-
-static bool
-finished_name(const struct fpd_output *out, const char *name, bool unused)
-{
-	return fpd_is_finished_name(out->node_s, name);
-}
-
-static bool
-indexed(const struct fpd_output *out, const char *name)
-{
-	for (size_t i = 0; i < out->nindex; i++) {
-		if (strcmp(out->index[i].name, name) == 0)
-			return true;
-	}
-	return false;
-}
-
-/*
- * What an earlier run left: partial files are recovered, and finished
- * files the index does not list (a run killed between the rename and the
- * index update) are counted and added. @return whether the index changed.
- */
-static bool
-reconcile(struct fpd_output *out)
-{
-	char **names;
-	size_t n = list_names(out, partial_name, false, &names);
-	size_t before = out->nindex;
-
-	for (size_t i = 0; i < n; i++)
-		recover_one(out, names[i]);
-	free_names(names, n);
-	prune_aside(out);
-
-	n = list_names(out, finished_name, false, &names);
-	for (size_t i = 0; i < n; i++) {
-		struct fpd_file_entry e = { 0 };
-		off_t size = 0;
-		ssize_t whole;
-
-		if (indexed(out, names[i]))
-			continue;
-		whole = count_file(out->dirfd, names[i], kind_of(names[i]), &e, &size);
-		if (whole == -EINVAL)
-			continue;
-		if (whole <= 0 || e.samples == 0 || whole != size) {
-			fpd_warn("%s/%s is not in the index and cannot be accounted for (%s); left alone",
-				 out->dir, names[i], whole < 0 ? strerror((int)-whole) :
-				 "not whole segments");
-			continue;
-		}
-		snprintf(e.name, sizeof(e.name), "%s", names[i]);
-		e.bytes = (uint64_t)size;
-		add_index(out, &e);
-		fpd_info("%s/%s added to the index (%" PRIu64 " samples)", out->dir,
-			 names[i], e.samples);
-	}
-	free_names(names, n);
-	return out->nindex != before;
-}
-
-/* ---- index ---------------------------------------------------------------- */
-
-static void
-add_index(struct fpd_output *out, const struct fpd_file_entry *e)
-{
-	out->index = realloc(out->index, (out->nindex + 1) * sizeof(*out->index));
-	if (!out->index)
-		abort();
-	out->index[out->nindex++] = *e;
 }
 
 /*
@@ -582,22 +196,20 @@ struct fpd_output *
 fpd_output_new(const struct fpd_output_config *config, int *err,
 	       const char **what)
 {
-	struct fpd_output *out = calloc(1, sizeof(*out));
+	struct fpd_output *out = xnew(struct fpd_output);
 	cookie_io_functions_t io = { .write = seg_write };
 	char probe[64];
 	struct stat st;
 	int fd, rc;
 
-	if (!out)
-		abort();
 	out->cfg = *config;
-	out->cfg.header = strdup(config->header);
-	out->cfg.options_json = strdup(config->options_json);
-	out->cfg.node = strdup(config->node);
-	out->node_s = sanitize(config->node);
+	out->cfg.header = xstrdup(config->header);
+	out->cfg.options_json = xstrdup(config->options_json);
+	out->cfg.node = xstrdup(config->node);
+	out->node_s = fp_perf_node_name(config->node);
 	out->dirfd = out->lockfd = out->fd = -1;
-	if (asprintf(&out->dir, "%s/%s", config->dir, out->node_s) < 0)
-		abort();
+	out->dir = xzalloc(strlen(config->dir) + strlen(out->node_s) + 2);
+	sprintf(out->dir, "%s/%s", config->dir, out->node_s);
 
 	*what = "cannot create the output directory";
 	rc = mkdir_p(out->dir, config->dir_mode);
@@ -641,7 +253,8 @@ fpd_output_new(const struct fpd_output_config *config, int *err,
 
 	if (fpd_index_load(out->dirfd, &out->index, &out->nindex) < 0)
 		fpd_warn("cannot read the index in %s; starting a new one", out->dir);
-	if (reconcile(out))
+	if (fpd_recover(out->dirfd, out->dir, out->node_s, &out->index,
+			&out->nindex, &out->unfinished))
 		store_index(out);	/* in case this run writes no file */
 	else
 		take_reserve(out);
@@ -808,19 +421,6 @@ fail:
 	}
 }
 
-static void
-set_final_name(struct fpd_output *out, uint64_t ms)
-{
-	char stamp[40];
-
-	out->final_ms = ms;
-	if (ms > out->last_open_epoch_ms)
-		out->last_open_epoch_ms = ms;
-	fpd_format_utc(ms * 1000, stamp, sizeof(stamp), true);
-	snprintf(out->final, sizeof(out->final), "%s.%s.perf%s", out->node_s,
-		 stamp, fpd_compress_suffix(out->cfg.compress));
-}
-
 static int
 open_file(struct fpd_output *out, uint64_t now_epoch_us)
 {
@@ -829,8 +429,11 @@ open_file(struct fpd_output *out, uint64_t now_epoch_us)
 	/* Names sort by time and never collide: one file per millisecond. */
 	if (ms <= out->last_open_epoch_ms)
 		ms = out->last_open_epoch_ms + 1;
-	set_final_name(out, ms);
-	snprintf(out->partial, sizeof(out->partial), ".%s.partial", out->final);
+	out->last_open_epoch_ms = ms;
+	/* a node name is an atom of at most 255 bytes: the names fit */
+	fp_perf_name_format(out->final, sizeof(out->final), out->node_s, ms,
+			    (enum fp_perf_compress)out->cfg.compress);
+	fp_perf_partial_format(out->partial, sizeof(out->partial), out->final);
 
 	check_dir(out);
 	if (out->fatal)
@@ -873,7 +476,7 @@ fpd_output_sample(struct fpd_output *out, uint64_t time_us)
 		out->seg_first_us = time_us;
 	out->seg_last_us = time_us;
 	out->seg_samples++;
-	if (out->seglen >= SEGMENT_MAX)
+	if (out->seglen >= FP_PERF_SEGMENT_MAX)
 		fpd_output_flush(out);
 }
 
@@ -952,7 +555,8 @@ fpd_output_finish(struct fpd_output *out)
 	/* Never over a finished file (a clock set back between runs could
 	 * give the same name): the next free millisecond's name instead. */
 	if (rc == 0)
-		rc = rename_free(out, out->partial, out->final, sizeof(out->final));
+		rc = fpd_rename_free(out->dirfd, out->partial, out->final,
+				     sizeof(out->final));
 	if (rc < 0) {
 		/* Keep what is there under the partial name (the next start
 		 * recovers it); never present an unsynced file as complete. */
@@ -965,7 +569,7 @@ fpd_output_finish(struct fpd_output *out)
 	fsync(out->dirfd);
 	out->entry.bytes = (uint64_t)out->good;
 	out->written_total += out->entry.samples;
-	add_index(out, &out->entry);
+	fpd_index_add(&out->index, &out->nindex, &out->entry);
 	fpd_info("finished %s/%s (%" PRIu64 " samples, %" PRIu64 " bytes)",
 		 out->dir, out->final, out->entry.samples, out->entry.bytes);
 

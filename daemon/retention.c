@@ -19,40 +19,13 @@
 
 #include "config.h"
 #include "flame_profd.h"
+#include "util-mem.h"
 
 #define INDEX_NAME ".flame_profd.index"
 #define MANIFEST_NAME "manifest.json"
 
-static bool
-digits(const char *p, int n)
-{
-	for (int i = 0; i < n; i++) {
-		if (p[i] < '0' || p[i] > '9')
-			return false;
-	}
-	return true;
-}
-
-bool
-fpd_is_finished_name(const char *node_s, const char *name)
-{
-	size_t nl = strlen(node_s);
-	const char *p = name;
-
-	if (strncmp(p, node_s, nl) != 0 || p[nl] != '.')
-		return false;
-	p += nl + 1;
-	/* YYYYMMDDTHHMMSS.mmmZ */
-	if (!digits(p, 8) || p[8] != 'T' || !digits(p + 9, 6) || p[15] != '.' ||
-	    !digits(p + 16, 3) || p[19] != 'Z')
-		return false;
-	p += 20;
-	return strcmp(p, ".perf") == 0 || strcmp(p, ".perf.gz") == 0 ||
-	       strcmp(p, ".perf.zst") == 0;
-}
-
 struct found {
-	char name[320];
+	char name[FP_PERF_NAME_MAX];
 	uint64_t bytes;
 	uint64_t mtime_us;
 };
@@ -85,7 +58,7 @@ list_finished(int dirfd, const char *node_s, struct found **out, size_t *n)
 	while ((de = readdir(dir))) {
 		struct stat st;
 
-		if (!fpd_is_finished_name(node_s, de->d_name) ||
+		if (!fp_perf_name_is_of(de->d_name, node_s) ||
 		    strlen(de->d_name) >= sizeof((*out)->name))
 			continue;
 		if (fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
@@ -93,9 +66,7 @@ list_finished(int dirfd, const char *node_s, struct found **out, size_t *n)
 			continue;
 		if (*n == cap) {
 			cap = cap ? cap * 2 : 64;
-			*out = realloc(*out, cap * sizeof(**out));
-			if (!*out)
-				abort();
+			*out = xrealloc(*out, cap * sizeof(**out));
 		}
 		snprintf((*out)[*n].name, sizeof((*out)[*n].name), "%s", de->d_name);
 		(*out)[*n].bytes = (uint64_t)st.st_size;
@@ -149,6 +120,14 @@ fpd_retention_apply(int dirfd, const char *node_s, unsigned keep_files,
 	return deleted;
 }
 
+void
+fpd_index_add(struct fpd_file_entry **entries, size_t *n,
+	      const struct fpd_file_entry *e)
+{
+	*entries = xrealloc(*entries, (*n + 1) * sizeof(**entries));
+	(*entries)[(*n)++] = *e;
+}
+
 int
 fpd_index_load(int dirfd, struct fpd_file_entry **entries, size_t *n)
 {
@@ -181,9 +160,7 @@ fpd_index_load(int dirfd, struct fpd_file_entry **entries, size_t *n)
 		e.recovered = recovered != 0;
 		if (*n == cap) {
 			cap = cap ? cap * 2 : 64;
-			*entries = realloc(*entries, cap * sizeof(**entries));
-			if (!*entries)
-				abort();
+			*entries = xrealloc(*entries, cap * sizeof(**entries));
 		}
 		(*entries)[(*n)++] = e;
 	}

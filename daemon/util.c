@@ -1,49 +1,26 @@
 /*
  * flame_profd — durations and clocks.
  */
-#include <errno.h>
-#include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <time.h>
 
 #include "flame_profd.h"
+#include "util-parse.h"
+
+/* Far beyond any interval, and room to add one to a time in microseconds. */
+#define DURATION_MAX_US 100000000000000000ULL	/* 1e17: 3000 years */
+#define SIZE_MAX_BYTES 1000000000000000000ULL	/* 1e18 */
 
 int
 fpd_parse_duration(const char *str, uint64_t *us)
 {
-	static const struct {
-		const char *suffix;
-		double scale;
-	} units[] = {
-		{ "us", 1 }, { "ms", 1e3 }, { "s", 1e6 }, { "m", 60e6 },
-		{ "h", 3600e6 }, { "d", 86400e6 },
-	};
-	char *end;
-	double v;
+	return parse_duration(str, DURATION_MAX_US, us);
+}
 
-	if (!str || !*str || *str == '-' || *str == '+')
-		return -EINVAL;
-	errno = 0;
-	v = strtod(str, &end);
-	if (errno || end == str || !isfinite(v) || v < 0)
-		return -EINVAL;
-	if (*end == '\0') {	/* a bare number is seconds */
-		*us = (uint64_t)llround(v * 1e6);
-		return 0;
-	}
-	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-		if (strcmp(end, units[i].suffix) == 0) {
-			double r = v * units[i].scale;
-
-			if (r > 1e17)
-				return -ERANGE;
-			*us = (uint64_t)llround(r);
-			return 0;
-		}
-	}
-	return -EINVAL;
+int
+fpd_parse_size(const char *str, uint64_t *bytes)
+{
+	return parse_size(str, SIZE_MAX_BYTES, bytes);
 }
 
 void
@@ -118,36 +95,4 @@ fpd_format_utc(uint64_t epoch_us, char *buf, size_t size, bool compact)
 		snprintf(buf, size, "%s.%06lluZ", date,
 			 (unsigned long long)(epoch_us % 1000000));
 	}
-}
-
-int
-fpd_parse_size(const char *str, uint64_t *bytes)
-{
-	char *end;
-	double v, scale = 1;
-
-	if (!str || !*str || *str == '-' || *str == '+')
-		return -EINVAL;
-	errno = 0;
-	v = strtod(str, &end);
-	if (errno || end == str || !isfinite(v) || v < 0)
-		return -EINVAL;
-	switch (*end) {
-	case '\0': break;
-	case 'k': case 'K': scale = 1024.0; end++; break;
-	case 'm': case 'M': scale = 1024.0 * 1024; end++; break;
-	case 'g': case 'G': scale = 1024.0 * 1024 * 1024; end++; break;
-	case 't': case 'T': scale = 1024.0 * 1024 * 1024 * 1024; end++; break;
-	default: return -EINVAL;
-	}
-	if (*end == 'i' && end[1] == 'B')
-		end += 2;
-	else if (*end == 'B')
-		end++;
-	if (*end)
-		return -EINVAL;
-	if (v * scale > 1e18)
-		return -ERANGE;
-	*bytes = (uint64_t)llround(v * scale);
-	return 0;
 }

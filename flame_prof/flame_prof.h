@@ -38,10 +38,6 @@ struct fpp_time {
 int
 fpp_time_parse(const char *text, struct fpp_time *t);
 
-/** Parse a duration "10", "10s", "500ms", "2m", "1h", "250us". */
-int
-fpp_duration_parse(const char *text, uint64_t *us);
-
 struct fpp_input {
 	char *path;
 	bool has_start;

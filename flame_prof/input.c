@@ -14,12 +14,16 @@
 #include <time.h>
 
 #include "flame_prof.h"
+#include "fp/perf-file.h"
 #include "util-mem.h"
+#include "util-parse.h"
 
 /* A file's first sample may predate its name by one request round trip
  * (its time is the middle of the request); allow far more than any
  * --timeout. */
 #define START_SLACK_US (600ULL * 1000000)
+/* +DUR: about all that a uint64_t of microseconds holds. */
+#define DURATION_MAX_US 18000000000000000000ULL
 
 static bool
 all_digits(const char *s, size_t n)
@@ -46,38 +50,6 @@ parse_fraction(const char **p, uint64_t *us)
 	*us = v;
 	*p = s;
 	return 0;
-}
-
-int
-fpp_duration_parse(const char *text, uint64_t *us)
-{
-	static const struct {
-		const char *suffix;
-		double scale;
-	} units[] = {
-		{ "", 1e6 }, { "s", 1e6 }, { "ms", 1e3 }, { "us", 1 },
-		{ "m", 60e6 }, { "h", 3600e6 },
-	};
-	char *end;
-	double v;
-
-	if (!*text || *text == '-' || *text == '+' || *text == ' ')
-		return -EINVAL;
-	errno = 0;
-	v = strtod(text, &end);
-	if (errno || end == text || v < 0)
-		return -EINVAL;
-	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-		if (strcmp(end, units[i].suffix) == 0) {
-			double r = v * units[i].scale;
-
-			if (r > 1.8e19)
-				return -EINVAL;
-			*us = (uint64_t)(r + 0.5);
-			return 0;
-		}
-	}
-	return -EINVAL;
 }
 
 static int
@@ -130,7 +102,7 @@ fpp_time_parse(const char *text, struct fpp_time *t)
 
 	memset(t, 0, sizeof(*t));
 	if (*s == '+') {
-		if (fpp_duration_parse(s + 1, &t->us) < 0)
+		if (parse_duration(s + 1, DURATION_MAX_US, &t->us) < 0)
 			return -EINVAL;
 		t->set = t->relative = true;
 		return 0;
@@ -160,44 +132,23 @@ fpp_time_parse(const char *text, struct fpp_time *t)
 	return 0;
 }
 
-/* NODE.YYYYMMDDTHHMMSS.mmmZ.perf[.gz|.zst] -> the time in the name */
+/* The time in the name of a file of flame_profd's */
 static bool
 name_time(const char *path, uint64_t *us)
 {
 	const char *base = strrchr(path, '/');
-	const char *ext;
-	char iso[40];
-	const char *ts;
+	struct fp_perf_name name;
 
-	base = base ? base + 1 : path;
-	ext = strstr(base, ".perf");
-	if (!ext || ext - base < 21)
+	if (!fp_perf_name_parse(base ? base + 1 : path, &name))
 		return false;
-	ts = ext - 20;
-	if (ts[-1] != '.' || !all_digits(ts, 8) || ts[8] != 'T' ||
-	    !all_digits(ts + 9, 6) || ts[15] != '.' || !all_digits(ts + 16, 3) ||
-	    ts[19] != 'Z')
-		return false;
-	snprintf(iso, sizeof(iso), "%.4s-%.2s-%.2sT%.2s:%.2s:%.2s.%.3sZ", ts,
-		 ts + 4, ts + 6, ts + 9, ts + 11, ts + 13, ts + 16);
-	return parse_iso(iso, us) == 0;
+	*us = name.epoch_ms * 1000;
+	return true;
 }
 
 static bool
 perf_name(const char *name)
 {
-	size_t n = strlen(name);
-	static const char *const ext[] = { ".perf", ".perf.gz", ".perf.zst" };
-
-	if (name[0] == '.')
-		return false;
-	for (size_t i = 0; i < 3; i++) {
-		size_t e = strlen(ext[i]);
-
-		if (n > e && strcmp(name + n - e, ext[i]) == 0)
-			return true;
-	}
-	return false;
+	return name[0] != '.' && fp_perf_name_kind(name, NULL);
 }
 
 /* Directories below an input, counted from it; deeper is an error,

@@ -1,6 +1,7 @@
 /*
- * flame_profd — unit tests: output segments as zstd frames / gzip members,
- * and what survives of a damaged file (crash recovery relies on it).
+ * flame_profd — unit tests: output segments as zstd frames / gzip members
+ * (daemon/compress.c), and what survives of a damaged file when they are
+ * read back (fp_perf_segments_scan(); crash recovery relies on it).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -73,7 +74,8 @@ valid_prefix(enum fpd_compress kind, const void *data, size_t len, char **plain,
 {
 	struct collected c = { NULL, 0, 0 };
 	int fd = file_of(data, len);
-	ssize_t keep = fpd_compress_scan(kind, fd, 1 << 20, collect, &c);
+	ssize_t keep = fp_perf_segments_scan((enum fp_perf_compress)kind, fd,
+					     1 << 20, collect, &c);
 
 	close(fd);
 	*plain = c.text;
@@ -192,7 +194,8 @@ START_TEST(bomb)
 	}
 	fp_assert(len < cap);
 	fd = file_of(buf, len);
-	fp_assert_int_eq(fpd_compress_scan(kinds[_i], fd, 4 << 20, collect, &c), 0);
+	fp_assert_int_eq(fp_perf_segments_scan((enum fp_perf_compress)kinds[_i],
+					       fd, 4 << 20, collect, &c), 0);
 	fp_assert_int_eq(c.segments, 0);
 	close(fd);
 	free(buf);
@@ -236,7 +239,8 @@ START_TEST(many)
 		len += n;
 	}
 	fd = file_of(buf, len);
-	fp_assert_int_eq(fpd_compress_scan(kinds[_i], fd, 1 << 20, collect, &c),
+	fp_assert_int_eq(fp_perf_segments_scan((enum fp_perf_compress)kinds[_i],
+					       fd, 1 << 20, collect, &c),
 			 (ssize_t)len);
 	fp_assert_int_eq(c.segments, 2000);
 	fp_assert(strstr(c.text, "running 0.1999.0 [000] 1999.000001") != NULL);

@@ -6,6 +6,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <time.h>
 
 #include "fp/perf-script-read.h"
 
@@ -77,3 +79,269 @@ fpp_inputs_expand(char *const *args, size_t nargs, const struct fpp_time *from,
 
 void
 fpp_inputs_free(struct fpp_inputs *inputs);
+
+/* ---- the command: options.c, usage.c, stack.c, outfile.c, render.c,
+ * procs.c ---- */
+
+enum fpp_command {
+	FPP_CMD_FOLDED = 0,
+	FPP_CMD_SVG,
+	FPP_CMD_HEATMAP,
+	FPP_CMD_TOP,
+	FPP_CMD_SPEEDSCOPE,
+	FPP_CMD_DIFF,
+	FPP_CMD_PROCS,
+	FPP_CMD_COUNT,
+};
+
+extern const char *const fpp_command_names[FPP_CMD_COUNT];
+
+/* How a signed weight (the _delta of a gauge) is drawn or summed. */
+enum fpp_sign {
+	FPP_SIGN_SPLIT = 0,	/* growth and release apart */
+	FPP_SIGN_POSITIVE,	/* growth only */
+	FPP_SIGN_NEGATIVE,	/* release only, by magnitude */
+	FPP_SIGN_ABS,		/* both, by magnitude */
+};
+
+/* speedscope: what one profile holds */
+enum fpp_profiles {
+	FPP_PROFILES_PROCESS = 0,
+	FPP_PROFILES_STATUS,
+	FPP_PROFILES_ALL,
+};
+
+/* procs: the table's sort keys and formats */
+enum fpp_procs_sort {
+	FPP_PROCS_SAMPLES = 0,
+	FPP_PROCS_REDUCTIONS,
+	FPP_PROCS_MAILBOX,
+	FPP_PROCS_MEMORY,
+	FPP_PROCS_PID,
+	FPP_PROCS_NAME,
+};
+
+enum fpp_format { FPP_FORMAT_TEXT = 0, FPP_FORMAT_CSV, FPP_FORMAT_JSON };
+
+/* A label, the callers or a recorded key (--where, --by). */
+enum fpp_field_kind { FPP_FIELD_LABEL, FPP_FIELD_CALLERS, FPP_FIELD_KEY };
+
+struct fpp_field {
+	enum fpp_field_kind kind;
+	const char *key;		/* FPP_FIELD_KEY: NAME of key.NAME, in argv */
+	size_t keylen;
+	char title[128];		/* what group headings call it */
+};
+
+struct fpp_where {
+	struct fpp_field field;
+	bool contains;			/* FIELD~TEXT, else FIELD=TEXT */
+	const char *text;
+};
+
+struct fpp_options {
+	enum fpp_command command;
+	const char *output;
+	int weight;			/* -1: samples, else enum fp_metric */
+	bool delta;			/* the metric's DELTA, not its VALUE */
+	char weight_name[64];
+	int sign;			/* enum fpp_sign */
+	bool status_filter;
+	bool status_ok[FP_STATUS_COUNT];
+	struct fp_pid *pids;
+	size_t npids;
+	char **names;			/* written atoms */
+	size_t nnames;
+	struct fpp_time from, to;
+	bool no_status;
+	bool process;
+	bool strip_lines;
+	bool erlang_names;		/* names of Elixir modules as Erlang's */
+	bool quiet;
+	bool help;			/* --help was given: print it, do nothing */
+	/* svg, heatmap */
+	const char *title;
+	unsigned width;
+	double minwidth;
+	bool inverted;
+	unsigned rows;
+	/* top, diff, procs */
+	size_t limit;
+	int sort;			/* enum fp_top_sort, or fpp_procs_sort */
+	int format;			/* enum fpp_format */
+	/* speedscope */
+	int profiles;			/* enum fpp_profiles */
+	/* diff */
+	double threshold;
+	int by;				/* enum fp_diff_by */
+	const char *svg_output;
+	/* --where, --by FIELD */
+	struct fpp_where *wheres;
+	size_t nwheres;
+	bool group;
+	struct fpp_field group_by;
+};
+
+/* --help lists the sections in this order; COMMAND is the command's own */
+enum fpp_section {
+	FPP_SEC_COMMAND = 0,
+	FPP_SEC_SELECTION,
+	FPP_SEC_NAMES,
+	FPP_SEC_WEIGHT,
+	FPP_SEC_STACKS,
+	FPP_SEC_OUTPUT,
+	FPP_SEC_COUNT,
+};
+
+/* What an option row does with its argument. */
+enum fpp_row_kind {
+	FPP_ROW_FLAG,		/* the bool at field becomes value */
+	FPP_ROW_SET,		/* the int at field becomes value */
+	FPP_ROW_STRING,		/* the const char * at field: the argument */
+	FPP_ROW_CHOICE,		/* the int at field: the argument's index in words */
+	FPP_ROW_PARSE,		/* parse() reads it */
+};
+
+/* A row of the option table: an option with one meaning. */
+struct fpp_option_row {
+	const char *name;
+	char short_name;	/* 0: none */
+	const char *arg;	/* the argument in --help; NULL: takes none */
+	unsigned commands;	/* bit per enum fpp_command */
+	enum fpp_section section;
+	enum fpp_row_kind kind;
+	size_t field;		/* offset in struct fpp_options */
+	int value;
+	const char *const *words;	/* NULL-terminated */
+	/* 0, or -EINVAL after a message */
+	int (*parse)(struct fpp_options *o, const char *arg);
+	const char *help;	/* lines after the first indented by --help */
+};
+
+extern const struct fpp_option_row *const fpp_option_rows;
+extern const size_t fpp_option_nrows;
+
+/** Print "flame_prof: MESSAGE" to standard error. */
+void
+fpp_fail(const char *format, ...) __attribute__((format(printf, 1, 2)));
+
+/** The overview of every command (flame_prof --help). */
+void
+fpp_usage_main(FILE *f);
+
+/** The help of @c: only the options that apply to it. */
+void
+fpp_usage_command(enum fpp_command c, FILE *f);
+
+/**
+ * Set @o to the defaults of @o->command and parse the options of
+ * argv[1..] (argv[0] is the command). Leaves optind at the first input.
+ *
+ * @return 0, or -EINVAL after a message naming the option.
+ */
+int
+fpp_options_parse(int argc, char **argv, struct fpp_options *o);
+
+void
+fpp_options_free(struct fpp_options *o);
+
+/** Whether the weight is the _delta of a gauge, which can be negative. */
+bool
+fpp_weight_is_signed(const struct fpp_options *o);
+
+/** What the weight is called in titles: "samples", "memory_delta",
+ * "memory_delta (growth)". Static storage in @o. */
+const char *
+fpp_weight_label(const struct fpp_options *o);
+
+/** A sample's value of @f, or NULL where it has none. */
+const char *
+fpp_field_value(const struct fp_perf_record *rec, const struct fpp_field *f);
+
+const char *
+fpp_field_title(const struct fpp_field *f);
+
+/* What one pass over the input feeds; unused sinks are NULL. */
+struct fpp_run {
+	const struct fpp_options *o;
+	int set;			/* tree set: 0, or 1 for diff AFTER */
+	struct fp_flame_tree *tree;
+	struct fp_func_table *table;
+	/* top --by FIELD: one table per value; value NULL: none recorded */
+	struct fpp_group_table {
+		char *value;
+		struct fp_func_table *table;
+	} *groups;
+	size_t ngroups;
+	bool groups_by_table;		/* top: no group frame */
+	struct fp_heatmap *heatmap;
+	struct fp_speedscope *speedscope;
+	/* any other consumer of the accepted samples (procs) */
+	void (*sink)(void *data, const struct fp_perf_record *rec);
+	void *sink_data;
+
+	uint64_t from_us, to_us;	/* resolved; to_us UINT64_MAX: none */
+	bool resolved;
+	uint64_t read, matched, dropped;
+	uint64_t first_us, last_us;
+
+	/* per-sample scratch */
+	const char **names, **files, **leaf;
+	size_t cap;
+	char *text;
+	size_t text_len, text_cap;
+	size_t *text_offs;
+
+	/* progress */
+	bool progress;
+	const char *file;
+	size_t file_index, file_count;
+	struct fp_perf_reader *reader;
+	struct timespec last_report;
+	bool reported;
+};
+
+/** Read every input into @r. Returns an exit code (enum fpp_exit). */
+int
+fpp_read_inputs(struct fpp_run *r, char *const *args, size_t nargs);
+
+/** The table of the sample's value under top --by, else the one table. */
+struct fp_func_table *
+fpp_group_table(struct fpp_run *r, const struct fp_perf_record *rec);
+
+/** Free what fpp_read_inputs() allocated in @r (not its sinks). */
+void
+fpp_run_free(struct fpp_run *r);
+
+/* An output file, replaced atomically when closed without an error. */
+struct fpp_output {
+	const char *path;	/* NULL: stdout */
+	char *tmp;
+	FILE *f;
+};
+
+/** Open @path (NULL or "-": standard output). Returns an exit code. */
+int
+fpp_output_open(struct fpp_output *out, const char *path);
+
+/** Finish the output after @rc (the writer's result); returns an exit code. */
+int
+fpp_output_close(struct fpp_output *out, int rc);
+
+/** "N samples, FIRST to LAST" (UTC), or "no samples". */
+void
+fpp_format_span(const struct fpp_run *r, char *dst, size_t size);
+
+/** One warning for every sum held at a bound (util-sat.h). */
+void
+fpp_warn_saturated(const struct fpp_options *o, bool saturated);
+
+/* The commands; each returns an exit code. */
+int
+fpp_cmd_render(const struct fpp_options *o, char *const *args, size_t nargs);
+
+int
+fpp_cmd_diff(const struct fpp_options *o, char *const *args, size_t nargs);
+
+int
+fpp_cmd_procs(const struct fpp_options *o, char *const *args, size_t nargs);

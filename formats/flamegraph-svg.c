@@ -317,6 +317,33 @@ max_diff(const struct fp_flame_tree *tree, bool weighted)
 	return max;
 }
 
+/*
+ * The key of a differential graph, under the subtitle: widths are
+ * AFTER's, colours the change of a frame's share from BEFORE, from
+ * blue (shrank by the most) through white (no change) to red (grew by
+ * the most).
+ */
+static void
+write_diff_key(FILE *out, unsigned width, double maxd)
+{
+	enum { SWATCHES = 9, SW = 16, SH = 10 };
+	double x = width / 2.0 - SWATCHES * SW / 2.0, y = 50;
+	char fill[48];
+
+	fprintf(out, "<g id=\"key\">\n<text x=\"%.2f\" y=\"%.0f\" text-anchor=\"end\">"
+		     "width: AFTER; colour: change of share since BEFORE, -%.2f</text>\n",
+		x - 6, y + SH - 1, maxd);
+	for (int k = 0; k < SWATCHES; k++) {
+		diff_color(maxd * (2.0 * k / (SWATCHES - 1) - 1), maxd, fill, sizeof(fill));
+		fprintf(out, "<rect x=\"%.2f\" y=\"%.0f\" width=\"%d\" height=\"%d\" "
+			     "fill=\"%s\" stroke=\"rgb(200,200,200)\"/>\n",
+			x + k * SW, y, SW, SH, fill);
+	}
+	fprintf(out, "<text x=\"%.2f\" y=\"%.0f\">+%.2f percentage points "
+		     "(blue shrank, red grew)</text>\n</g>\n",
+		x + SWATCHES * SW + 6, y + SH - 1, maxd);
+}
+
 int
 fp_flamegraph_svg_write(const struct fp_flame_tree *tree,
 			const struct fp_flamegraph_options *o, FILE *out)
@@ -328,7 +355,8 @@ fp_flamegraph_svg_write(const struct fp_flame_tree *tree,
 	double minwidth = o->minwidth < 0 ? 0.1 : o->minwidth;
 	uint64_t total = value_of(root, set, o->weighted);
 	uint32_t depth = fp_flame_tree_depth(tree);
-	unsigned height = (depth + 1) * FRAME_H + YPAD_TOP + YPAD_BOTTOM;
+	unsigned top = YPAD_TOP + (o->diff ? 20 : 0);	/* diff: its key */
+	unsigned height = (depth + 1) * FRAME_H + top + YPAD_BOTTOM;
 	double span = (double)width - 2 * XPAD;
 	double scale = total ? span / (double)total : 0.0;
 	double maxd = o->diff ? max_diff(tree, o->weighted) : 0.0;
@@ -355,6 +383,8 @@ fp_flamegraph_svg_write(const struct fp_flame_tree *tree,
 		fp_svg_write_escaped(out, o->subtitle);
 		fputs("</text>\n", out);
 	}
+	if (o->diff)
+		write_diff_key(out, width, maxd);
 	fprintf(out, "<text id=\"unzoom\" class=\"hide\" x=\"%d\" y=\"24\">Reset Zoom</text>\n",
 		XPAD);
 	fprintf(out, "<text id=\"search\" x=\"%u\" y=\"24\" text-anchor=\"end\">Search</text>\n",
@@ -373,7 +403,7 @@ fp_flamegraph_svg_write(const struct fp_flame_tree *tree,
 		double x = XPAD + (double)off * scale, w = (double)v * scale;
 		bool shown = v > 0 && w >= minwidth;
 		double y = o->inverted ?
-			YPAD_TOP + (double)n->depth * FRAME_H :
+			top + (double)n->depth * FRAME_H :
 			(double)height - YPAD_BOTTOM - (double)(n->depth + 1) * FRAME_H;
 		char fill[48];
 

@@ -20,7 +20,7 @@
 
 #define LEFT 76
 #define TOP 60
-#define BOTTOM 56
+#define BOTTOM 92	/* second labels, the legend, the details line */
 #define RIGHT 20
 #define MAX_CELLS (20 * 1000 * 1000)
 
@@ -125,6 +125,66 @@ cell_color(int64_t v, uint64_t max, char *dst, size_t size)
 			 (int)lround(225 * (1 - t)), 255 - (int)lround(80 * t));
 }
 
+/*
+ * The key under the map: the colour scale from the smallest to the
+ * largest cell (through 0 when some sums are negative), then what grey
+ * and white cells mean: a grey cell had samples whose weight summed to
+ * 0, a white one had none.
+ */
+static void
+write_legend(FILE *out, double y, int64_t vmin, uint64_t maxabs, bool zero_cells,
+	     const char *unit)
+{
+	enum { SWATCHES = 11, SW = 18, SH = 10 };
+	bool signed_scale = vmin < 0;
+	char fill[48];
+	double x = LEFT, end;
+
+	fprintf(out, "<g id=\"legend\">\n<text class=\"rl\" x=\"%d\" y=\"%.0f\">scale</text>\n",
+		LEFT - 6, y + SH - 1);
+	for (int k = 0; k < SWATCHES; k++) {
+		double f = (double)k / (SWATCHES - 1);
+		double v = signed_scale ? (2 * f - 1) * (double)maxabs :
+			   1 + f * ((double)maxabs - 1);
+
+		cell_color((int64_t)llround(v), maxabs, fill, sizeof(fill));
+		fprintf(out, "<rect x=\"%.0f\" y=\"%.0f\" width=\"%d\" height=\"%d\" fill=\"%s\"/>\n",
+			x + k * SW, y, SW, SH, fill);
+	}
+	end = x + SWATCHES * SW;
+	fprintf(out, "<rect x=\"%.0f\" y=\"%.0f\" width=\"%d\" height=\"%d\" fill=\"none\" "
+		     "stroke=\"rgb(200,200,200)\"/>\n", x, y, SWATCHES * SW, SH);
+	/* the scale's ends (and middle) in the data's unit */
+	if (signed_scale) {
+		fprintf(out, "<text class=\"cl\" x=\"%.0f\" y=\"%.0f\">-%" PRIu64 "</text>\n",
+			x, y + SH + 13, maxabs);
+		fprintf(out, "<text class=\"cl\" x=\"%.0f\" y=\"%.0f\">0</text>\n",
+			x + SWATCHES * SW / 2.0, y + SH + 13);
+	} else {
+		fprintf(out, "<text class=\"cl\" x=\"%.0f\" y=\"%.0f\">%s</text>\n",
+			x, y + SH + 13, maxabs ? "1" : "0");
+	}
+	fprintf(out, "<text class=\"cl\" x=\"%.0f\" y=\"%.0f\">%s%" PRIu64 "</text>\n",
+		end, y + SH + 13, signed_scale ? "+" : "", maxabs);
+	x = end + 34;
+	fprintf(out, "<text x=\"%.0f\" y=\"%.0f\">", x, y + SH - 1);
+	fp_svg_write_escaped(out, unit);
+	fputs(signed_scale ? " per cell: red growth, blue release</text>\n" :
+			     " per cell</text>\n", out);
+	y += SH + 6;
+	if (zero_cells) {
+		fprintf(out, "<rect x=\"%.0f\" y=\"%.0f\" width=\"%d\" height=\"%d\" "
+			     "fill=\"rgb(235,235,235)\"/>\n", x, y, SW, SH);
+		fprintf(out, "<text x=\"%.0f\" y=\"%.0f\">samples summing to 0</text>\n",
+			x + SW + 6, y + SH - 1);
+		x += SW + 150;
+	}
+	fprintf(out, "<rect x=\"%.0f\" y=\"%.0f\" width=\"%d\" height=\"%d\" fill=\"rgb(255,255,255)\" "
+		     "stroke=\"rgb(200,200,200)\"/>\n", x, y, SW, SH);
+	fprintf(out, "<text x=\"%.0f\" y=\"%.0f\">no samples</text>\n</g>\n",
+		x + SW + 6, y + SH - 1);
+}
+
 /* A label step of a "round" number of seconds at least @min apart. */
 static uint64_t
 label_step(double cw, double min)
@@ -151,7 +211,8 @@ fp_heatmap_write(struct fp_heatmap *m,
 		 const struct fp_heatmap_options *o, FILE *out)
 {
 	uint64_t tmin = UINT64_MAX, tmax = 0, s0, ncols, maxabs = 0, step;
-	int64_t *sum = NULL;
+	int64_t *sum = NULL, vmin = 0;
+	bool zero_cells = false;
 	uint64_t *cnt = NULL;
 	double cw, ch;
 	unsigned width, height;
@@ -189,6 +250,9 @@ fp_heatmap_write(struct fp_heatmap *m,
 
 		if (a > maxabs)
 			maxabs = a;
+		if (sum[i] < vmin)
+			vmin = sum[i];
+		zero_cells |= cnt[i] && !sum[i];
 	}
 
 	cw = floor(1100.0 / (double)ncols);
@@ -265,6 +329,8 @@ fp_heatmap_write(struct fp_heatmap *m,
 		}
 	}
 	fputs("</g>\n", out);
+	write_legend(out, TOP + ch * m->rows + 28, vmin, maxabs, zero_cells,
+		     o->unit ? o->unit : "samples");
 	fprintf(out, "<text id=\"details\" x=\"%d\" y=\"%u\">\xc2\xa0</text>\n",
 		LEFT, height - 12);
 	fputs("</svg>\n", out);

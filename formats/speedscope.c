@@ -32,6 +32,7 @@ struct profile {
 	size_t nidx, idx_cap;
 	size_t *off;
 	uint64_t *weights;
+	uint64_t *times;	/* timed: epoch microseconds */
 	size_t count, cap;
 };
 
@@ -43,6 +44,8 @@ struct fp_speedscope {
 	size_t nslots;
 	struct profile *profiles;
 	size_t nprofiles;
+	uint64_t first_us;	/* of all samples, when timed */
+	uint64_t nsamples;	/* added to all profiles */
 	uint32_t *scratch;
 	size_t scratch_cap;
 };
@@ -78,6 +81,7 @@ fp_speedscope_destroy(struct fp_speedscope *ss)
 		free(ss->profiles[i].idx);
 		free(ss->profiles[i].off);
 		free(ss->profiles[i].weights);
+		free(ss->profiles[i].times);
 	}
 	free(ss->profiles);
 	free(ss->frames);
@@ -199,7 +203,7 @@ profile_named(struct fp_speedscope *ss, const char *name)
 void
 fp_speedscope_add(struct fp_speedscope *ss, const char *profile,
 		  const char *const *names, const char *const *files, size_t n,
-		  uint64_t weight)
+		  uint64_t weight, uint64_t time_us)
 {
 	struct profile *p = profile_named(ss, profile);
 
@@ -215,7 +219,11 @@ fp_speedscope_add(struct fp_speedscope *ss, const char *profile,
 		p->cap = p->cap ? p->cap * 2 : 1024;
 		p->off = xrealloc(p->off, (p->cap + 1) * sizeof(*p->off));
 		p->weights = xrealloc(p->weights, p->cap * sizeof(*p->weights));
+		p->times = xrealloc(p->times, p->cap * sizeof(*p->times));
 	}
+	if (!ss->nsamples++ || time_us < ss->first_us)
+		ss->first_us = time_us;
+	p->times[p->count] = time_us;
 	p->weights[p->count++] = weight;
 	p->off[p->count] = p->nidx;
 	sat_add_u64(&p->total, weight);
@@ -258,6 +266,107 @@ fp_json_write_string(FILE *out, const char *s)
 		}
 	}
 	putc('"', out);
+}
+
+static void
+write_stack(const struct profile *p, size_t s, FILE *out)
+{
+	putc('[', out);
+	for (size_t k = p->off[s]; k < p->off[s + 1]; k++)
+		fprintf(out, k > p->off[s] ? ",%" PRIu32 : "%" PRIu32, p->idx[k]);
+	putc(']', out);
+}
+
+static void
+write_weighted(const struct profile *p, FILE *out)
+{
+	fprintf(out, ", \"startValue\": 0, \"endValue\": %" PRIu64 ",\n\"samples\": [",
+		p->total);
+	for (size_t s = 0; s < p->count; s++) {
+		fputs(s ? ",\n" : "\n", out);
+		write_stack(p, s, out);
+	}
+	fputs("\n],\n\"weights\": [", out);
+	for (size_t s = 0; s < p->count; s++)
+		fprintf(out, s ? ",%" PRIu64 : "%" PRIu64, p->weights[s]);
+}
+
+static int
+cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The median interval between the samples of @p; 0 with fewer than 2. */
+static uint64_t
+median_gap(const struct profile *p)
+{
+	uint64_t *gaps, m;
+
+	if (p->count < 2)
+		return 0;
+	gaps = xzalloc((p->count - 1) * sizeof(*gaps));
+	for (size_t s = 1; s < p->count; s++)
+		gaps[s - 1] = p->times[s] > p->times[s - 1] ?
+			      p->times[s] - p->times[s - 1] : 0;
+	qsort(gaps, p->count - 1, sizeof(*gaps), cmp_u64);
+	m = gaps[(p->count - 1) / 2];
+	free(gaps);
+	return m;
+}
+
+/* A sample that lasts @us, of stack @s or (s == SIZE_MAX) of none. */
+static void
+put_timed(const struct profile *p, size_t s, uint64_t us, bool *first,
+	  FILE *out, FILE *weights)
+{
+	fputs(*first ? "\n" : ",\n", out);
+	if (s == SIZE_MAX)
+		fputs("[]", out);
+	else
+		write_stack(p, s, out);
+	fprintf(weights, "%s%" PRIu64 ".%06" PRIu64, *first ? "" : ",",
+		us / 1000000, us % 1000000);
+	*first = false;
+}
+
+/* Seconds since the first sample of all (fp_speedscope_write()). The
+ * weights are written to a buffer while the samples go out. */
+static void
+write_timed(const struct fp_speedscope *ss, const struct profile *p, FILE *out)
+{
+	uint64_t gap = median_gap(p), end = ss->first_us;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *weights = open_memstream(&buf, &len);
+	bool first = true;
+
+	if (!weights)
+		abort();
+	/* a process sampled once lasts as long as a millisecond */
+	if (!gap)
+		gap = 1000;
+	fputs(",\n\"samples\": [", out);
+	for (size_t s = 0; s < p->count; s++) {
+		uint64_t t = p->times[s] > end ? p->times[s] : end;
+		uint64_t next = s + 1 < p->count ? p->times[s + 1] : t + gap;
+
+		if (t > end)
+			put_timed(p, SIZE_MAX, t - end, &first, out, weights);
+		if (next <= t)
+			next = t;
+		else if (next - t > 4 * gap)
+			next = t + gap;
+		put_timed(p, s, next - t, &first, out, weights);
+		end = next;
+	}
+	fclose(weights);
+	fprintf(out, "\n],\n\"startValue\": 0, \"endValue\": %" PRIu64 ".%06" PRIu64
+		",\n\"weights\": [%s", (end - ss->first_us) / 1000000,
+		(end - ss->first_us) % 1000000, buf);
+	free(buf);
 }
 
 static int
@@ -319,18 +428,10 @@ fp_speedscope_write(const struct fp_speedscope *ss, FILE *out)
 		fputs(", \"unit\": ", out);
 		fp_json_write_string(out, ss->options.unit ? ss->options.unit :
 							      "none");
-		fprintf(out, ", \"startValue\": 0, \"endValue\": %" PRIu64 ",\n\"samples\": [",
-			p->total);
-		for (size_t s = 0; s < p->count; s++) {
-			fputs(s ? ",\n[" : "\n[", out);
-			for (size_t k = p->off[s]; k < p->off[s + 1]; k++)
-				fprintf(out, k > p->off[s] ? ",%" PRIu32 : "%" PRIu32,
-					p->idx[k]);
-			putc(']', out);
-		}
-		fputs("\n],\n\"weights\": [", out);
-		for (size_t s = 0; s < p->count; s++)
-			fprintf(out, s ? ",%" PRIu64 : "%" PRIu64, p->weights[s]);
+		if (ss->options.timed)
+			write_timed(ss, p, out);
+		else
+			write_weighted(p, out);
 		fputs("]}", out);
 	}
 	fputs("\n]\n}\n", out);

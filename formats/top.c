@@ -122,11 +122,12 @@ fp_func_table_add(struct fp_func_table *t, enum fp_status status,
 		  const char *const *frames, size_t nframes, int64_t weight)
 {
 	uint64_t stamp = ++t->samples;
+	uint64_t magnitude = weight < 0 ? (uint64_t)0 - (uint64_t)weight :
+			     (uint64_t)weight;
 	bool sat;
 
 	t->status_samples[(unsigned)status < FP_STATUS_COUNT ? status : 0]++;
-	sat = sat_add_u64(&t->abs_weight, weight < 0 ?
-			  (uint64_t)0 - (uint64_t)weight : (uint64_t)weight);
+	sat = sat_add_u64(&t->abs_weight, magnitude);
 	sat |= sat_add_i64(&t->net_weight, weight);
 	for (size_t i = 0; i < nframes; i++) {
 		struct func *f = intern(t, frames[i]);
@@ -134,11 +135,15 @@ fp_func_table_add(struct fp_func_table *t, enum fp_status status,
 		if (i == 0) {
 			f->stats.self_samples++;
 			sat |= sat_add_i64(&f->stats.self_weight, weight);
+			sat |= sat_add_u64(weight < 0 ? &f->stats.self_release :
+					   &f->stats.self_growth, magnitude);
 		}
 		if (f->stamp != stamp) {
 			f->stamp = stamp;
 			f->stats.total_samples++;
 			sat |= sat_add_i64(&f->stats.total_weight, weight);
+			sat |= sat_add_u64(weight < 0 ? &f->stats.total_release :
+					   &f->stats.total_growth, magnitude);
 		}
 	}
 	t->saturated |= sat;
@@ -205,6 +210,10 @@ key_of(const struct fp_func_stats *s, enum fp_top_sort sort_key)
 		return s->self_weight;
 	case FP_TOP_WEIGHT_TOTAL:
 		return s->total_weight;
+	case FP_TOP_GROSS_GROWTH:
+		return s->self_growth > INT64_MAX ? INT64_MAX : (int64_t)s->self_growth;
+	case FP_TOP_GROSS_RELEASE:
+		return s->self_release > INT64_MAX ? INT64_MAX : (int64_t)s->self_release;
 	case FP_TOP_SELF:
 	default:
 		return (int64_t)s->self_samples;
@@ -243,6 +252,9 @@ fp_top_write(const struct fp_func_table *t, const struct fp_top_options *o,
 	if (weighted)
 		fprintf(out, "weight: %s (sum %" PRId64 ", sum of absolute values %" PRIu64 ")\n",
 			o->weight_name, t->net_weight, t->abs_weight);
+	if (weighted && o->gross)
+		fputs("(W: net sums; +W_SELF: growth, -W_SELF: release, by magnitude)\n",
+		      out);
 	fputs("status:", out);
 	for (int s = 1; s <= FP_STATUS_COUNT; s++) {
 		enum fp_status st = (enum fp_status)(s % FP_STATUS_COUNT);
@@ -266,6 +278,8 @@ fp_top_write(const struct fp_func_table *t, const struct fp_top_options *o,
 	if (weighted)
 		fprintf(out, " %15s %8s %15s %8s", "W_SELF", "W_SELF%",
 			"W_TOTAL", "W_TOTAL%");
+	if (weighted && o->gross)
+		fprintf(out, " %15s %15s", "+W_SELF", "-W_SELF");
 	fputs("  FUNCTION\n", out);
 	for (size_t i = 0; i < shown; i++) {
 		const struct fp_func_stats *s = rows[i];
@@ -279,6 +293,9 @@ fp_top_write(const struct fp_func_table *t, const struct fp_top_options *o,
 				s->self_weight, share(s->self_weight, t->abs_weight),
 				s->total_weight,
 				share(s->total_weight, t->abs_weight));
+		if (weighted && o->gross)
+			fprintf(out, " %15" PRIu64 " %15" PRIu64, s->self_growth,
+				s->self_release);
 		fprintf(out, "  %s\n", s->name);
 	}
 	if (shown < n)

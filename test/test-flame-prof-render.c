@@ -64,10 +64,24 @@ feed(void *data, const struct fp_perf_record *rec)
 	}
 	if (l->tree)
 		fp_flame_tree_add(l->tree, l->set, names, files, n, ngroups, mag);
-	if (l->speedscope)
-		fp_speedscope_add(l->speedscope,
-				  l->per_status ? fp_status_name(rec->status) : "all",
-				  names, files, n, mag);
+	if (l->speedscope) {
+		char profile[256];
+
+		/* flame_prof's default: a profile per process */
+		if (l->per_status)
+			snprintf(profile, sizeof(profile), "%s",
+				 fp_status_name(rec->status));
+		else if (rec->registered_name)
+			snprintf(profile, sizeof(profile), "%s <0.%u.%u>",
+				 rec->registered_name, rec->pid.num, rec->pid.serial);
+		else
+			snprintf(profile, sizeof(profile), "<0.%u.%u>%s%s",
+				 rec->pid.num, rec->pid.serial,
+				 rec->initial_call ? " " : "",
+				 rec->initial_call ? rec->initial_call : "");
+		fp_speedscope_add(l->speedscope, profile, names, files, n, mag,
+				  rec->time_us);
+	}
 	return 0;
 }
 
@@ -213,6 +227,54 @@ static const struct {
 	{ "edge.perf", true, FP_TOP_WEIGHT_SELF, 0, "edge.memory_delta.top" },
 };
 
+/* An allocator that releases what it grows nets 0: the gross columns
+ * and sort keys still rank it. */
+START_TEST(top_gross)
+{
+	struct fp_func_table *t = fp_func_table_new();
+	const char *alloc[] = { "m:alloc/1", "m:main/0" };
+	const char *idle[] = { "m:idle/0", "m:main/0" };
+	struct fp_top_options o = {
+		.weight_name = "memory_delta",
+		.sort = FP_TOP_GROSS_GROWTH,
+		.gross = true,
+	};
+	const struct fp_func_stats *st;
+	struct mem m;
+	char *got, *row;
+
+	fp_func_table_add(t, FP_STATUS_RUNNING, alloc, 2, 950000);
+	fp_func_table_add(t, FP_STATUS_RUNNING, alloc, 2, -950000);
+	fp_func_table_add(t, FP_STATUS_WAITING, idle, 2, 10);
+	st = fp_func_table_find(t, "m:alloc/1");
+	fp_assert(st->self_weight == 0 && st->self_growth == 950000 &&
+		  st->self_release == 950000);
+	st = fp_func_table_find(t, "m:main/0");
+	fp_assert(st->total_weight == 10 && st->total_growth == 950010 &&
+		  st->total_release == 950000);
+
+	fp_assert_int_eq(fp_top_write(t, &o, mem_open(&m)), 0);
+	got = mem_close(&m);
+	/* first row: the allocator, net 0, 950000 either way */
+	row = strstr(got, "FUNCTION\n");
+	fp_assert(row && strstr(got, "+W_SELF         -W_SELF  FUNCTION\n"));
+	row += strlen("FUNCTION\n");
+	fp_assert(strncmp(row, "        2  66.67%         2  66.67%               0    0.00%"
+			       "               0    0.00%          950000          950000"
+			       "  m:alloc/1\n", 124) == 0);
+	fp_assert(strstr(got, "m:alloc/1") < strstr(got, "m:idle/0"));
+	free(got);
+
+	o.sort = FP_TOP_GROSS_RELEASE;
+	o.limit = 1;
+	fp_assert_int_eq(fp_top_write(t, &o, mem_open(&m)), 0);
+	got = mem_close(&m);
+	fp_assert(strstr(got, "m:alloc/1") && !strstr(got, "m:idle/0"));
+	free(got);
+	fp_func_table_destroy(t);
+}
+END_TEST
+
 START_TEST(top_golden)
 {
 	struct load l = { .table = fp_func_table_new(),
@@ -221,6 +283,7 @@ START_TEST(top_golden)
 		.limit = top_cases[_i].limit,
 		.weight_name = l.memory_delta ? "memory_delta" : NULL,
 		.sort = top_cases[_i].sort,
+		.gross = l.memory_delta,
 	};
 	struct mem m;
 	char *got;
@@ -296,12 +359,46 @@ END_TEST
 
 /* ---- speedscope ---- */
 
+/* Timed: seconds since the first sample of all; the time before a
+ * profile's first sample and a long gap are empty samples. */
+START_TEST(speedscope_timed)
+{
+	struct fp_speedscope_options o = {
+		.unit = "seconds", .timed = true,
+	};
+	struct fp_speedscope *ss = fp_speedscope_new(&o);
+	const char *a[] = { "running", "m:a/0" }, *b[] = { "waiting", "m:b/0" };
+	struct mem m;
+	char *got;
+
+	/* p: 1.0 s, 1.1 s, 1.2 s, then 9.0 s (a gap); q: 1.05 s once */
+	fp_speedscope_add(ss, "p", a, NULL, 2, 1, 1000000);
+	fp_speedscope_add(ss, "q", b, NULL, 2, 1, 1050000);
+	fp_speedscope_add(ss, "p", a, NULL, 2, 1, 1100000);
+	fp_speedscope_add(ss, "p", b, NULL, 2, 1, 1200000);
+	fp_speedscope_add(ss, "p", a, NULL, 2, 1, 9000000);
+	fp_assert_int_eq(fp_speedscope_write(ss, mem_open(&m)), 0);
+	got = mem_close(&m);
+	fp_assert(strstr(got, "{\"type\": \"sampled\", \"name\": \"p\", \"unit\": \"seconds\",\n"
+			 "\"samples\": [\n[0,1],\n[0,1],\n[2,3],\n[],\n[0,1]\n],\n"
+			 "\"startValue\": 0, \"endValue\": 8.100000,\n"
+			 "\"weights\": [0.100000,0.100000,0.100000,7.700000,0.100000]}") != NULL);
+	/* q starts 0.05 s in and, sampled once, lasts a millisecond */
+	fp_assert(strstr(got, "\"samples\": [\n[],\n[2,3]\n],\n"
+			 "\"startValue\": 0, \"endValue\": 0.051000,\n"
+			 "\"weights\": [0.050000,0.001000]}") != NULL);
+	free(got);
+	fp_speedscope_destroy(ss);
+}
+END_TEST
+
 START_TEST(speedscope_golden)
 {
 	struct fp_speedscope_options o = {
 		.name = _i ? "edge.perf" : "demo.perf",
-		.unit = _i ? "bytes" : "none",
+		.unit = _i ? "bytes" : "seconds",
 		.exporter = "flame_prof " FP_VERSION,
+		.timed = _i == 0,
 	};
 	struct load l = { .speedscope = fp_speedscope_new(&o),
 			  .per_status = _i == 1, .memory_delta = _i == 1 };
@@ -621,8 +718,10 @@ suite(void)
 	tcase_add_test(tc, folded_sums);
 	tcase_add_loop_test(tc, top_golden, 0, N(top_cases));
 	tcase_add_test(tc, top_recursion);
+	tcase_add_test(tc, top_gross);
 	tcase_add_loop_test(tc, diff_golden, 0, 2);
 	tcase_add_loop_test(tc, speedscope_golden, 0, 2);
+	tcase_add_test(tc, speedscope_timed);
 	tcase_add_loop_test(tc, json_escape, 0, N(json_cases));
 	suite_add_tcase(s, tc);
 

@@ -36,6 +36,9 @@ static const char *const commands[][MAX_ARGS] = {
 	{ "svg", "--inverted", "--minwidth", "0", NULL },
 	{ "heatmap", "-w", "binary_bytes_delta", "--rows", "10", NULL },
 	{ "speedscope", "--per-status", "-w", "memory", NULL },
+	{ "speedscope", "--process", NULL },
+	{ "procs", "--format", "json", "--sort", "memory", NULL },
+	{ "top", "--sign", "negative", "-w", "heap_size_delta", NULL },
 	{ "diff", "--by", "total", "--svg", "/dev/null", NULL },
 };
 

@@ -222,6 +222,168 @@ def test_heatmap(tmp):
           "heatmap: cells add up to the samples")
 
 
+def svg_texts(path):
+    root = ET.parse(path).getroot()
+    return root, ["".join(t.itertext()) for t in root.iter(SVG + "text")]
+
+
+def test_keys_and_titles(tmp):
+    """What is drawn and weighted is said: legends, keys, titles."""
+    out = os.path.join(tmp, "k.svg")
+    rc, _, err = run(["heatmap", "--rows", "4", "-w", "memory_delta", "-o", out, fixture("edge.perf")])
+    root, texts = svg_texts(out)
+    legend = [g for g in root.iter(SVG + "g") if g.get("id") == "legend"]
+    check(rc == 0 and len(legend) == 1, "heatmap: a legend", err)
+    swatches = [r.get("fill") for r in legend[0].iter(SVG + "rect")] if legend else []
+    check("rgb(235,235,235)" in swatches and "rgb(255,255,255)" in swatches and
+          "samples summing to 0" in texts and "no samples" in texts and
+          "-10000" in texts and "+10000" in texts,
+          "heatmap: signed scale, grey (sums of 0) and white (no samples) explained", repr(texts))
+    rc, _, _ = run(["heatmap", "-o", out, fixture("demo.perf")])
+    root, texts = svg_texts(out)
+    check("samples per cell" in texts and "samples summing to 0" not in texts and "5" in texts,
+          "heatmap: sample scale 1..max, no grey cells to explain", repr(texts))
+    rc, _, _ = run(["heatmap", "--sign", "negative", "-w", "memory_delta", "-o", out,
+                    fixture("edge.perf")])
+    root, texts = svg_texts(out)
+    vals = [int(r.get("data-v")) for r in root.iter(SVG + "rect") if r.get("class") == "c"]
+    check(rc == 0 and sum(vals) == 8596 and min(vals) >= 0 and
+          any("memory_delta, release only" in t for t in texts),
+          "heatmap --sign negative: release by magnitude, said so", repr((vals, texts[:3])))
+
+    rc, _, _ = run(["diff", "--svg", out, fixture("demo.perf"), fixture("edge.perf")])
+    root, texts = svg_texts(out)
+    key = [g for g in root.iter(SVG + "g") if g.get("id") == "key"]
+    check(rc == 1 and len(key) == 1 and
+          any("change of share since BEFORE" in t for t in texts) and
+          any("blue shrank, red grew" in t for t in texts), "diff --svg: a key", repr(texts[:6]))
+
+    rc, _, _ = run(["svg", "-w", "memory_delta", "-o", out, fixture("edge.perf")])
+    root, texts = svg_texts(out)
+    check(texts[0] == "Flame Graph of memory_delta" and
+          texts[1].startswith("memory_delta: 21644 grown and released in all (8 samples"),
+          "svg -w: titled by the weight", repr(texts[:2]))
+    rc, _, _ = run(["svg", "-o", out, fixture("demo.perf")])
+    root, texts = svg_texts(out)
+    check(texts[0] == "Flame Graph" and texts[1].startswith("36 samples, "),
+          "svg: an unweighted graph keeps its title", repr(texts[:2]))
+
+
+def test_options():
+    """--help of a command lists the options it takes, and only those;
+    an option of another command is refused by its name."""
+    helps = {}
+    for cmd in ["folded", "svg", "heatmap", "top", "speedscope", "diff", "procs"]:
+        rc, out, _ = run([cmd, "--help"])
+        helps[cmd] = set(re.findall(r"^(?:  -\w, |      )(--[\w-]+)", out, re.M))
+    check({"--sign", "--rows", "--title"} <= helps["heatmap"] and
+          not helps["heatmap"] & {"--no-status", "--process", "--by", "--limit"},
+          "heatmap --help: its options only", repr(sorted(helps["heatmap"])))
+    check({"--sign", "--sort", "--limit", "--strip-lines", "--by"} <= helps["top"] and
+          not helps["top"] & {"--no-status", "--process", "--rows", "--title"},
+          "top --help: its options only", repr(sorted(helps["top"])))
+    check({"--sort", "--format", "--limit", "--pid"} <= helps["procs"] and
+          not helps["procs"] & {"--weight", "--sign", "--by"},
+          "procs --help: its options only", repr(sorted(helps["procs"])))
+    check("--rows" not in helps["folded"] and "--profiles" in helps["speedscope"],
+          "folded, speedscope --help", repr(sorted(helps["speedscope"])))
+    # every option a --help lists is taken by that command
+    e = fixture("edge.perf")
+    for cmd, opts in helps.items():
+        for opt in sorted(opts - {"--help"}):
+            rc, _, err = run([cmd, opt, e, e] if cmd == "diff" else [cmd, opt, e])
+            check("does not apply" not in err and "unrecognized" not in err,
+                  "%s takes %s" % (cmd, opt), err)
+
+    cases = [
+        (["procs", "--sign", "abs", e], "procs: option '--sign' does not apply"),
+        (["procs", "-w", "memory", e], "procs: option '--weight' does not apply"),
+        (["heatmap", "--by", "label", e], "heatmap: option '--by' does not apply"),
+        (["top", "--sign", "positive", e], "option '--sign' needs a signed weight"),
+        (["top", "--sign", "positive", "-w", "reductions_delta", e],
+         "option '--sign' needs a signed weight"),
+        (["top", "--sort", "wself+", "-w", "memory", e], "--sort wself+ needs a signed weight"),
+        (["procs", "--format", "xml", e], "bad --format 'xml'"),
+        (["speedscope", "--profiles", "node", e], "bad --profiles 'node'"),
+    ]
+    for args, msg in cases:
+        rc, _, err = run(args)
+        check(rc == 64 and msg in err, "%s -> 64, %r" % (" ".join(args[:-1]), msg), err)
+
+
+def test_sign_and_gross():
+    """A signed weight ranks by net sums and by gross growth or release."""
+    e = fixture("edge.perf")
+    rc, out, err = run(["top", "--sign", "positive", "-w", "memory_delta", "-n", "0", e])
+    rows = re.findall(r"^\s+\d+\s+\S+\s+\d+\s+\S+\s+(-?\d+)\s+\S+\s+-?\d+\s+\S+\s+(\S.*)$", out, re.M)
+    check(rc == 0 and "weight: memory_delta, growth only (sum 13048," in out and
+          rows[0] == ("10000", "lists:foldl_1/3:1270") and
+          all(int(w) >= 0 for w, _ in rows), "top --sign positive: gross growth", out + err)
+    rc, out, _ = run(["top", "--sign", "negative", "-w", "memory_delta", "-n", "1", e])
+    check(rc == 0 and re.search(r"\b4096\b.*lists:foldl_1/3:1263\n", out) is not None,
+          "top --sign negative: the biggest release first", out)
+    rc, out, _ = run(["top", "--sort", "wself-", "-w", "memory_delta", "-n", "1", e])
+    check(rc == 0 and re.search(r"-4096 .* 0 +4096  lists:foldl_1/3:1263\n", out) is not None,
+          "top --sort wself-: by gross release, net and gross columns", out)
+    rc, out, _ = run(["folded", "--sign", "abs", "-w", "memory_delta", e])
+    check(rc == 0 and sum(int(l.rsplit(" ", 1)[1]) for l in out.splitlines()) == 21644,
+          "folded --sign abs: magnitudes", out)
+
+
+def test_procs():
+    """A table of the processes, as text, CSV and JSON, sortable."""
+    d = fixture("demo.perf")
+    rc, out, err = run(["procs", d])
+    lines = out.splitlines()
+    check(rc == 0 and lines[0] == "processes: 14" and lines[1] == "samples: 36" and
+          lines[3].split()[:6] == ["PID", "SAMPLES", "SAMPLES%", "REDUCTIONS", "MAILBOX_MAX",
+                                   "MEMORY_MAX"] and
+          lines[4].startswith("<0.87.0>") and lines[4].endswith("fp_demo_busy (running 7)"),
+          "procs: busiest first, with its name and statuses", out + err)
+    rc, out, _ = run(["procs", "--sort", "mailbox", "-n", "1", d])
+    check(rc == 0 and "fp_demo_sink (running 1, waiting 1)" in out and "19999" in out and
+          "(13 more processes; --limit 0 shows all)" in out, "procs --sort mailbox -n 1", out)
+    import csv
+    import io
+    import json
+    rc, out, _ = run(["procs", "--format", "csv", d])
+    rows = list(csv.DictReader(io.StringIO(out)))
+    check(rc == 0 and len(rows) == 14 and sum(int(r["samples"]) for r in rows) == 36 and
+          sum(int(r["running"]) + int(r["waiting"]) for r in rows) == 36,
+          "procs --format csv: every process, the statuses add up", out[:500])
+    rc, out, _ = run(["procs", "--format", "json", "--sort", "reductions", fixture("edge.perf")])
+    procs = json.loads(out)
+    check(rc == 0 and procs[0]["pid"] == "<0.100.0>" and
+          procs[0]["registered_name"] == "MyApp.Worker" and procs[0]["reductions"] == 1100 and
+          procs[0]["statuses"] == {"running": 2, "garbage_collecting": 1, "exiting": 1} and
+          sum(p["samples"] for p in procs) == 8,
+          "procs --format json --sort reductions", out[:800])
+    rc, out, _ = run(["procs", "--format", "csv", "--status", "waiting", d])
+    rows = list(csv.DictReader(io.StringIO(out)))
+    check(rc == 0 and {r["pid"] for r in rows} >= {"<0.61.0>", "<0.96.0>"} and
+          all(r["running"] == "0" for r in rows), "procs --status: the selection applies", out)
+
+
+def test_speedscope_profiles():
+    """speedscope: a profile per process on a time axis in seconds."""
+    import json
+    rc, out, _ = run(["speedscope", fixture("demo.perf")])
+    doc = json.loads(out)
+    profs = {p["name"]: p for p in doc["profiles"]}
+    busy = profs.get("fp_demo_busy <0.87.0>")
+    check(rc == 0 and len(profs) == 14 and busy and busy["unit"] == "seconds" and
+          doc["profiles"][doc["activeProfileIndex"]] is busy,
+          "speedscope: 14 process profiles in seconds, the busiest active", out[:300])
+    check(all(abs(sum(p["weights"]) - p["endValue"]) < 1e-5 and
+              len(p["weights"]) == len(p["samples"]) for p in doc["profiles"]),
+          "speedscope: weights add up to each profile's end")
+    rc, out, _ = run(["speedscope", "--profiles", "all", fixture("demo.perf")])
+    doc = json.loads(out)
+    check(rc == 0 and [p["name"] for p in doc["profiles"]] == ["all"] and
+          doc["profiles"][0]["unit"] == "none" and sum(doc["profiles"][0]["weights"]) == 36,
+          "speedscope --profiles all: one profile of samples", out[:300])
+
+
 def test_inputs(tmp):
     want = golden("demo.folded")
     gz = os.path.join(tmp, "demo.perf.gz")
@@ -621,6 +783,11 @@ def main():
         test_golden_outputs()
         test_svg(tmp)
         test_heatmap(tmp)
+        test_keys_and_titles(tmp)
+        test_options()
+        test_sign_and_gross()
+        test_procs()
+        test_speedscope_profiles()
         test_inputs(tmp)
         test_filters()
         test_errors(tmp)

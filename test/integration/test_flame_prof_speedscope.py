@@ -2,7 +2,8 @@
 """flame_prof speedscope output opened by speedscope itself (the npm
 package's release build) in headless Chromium: the file is fetched
 through #profileURL= from a private HTTP server on 127.0.0.1, must load
-without an import error, list its profiles, and its frames must show in
+without an import error, list its profiles (one per process by default,
+in seconds; per status with --per-status), and its frames must show in
 speedscope's Sandwich table. Screenshots go to
 $FP_BUILD_ROOT/flame_prof-browser/.
 
@@ -14,6 +15,7 @@ Skips (77) when chromium, node, playwright-core or speedscope is missing:
 import functools
 import http.server
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -57,6 +59,15 @@ const cfg = JSON.parse(process.argv[2]);
       r.canvases = await page.evaluate(() => Array.from(document.querySelectorAll('canvas'))
         .filter(c => c.width > 0 && c.height > 0).length);
       await page.screenshot({ path: path.join(cfg.shots, run.name + '-time-order.png') });
+      if (run.picker) {
+        /* the profile picker lists every profile of the file */
+        await page.getByText(run.picker).first().click();
+        await page.waitForTimeout(500);
+        r.picker = await page.evaluate(() => document.body.innerText);
+        await page.screenshot({ path: path.join(cfg.shots, run.name + '-profiles.png') });
+        await page.keyboard.press('Escape');
+        await page.waitForTimeout(250);
+      }
       /* the Sandwich view lists every function as text */
       await page.getByText('Sandwich').first().click();
       await page.waitForTimeout(500);
@@ -99,8 +110,15 @@ def main():
     try:
         site = os.path.join(tmp, "site")
         shutil.copytree(release, site)
-        subprocess.run([FLAME_PROF, "speedscope", "-o", os.path.join(site, "demo.json"),
+        subprocess.run([FLAME_PROF, "speedscope", "--profiles", "all",
+                        "-o", os.path.join(site, "demo.json"),
                         os.path.join(GOLDEN, "demo.perf")], check=True)
+        # the default: a profile per process on a time axis in seconds
+        proc_dir = os.path.join(site, "proc")
+        os.makedirs(proc_dir)
+        shutil.copy(os.path.join(GOLDEN, "demo.perf"), os.path.join(proc_dir, "procs.perf"))
+        subprocess.run([FLAME_PROF, "speedscope", "-o", os.path.join(site, "procs.json"),
+                        os.path.join(proc_dir, "procs.perf")], check=True)
         subprocess.run([FLAME_PROF, "speedscope", "--per-status", "-w", "memory_delta",
                         "-o", os.path.join(site, "edge.json"),
                         os.path.join(GOLDEN, "edge.perf")], check=True)
@@ -111,19 +129,32 @@ def main():
 
         cfg = {"base": base, "shots": shots,
                "runs": [{"name": "speedscope-demo", "file": "demo.json", "title": "demo.perf"},
+                        {"name": "speedscope-procs", "file": "procs.json", "title": "procs.perf",
+                         "picker": "fp_demo_busy <0.87.0>"},
                         {"name": "speedscope-edge", "file": "edge.json", "title": "edge.perf"}]}
         r, err = run_driver(tmp, SCRIPT, cfg)
         if r is None:
             check(False, "browser driver ran", err)
             return 1
         check(r["errors"] == [], "no script errors or alerts", r["errors"])
-        demo, edge = r["runs"]
+        demo, procs, edge = r["runs"]
         check("demo.perf" in demo["body"] and demo["canvases"] > 0,
               "demo: loaded and drawn", demo["body"][:500])
         for fn in ["lists:foldl_1/3", "fp_demo:deep/2", "gen_server:loop/7",
                    "fp_demo:'fp\\x2Bdemo\\x3Bsemi\\x27q\\x5C'/1", "running", "waiting"]:
             check(fn in demo["sandwich"], "demo: %s in the Sandwich table" % fn,
                   demo["sandwich"][:1500])
+        # 14 processes, the one of the most samples shown first; its
+        # Sandwich times are seconds (speedscope formats them "1.23s")
+        check("fp_demo_busy <0.87.0>" in procs["body"] and "9/14" in procs["body"],
+              "procs: one profile per process, the busiest active", procs["body"][:500])
+        check(re.search(r"\b\d+\.\d\ds\b", procs["sandwich"]) is not None and
+              "fp_demo:busy_loop/1" in procs["sandwich"],
+              "procs: the Sandwich table in seconds", procs["sandwich"][:1500])
+        for name in ["fp_demo_sink <0.96.0>", "<0.89.0> fp_demo:busy_loop/1",
+                     "net_kernel <0.61.0>", "<0.2101.0> inet_tcp_dist:do_accept/7"]:
+            check(name in procs.get("picker", ""), "procs: %s in the profile picker" % name,
+                  procs.get("picker", "")[:1500])
         check("edge.perf" in edge["body"], "edge: loaded")
         # the heaviest profile (exiting, 10000 bytes) is shown first; 7
         # statuses have samples of non-zero memory_delta: 6 profiles
@@ -131,7 +162,7 @@ def main():
               "edge: one profile per status, the heaviest active", edge["body"][:500])
         check("lists:foldl_1/3:1270" in edge["sandwich"] and "[+memory_delta]" in edge["sandwich"],
               "edge: frames and the sign frame in the Sandwich table", edge["sandwich"][:1500])
-        for run in ["speedscope-demo", "speedscope-edge"]:
+        for run in ["speedscope-demo", "speedscope-procs", "speedscope-edge"]:
             pth = os.path.join(shots, run + "-sandwich.png")
             check(os.path.exists(pth) and os.path.getsize(pth) > 1000, "screenshot " + pth)
     finally:

@@ -8,6 +8,7 @@
  */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -16,8 +17,12 @@ struct fp_speedscope;
 
 struct fp_speedscope_options {
 	const char *name;	/* shown as the file's name; NULL: omitted */
-	const char *unit;	/* "none" or "bytes" (speedscope's WeightUnit) */
+	const char *unit;	/* "none", "bytes" or "seconds" (speedscope's
+				 * WeightUnit) */
 	const char *exporter;	/* e.g. "flame_prof 0.1.0" */
+	/* weights are time: a sample lasts until the next one of its
+	 * profile (unit "seconds"), not the weight given to _add */
+	bool timed;
 };
 
 /** Caller owns the result; free with fp_speedscope_destroy(). */
@@ -34,15 +39,25 @@ fp_speedscope_destroy(struct fp_speedscope *ss);
  * NULL entries; \xHH escapes in them are decoded, and "unknown", the
  * writer's word for no file, is left out). Frames are shared between
  * profiles by name; a name ending in ":LINE" gives the frame a
- * line. Strings are copied.
+ * line. Strings are copied. @time_us (epoch microseconds) places the
+ * sample when the options are timed; samples of a profile come in time
+ * order.
  */
 void
 fp_speedscope_add(struct fp_speedscope *ss, const char *profile,
 		  const char *const *names, const char *const *files, size_t n,
-		  uint64_t weight);
+		  uint64_t weight, uint64_t time_us);
 
 /**
- * Write the file: profiles in name order, the heaviest one active.
+ * Write the file: profiles in name order, the one of the most weight
+ * (timed: of the most samples) active.
+ *
+ * Timed, every profile's axis is seconds since the first sample of all:
+ * a sample lasts until the next one of its profile (the last one, and
+ * one that a gap of more than four times the profile's median interval
+ * follows, as long as that median), and the time before a profile's
+ * first sample and in its gaps is an empty sample, so that speedscope
+ * shows each profile on the same time axis.
  *
  * @return 0, or a negative errno on a write error.
  */

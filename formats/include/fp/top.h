@@ -23,6 +23,12 @@ struct fp_func_stats {
 	uint64_t total_samples;
 	int64_t self_weight;		/* signed sums of the weight */
 	int64_t total_weight;
+	/* gross sums of the positive and (by magnitude) negative weights:
+	 * what a net sum of 0 can hide */
+	uint64_t self_growth;
+	uint64_t self_release;
+	uint64_t total_growth;
+	uint64_t total_release;
 };
 
 /** Caller owns the result; free with fp_func_table_destroy(). */
@@ -83,12 +89,15 @@ enum fp_top_sort {
 	FP_TOP_TOTAL,		/* total samples */
 	FP_TOP_WEIGHT_SELF,	/* self weight */
 	FP_TOP_WEIGHT_TOTAL,	/* total weight */
+	FP_TOP_GROSS_GROWTH,	/* self growth: the sum of positive weights */
+	FP_TOP_GROSS_RELEASE,	/* self release: negative weights by magnitude */
 };
 
 struct fp_top_options {
 	size_t limit;			/* rows, 0 for all */
 	const char *weight_name;	/* NULL: sample columns only */
 	enum fp_top_sort sort;
+	bool gross;			/* +W_SELF, -W_SELF columns too */
 };
 
 /**

@@ -10,6 +10,7 @@
 #include "intern.h"
 #include "node-private.h"
 #include "pidmap.h"
+#include "request.h"
 #include "util-hash.h"
 #include "util-mem.h"
 
@@ -429,15 +430,15 @@ decode_mfa(const char *buf, int *index, char *m, char *f, uint32_t *arity)
 	int64_t a;
 
 	if (ei_decode_tuple_header(buf, index, &n) < 0 || n != 3 ||
-	    node_decode_atom(buf, index, m) < 0 ||
-	    node_decode_atom(buf, index, f) < 0 ||
+	    etf_decode_atom(buf, index, m) < 0 ||
+	    etf_decode_atom(buf, index, f) < 0 ||
 	    ei_get_type(buf, index, &type, &size) < 0)
 		return -EBADMSG;
 	if (type == ERL_LIST_EXT || type == ERL_NIL_EXT || type == ERL_STRING_EXT) {
 		*arity = (uint32_t)size;
-		return node_skip_term(buf, index);
+		return etf_skip_term(buf, index);
 	}
-	if (node_decode_int(buf, index, &a) < 0 || a < 0 || a > 255)
+	if (etf_decode_int(buf, index, &a) < 0 || a < 0 || a > 255)
 		return -EBADMSG;
 	*arity = (uint32_t)a;
 	return 0;
@@ -455,12 +456,12 @@ decode_initial_call(const char *buf, int *index, char *m, char *f,
 	if (ei_get_type(buf, index, &type, &size) < 0)
 		return -EBADMSG;
 	if (is_atom_type(type))
-		return node_decode_atom(buf, index, m) < 0 ? -EBADMSG : 0;
+		return etf_decode_atom(buf, index, m) < 0 ? -EBADMSG : 0;
 	if (ei_decode_tuple_header(buf, index, &n) < 0)
 		return -EBADMSG;
 	if (n == 2) {
 		/* the key, then the value */
-		if (node_skip_term(buf, index) < 0)
+		if (etf_skip_term(buf, index) < 0)
 			return -EBADMSG;
 		return decode_initial_call(buf, index, m, f, arity);
 	}
@@ -476,7 +477,7 @@ fp_sampler_initial_calls(struct fp_sampler *s, const struct fp_reply *reply,
 	int index = reply->index, count, rc;
 	char m[MAXATOMLEN_UTF8], f[MAXATOMLEN_UTF8];
 
-	if (reply->badrpc || node_reply_check(reply) < 0 ||
+	if (reply->badrpc || etf_reply_check(reply) < 0 ||
 	    ei_decode_list_header(buf, &index, &count) < 0 || (size_t)count != n)
 		return -EBADMSG;
 	for (size_t i = 0; i < n; i++) {
@@ -550,7 +551,7 @@ decode_charlist(struct fp_sampler *s, const char *buf, int *index,
 	}
 	if (type == ERL_NIL_EXT) {
 		*out = arena_strdup(s, "", 0);
-		return node_skip_term(buf, index);
+		return etf_skip_term(buf, index);
 	}
 	if (type == ERL_LIST_EXT) {
 		int count;
@@ -560,7 +561,7 @@ decode_charlist(struct fp_sampler *s, const char *buf, int *index,
 		for (int i = 0; i < count; i++) {
 			int64_t cp;
 
-			if (node_decode_int(buf, index, &cp) < 0 || cp < 0 ||
+			if (etf_decode_int(buf, index, &cp) < 0 || cp < 0 ||
 			    cp > 0x10ffff)
 				return -EBADMSG;
 			if (len + 4 >= sizeof(tmp))
@@ -610,7 +611,7 @@ guard(const struct fp_sampler *s, const char *buf, int index)
 {
 	size_t p = (size_t)index;
 
-	return s->trusted ? 0 : node_term_skip(buf, s->len, &p);
+	return s->trusted ? 0 : etf_term_skip(buf, s->len, &p);
 }
 
 /* Skip a term, checking it on the way. */
@@ -619,7 +620,7 @@ skip(const struct fp_sampler *s, const char *buf, int *index)
 {
 	size_t p = (size_t)*index;
 
-	if (node_term_skip(buf, s->len, &p) < 0)
+	if (etf_term_skip(buf, s->len, &p) < 0)
 		return -EBADMSG;
 	*index = (int)p;
 	return 0;
@@ -640,7 +641,7 @@ read_atom(const struct fp_sampler *s, const char *buf, int *index, char *dst)
 	}
 	if (guard(s, buf, *index) < 0)
 		return -EBADMSG;
-	return node_decode_atom(buf, index, dst);
+	return etf_decode_atom(buf, index, dst);
 }
 
 /* The tag of the next term, or -1 at the end of the buffer. */
@@ -659,8 +660,8 @@ decode_frame_slow(struct fp_sampler *s, const char *buf, int *index,
 	int n, type, size, nloc;
 
 	if (ei_decode_tuple_header(buf, index, &n) < 0 || n != 4 ||
-	    node_decode_atom(buf, index, m) < 0 ||
-	    node_decode_atom(buf, index, f) < 0 ||
+	    etf_decode_atom(buf, index, m) < 0 ||
+	    etf_decode_atom(buf, index, f) < 0 ||
 	    ei_get_type(buf, index, &type, &size) < 0)
 		return -EBADMSG;
 	fr->module = arena_strdup(s, m, strlen(m));
@@ -668,12 +669,12 @@ decode_frame_slow(struct fp_sampler *s, const char *buf, int *index,
 	if (type == ERL_LIST_EXT || type == ERL_NIL_EXT ||
 	    type == ERL_STRING_EXT) {
 		fr->arity = (uint32_t)size;
-		if (node_skip_term(buf, index) < 0)
+		if (etf_skip_term(buf, index) < 0)
 			return -EBADMSG;
 	} else {
 		int64_t a;
 
-		if (node_decode_int(buf, index, &a) < 0 || a < 0 || a > 255)
+		if (etf_decode_int(buf, index, &a) < 0 || a < 0 || a > 255)
 			return -EBADMSG;
 		fr->arity = (uint32_t)a;
 	}
@@ -681,7 +682,7 @@ decode_frame_slow(struct fp_sampler *s, const char *buf, int *index,
 		return -EBADMSG;
 	for (int k = 0; k < nloc; k++) {
 		if (ei_decode_tuple_header(buf, index, &n) < 0 || n != 2 ||
-		    node_decode_atom(buf, index, key) < 0)
+		    etf_decode_atom(buf, index, key) < 0)
 			return -EBADMSG;
 		if (strcmp(key, "file") == 0) {
 			if (decode_charlist(s, buf, index, &fr->file) < 0)
@@ -689,10 +690,10 @@ decode_frame_slow(struct fp_sampler *s, const char *buf, int *index,
 		} else if (strcmp(key, "line") == 0) {
 			int64_t line;
 
-			if (node_decode_int(buf, index, &line) < 0)
+			if (etf_decode_int(buf, index, &line) < 0)
 				return -EBADMSG;
 			fr->line = line > 0 && line < UINT32_MAX ? (uint32_t)line : 0;
-		} else if (node_skip_term(buf, index) < 0) {
+		} else if (etf_skip_term(buf, index) < 0) {
 			return -EBADMSG;
 		}
 	}
@@ -949,7 +950,7 @@ read_keyed(const struct fp_sampler *s, const char *buf, int *index,
 	}
 	if (guard(s, buf, *index) < 0 ||
 	    ei_decode_tuple_header(buf, index, &arity) < 0 || arity != 2 ||
-	    node_decode_atom(buf, index, tmp) < 0)
+	    etf_decode_atom(buf, index, tmp) < 0)
 		return -EBADMSG;
 	*name = tmp;
 	*n = strlen(tmp);
@@ -968,7 +969,7 @@ read_int(const struct fp_sampler *s, const char *buf, int *index,
 	}
 	if (guard(s, buf, *index) < 0)
 		return -EBADMSG;
-	return node_decode_int(buf, index, value);
+	return etf_decode_int(buf, index, value);
 }
 
 /* A list header, fast for the LIST_EXT and NIL_EXT every reply uses. */
@@ -1298,7 +1299,7 @@ render_tag(const struct fp_sampler *s, const char *buf, struct tag_span span)
 	if (guard(s, buf, index) < 0 || ei_get_type(buf, &index, &type, &size) < 0)
 		return NULL;
 	if (is_atom_type(type)) {
-		if (node_decode_atom(buf, &index, atom) < 0 ||
+		if (etf_decode_atom(buf, &index, atom) < 0 ||
 		    strcmp(atom, "undefined") == 0)
 			return NULL;
 		return xstrdup(atom);
@@ -1356,11 +1357,11 @@ render_callers(const struct fp_sampler *s, const char *buf, struct tag_span span
 		if (ei_get_type(buf, &index, &type, &size) < 0)
 			break;
 		if (type != ERL_PID_EXT && type != ERL_NEW_PID_EXT) {
-			if (node_skip_term(buf, &index) < 0)
+			if (etf_skip_term(buf, &index) < 0)
 				break;
 			continue;
 		}
-		if (node_decode_pid(buf, &index, &pid) < 0)
+		if (etf_decode_pid(buf, &index, &pid) < 0)
 			break;
 		n = snprintf(one, sizeof(one), "%s<0.%u.%u>", len ? "," : "",
 			     pid.num, pid.serial);
@@ -1393,14 +1394,14 @@ render_logger_key(const struct fp_sampler *s, const char *buf,
 		if (ei_get_type(buf, &index, &type, &size) < 0)
 			return;
 		if (is_atom_type(type)) {
-			if (node_decode_atom(buf, &index, atom) < 0)
+			if (etf_decode_atom(buf, &index, atom) < 0)
 				return;
 			match = strcmp(atom, key) == 0;
-		} else if (node_skip_term(buf, &index) < 0) {
+		} else if (etf_skip_term(buf, &index) < 0) {
 			return;
 		}
 		at = index;
-		if (node_skip_term(buf, &index) < 0)
+		if (etf_skip_term(buf, &index) < 0)
 			return;
 		if (match) {
 			struct tag_span v = { (uint32_t)at, (uint32_t)index };

@@ -11,8 +11,10 @@
 #include "fp-test.h"
 #include "fp/sample.h"
 #include "fp/select.h"
+#include "conn.h"
 #include "etf.h"
 #include "node-private.h"
+#include "path.h"
 
 #define NODE "app@host"
 
@@ -1624,23 +1626,23 @@ START_TEST(term_check)
 	ei_x_encode_double(&x, 1.5);		/* NEW_FLOAT_EXT */
 	ei_x_encode_string(&x, "abc");
 	ei_x_encode_empty_list(&x);
-	fp_assert_int_eq(node_term_check(x.buff, (size_t)x.index, 1), 0);
-	fp_assert_int_eq(node_term_check(x.buff, (size_t)x.index - 1, 1), -EBADMSG);
-	fp_assert_int_eq(node_term_check(x.buff, (size_t)x.index + 1, 1), -EBADMSG);
+	fp_assert_int_eq(etf_term_check(x.buff, (size_t)x.index, 1), 0);
+	fp_assert_int_eq(etf_term_check(x.buff, (size_t)x.index - 1, 1), -EBADMSG);
+	fp_assert_int_eq(etf_term_check(x.buff, (size_t)x.index + 1, 1), -EBADMSG);
 	ei_x_free(&x);
 
 	/* a string claiming more bytes than there are */
 	{
 		char s[] = { (char)131, 'k', 0x7f, 0x7f, 'a' };
 
-		fp_assert_int_eq(node_term_check(s, sizeof(s), 1), -EBADMSG);
+		fp_assert_int_eq(etf_term_check(s, sizeof(s), 1), -EBADMSG);
 	}
 	/* a 31-byte text float with no NUL: ei would sscanf past it */
 	{
 		char f[33] = { (char)131, 'c' };
 
 		memset(f + 2, '1', 31);
-		fp_assert_int_eq(node_term_check(f, sizeof(f), 1), -EBADMSG);
+		fp_assert_int_eq(etf_term_check(f, sizeof(f), 1), -EBADMSG);
 	}
 	/* 300 nested one-element lists */
 	deep[n++] = (char)131;
@@ -1651,7 +1653,7 @@ START_TEST(term_check)
 	deep[n++] = 'j';
 	for (int i = 0; i < 300; i++)
 		deep[n++] = 'j';
-	fp_assert_int_eq(node_term_check(deep, n, 1), -EBADMSG);
+	fp_assert_int_eq(etf_term_check(deep, n, 1), -EBADMSG);
 }
 END_TEST
 

@@ -82,3 +82,11 @@ struct fp_node {
 	bool helper_exited;	/* ... ended unasked: unload its module */
 	uint64_t helper_id;	/* the id its batches come under */
 };
+
+/* The name the node answers to, once known; the one we were given before
+ * (fp_node_name()). */
+static inline const char *
+node_name_of(const struct fp_node *node)
+{
+	return node->name[0] ? node->name : node->target;
+}

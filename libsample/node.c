@@ -189,7 +189,7 @@ fp_node_fd(const struct fp_node *node)
 const char *
 fp_node_name(const struct fp_node *node)
 {
-	return node->name[0] ? node->name : node->target;
+	return node_name_of(node);
 }
 
 const char *

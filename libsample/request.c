@@ -188,7 +188,7 @@ node_encode_local_pid(struct fp_node *node, ei_x_buff *x, struct fp_pid pid)
 	erlang_pid p;
 
 	memset(&p, 0, sizeof(p));
-	snprintf(p.node, sizeof(p.node), "%s", fp_node_name(node));
+	snprintf(p.node, sizeof(p.node), "%s", node_name_of(node));
 	p.num = pid.num;
 	p.serial = pid.serial;
 	p.creation = node->creation;

@@ -1,8 +1,9 @@
 /*
  * flame_profd — the sampler's state, shared by the files that decode
- * into it: sample.c (the reply, the per-process history), stack.c (the
- * stacktraces and their caches), initial-call.c (what proc_lib said a
- * process was started as), tags.c (dictionary values as text).
+ * into it: sample.c (the reply), history.c (each process's history),
+ * stack.c (the stacktraces and their caches), initial-call.c (what
+ * proc_lib said a process was started as), tags.c (dictionary values as
+ * text). Each calls only files after it in that list.
  */
 #pragma once
 

@@ -13,21 +13,9 @@
 #include "path.h"
 #include "request.h"
 
-#define ITEM(name) { name, sizeof(name) - 1 }
+#define ITEM(id, name) [NODE_ITEM_##id] = { name, sizeof(name) - 1 },
 const struct node_item_name node_item_names[NODE_NITEMS] = {
-	[NODE_ITEM_STATUS] = ITEM("status"),
-	[NODE_ITEM_REGISTERED_NAME] = ITEM("registered_name"),
-	[NODE_ITEM_CURRENT_STACKTRACE] = ITEM("current_stacktrace"),
-	[NODE_ITEM_REDUCTIONS] = ITEM("reductions"),
-	[NODE_ITEM_MEMORY] = ITEM("memory"),
-	[NODE_ITEM_MESSAGE_QUEUE_LEN] = ITEM("message_queue_len"),
-	[NODE_ITEM_TOTAL_HEAP_SIZE] = ITEM("total_heap_size"),
-	[NODE_ITEM_HEAP_SIZE] = ITEM("heap_size"),
-	[NODE_ITEM_STACK_SIZE] = ITEM("stack_size"),
-	[NODE_ITEM_GARBAGE_COLLECTION] = ITEM("garbage_collection"),
-	[NODE_ITEM_GARBAGE_COLLECTION_INFO] = ITEM("garbage_collection_info"),
-	[NODE_ITEM_LABEL] = ITEM("label"),
-	[NODE_ITEM_INITIAL_CALL] = ITEM("initial_call"),
+	NODE_ITEMS(ITEM)
 };
 #undef ITEM
 

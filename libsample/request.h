@@ -14,23 +14,31 @@
 
 #include "fp/node.h"
 
-/* The process_info/2 items of a sample request. */
+/*
+ * The process_info/2 items of a sample request, named once: the enum, the
+ * table of names and the lookup below are all made from this list.
+ */
+#define NODE_ITEMS(X)							\
+	X(STATUS, "status")						\
+	X(REGISTERED_NAME, "registered_name")				\
+	X(CURRENT_STACKTRACE, "current_stacktrace")			\
+	X(REDUCTIONS, "reductions")					\
+	X(MEMORY, "memory")						\
+	X(MESSAGE_QUEUE_LEN, "message_queue_len")			\
+	X(TOTAL_HEAP_SIZE, "total_heap_size")				\
+	X(HEAP_SIZE, "heap_size")					\
+	X(STACK_SIZE, "stack_size")					\
+	X(GARBAGE_COLLECTION, "garbage_collection")			\
+	X(GARBAGE_COLLECTION_INFO, "garbage_collection_info")		\
+	X(LABEL, "label")			/* OTP 27: FP_LABEL_ITEM */	\
+	X(INITIAL_CALL, "initial_call")		/* FP_ASK_FULL_IC */
+
+#define NODE_ITEM_ENUM(id, name) NODE_ITEM_##id,
 enum node_item {
-	NODE_ITEM_STATUS,
-	NODE_ITEM_REGISTERED_NAME,
-	NODE_ITEM_CURRENT_STACKTRACE,
-	NODE_ITEM_REDUCTIONS,
-	NODE_ITEM_MEMORY,
-	NODE_ITEM_MESSAGE_QUEUE_LEN,
-	NODE_ITEM_TOTAL_HEAP_SIZE,
-	NODE_ITEM_HEAP_SIZE,
-	NODE_ITEM_STACK_SIZE,
-	NODE_ITEM_GARBAGE_COLLECTION,
-	NODE_ITEM_GARBAGE_COLLECTION_INFO,
-	NODE_ITEM_LABEL,		/* OTP 27: FP_LABEL_ITEM */
-	NODE_ITEM_INITIAL_CALL,		/* FP_ASK_FULL_IC */
+	NODE_ITEMS(NODE_ITEM_ENUM)
 	NODE_NITEMS
 };
+#undef NODE_ITEM_ENUM
 
 struct node_item_name {
 	const char *name;
@@ -39,17 +47,19 @@ struct node_item_name {
 
 extern const struct node_item_name node_item_names[NODE_NITEMS];
 
-/* Which item an atom of a reply names, or -1. */
+/* Which item an atom of a reply names, or -1: compares against the
+ * literals, which the compiler turns into a few loads, as it is asked for
+ * every item of every sample. */
+#define NODE_ITEM_MATCH(id, str)					\
+	if (n == sizeof(str) - 1 && memcmp(name, str, sizeof(str) - 1) == 0) \
+		return NODE_ITEM_##id;
 static inline int
 node_item_of(const char *name, size_t n)
 {
-	for (int k = 0; k < NODE_NITEMS; k++) {
-		if (node_item_names[k].len == n &&
-		    memcmp(node_item_names[k].name, name, n) == 0)
-			return k;
-	}
+	NODE_ITEMS(NODE_ITEM_MATCH)
 	return -1;
 }
+#undef NODE_ITEM_MATCH
 
 /* The dictionary keys a request reads as {dictionary, Key}. */
 #define NODE_KEY_LABEL "$process_label"		/* FP_LABEL_DICT */

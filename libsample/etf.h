@@ -1,11 +1,15 @@
 /*
- * flame_profd — reading external term format bytes directly.
+ * flame_profd — reading external term format: the one reader of libsample.
  *
- * Private to libsample. The hot path of the sample decoder looks at tags
- * and lengths itself instead of going through ei for every atom and
- * integer; anything unusual makes these return -1 and the caller takes
- * ei's path. Every read is checked against @len, so they are safe on any
- * input, checked or not.
+ * Private to libsample. Two levels, one file each way in (etf.c):
+ *  - the bounds walk (etf_term_skip(), etf_term_check()) every term passes
+ *    before ei may read it, and the etf_decode_*() helpers that then read
+ *    through ei, each mapping ei's failure onto -EBADMSG;
+ *  - the inlines below, for the hot path of the sample decoder, which look
+ *    at tags and lengths themselves instead of going through ei for every
+ *    atom and integer. Anything unusual makes them return -1 and the
+ *    caller takes ei's path. Every read is checked against @len, so they
+ *    are safe on any input, checked or not.
  */
 #pragma once
 
@@ -14,6 +18,50 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "fp/node.h"
+
+/*
+ * Walk the term at buf[start..len) without trusting its lengths: 0 if it
+ * is one well-formed term that ends exactly at len (funs, compressed
+ * terms and nesting deeper than 256 are refused), -EBADMSG otherwise.
+ */
+int
+etf_term_check(const char *buf, size_t len, size_t start);
+
+/* The same for one term at *pos that need not end the buffer: 0 and *pos
+ * past it, or -EBADMSG. */
+int
+etf_term_skip(const char *buf, size_t len, size_t *pos);
+
+/* Through ei, on checked bytes only; each 0 or -EBADMSG. */
+
+/* Skip any term. */
+int
+etf_skip_term(const char *buf, int *index);
+
+/* Decode an atom as UTF-8 into dst (at least MAXATOMLEN_UTF8 bytes). */
+int
+etf_decode_atom(const char *buf, int *index, char *dst);
+
+/* Decode a pid sent by the node into its local numbers. */
+int
+etf_decode_pid(const char *buf, int *index, struct fp_pid *pid);
+
+/* Decode an integer term (small, int or fitting bignum) into *value. */
+int
+etf_decode_int(const char *buf, int *index, int64_t *value);
+
+/* 0 if the result of @reply is checked or passes the check now. Every
+ * decoder that hands a reply to ei calls this first. */
+int
+etf_reply_check(const struct fp_reply *reply);
+
+/* {Tag, Term, ...}: where Term's bytes start and end in a checked reply;
+ * -EPROTO when the reply is not such a tuple. */
+int
+etf_reply_element(const struct fp_reply *reply, const char *tag, int *start,
+		  int *end);
 
 static inline uint32_t
 etf_be32(const unsigned char *p)
@@ -101,11 +149,11 @@ etf_int(const unsigned char *b, size_t len, size_t *pos, int64_t *v)
  * lists and maps — terms whose bytes mean the same in any message. Pids,
  * references, ports, funs and atom-cache references make it return -1, as
  * does nesting deeper than 64 or a length past @len. A term it passes is
- * one node_term_skip() passes too, so ei may read it.
+ * one etf_term_skip() passes too, so ei may read it.
  *
- * The same walk as node_term_skip() (term-check.c), narrowed, and inline:
- * it runs over every stack the decoder has not seen before, where sharing
- * term-check's out-of-line walker cost 20% of the cold path (bench/offline
+ * The same walk as etf_term_skip() (etf.c), narrowed, and inline: it runs
+ * over every stack the decoder has not seen before, where sharing the
+ * out-of-line walker cost 20% of the cold path (bench/offline
  * -C: 3.2 against 4.0 µs a sample).
  */
 static inline int
@@ -151,7 +199,7 @@ etf_skip_plain(const unsigned char *b, size_t len, size_t *pos)
 			if (len - p < 3)
 				return -1;
 			n = 3 + (uint64_t)etf_be16(b + p + 1);
-			/* as node_term_skip(): no atom ei could not hold */
+			/* as etf_term_skip(): no atom ei could not hold */
 			if (b[p] != ERL_STRING_EXT && n > 3 + 255 * 4)
 				return -1;
 			break;

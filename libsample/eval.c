@@ -11,26 +11,10 @@
 #include <errno.h>
 #include <string.h>
 
+#include "conn.h"
+#include "etf.h"
+#include "eval.h"
 #include "node-private.h"
-
-/* {Tag, Term, ...}: the bytes of the second element of a checked reply. */
-int
-node_reply_element(const struct fp_reply *reply, const char *tag, int *start,
-		   int *end)
-{
-	char atom[MAXATOMLEN_UTF8];
-	int index = reply->index, arity;
-
-	if (ei_decode_tuple_header(reply->buf, &index, &arity) < 0 || arity < 2 ||
-	    node_decode_atom(reply->buf, &index, atom) < 0 ||
-	    strcmp(atom, tag) != 0)
-		return -EPROTO;
-	*start = index;
-	if (ei_skip_term(reply->buf, &index) < 0)
-		return -EPROTO;
-	*end = index;
-	return 0;
-}
 
 int
 node_expr_parse(struct fp_node *node, const char *source, ei_x_buff *parsed,
@@ -46,7 +30,7 @@ node_expr_parse(struct fp_node *node, const char *source, ei_x_buff *parsed,
 	ei_x_encode_string(&args, source);
 	ei_x_encode_empty_list(&args);
 	rc = node_call(node, "erl_scan", "string", &args, timeout_ms, &reply);
-	if (rc < 0 || (rc = node_reply_element(&reply, "ok", &start, &end)) < 0)
+	if (rc < 0 || (rc = etf_reply_element(&reply, "ok", &start, &end)) < 0)
 		goto out;
 
 	/* erl_parse:parse_exprs(Tokens) -> {ok, Exprs} */
@@ -55,7 +39,7 @@ node_expr_parse(struct fp_node *node, const char *source, ei_x_buff *parsed,
 	ei_x_append_buf(&args, reply.buf + start, end - start);
 	ei_x_encode_empty_list(&args);
 	rc = node_call(node, "erl_parse", "parse_exprs", &args, timeout_ms, &reply);
-	if (rc < 0 || (rc = node_reply_element(&reply, "ok", &start, &end)) < 0)
+	if (rc < 0 || (rc = etf_reply_element(&reply, "ok", &start, &end)) < 0)
 		goto out;
 	parsed->index = 0;
 	ei_x_append_buf(parsed, reply.buf + start, end - start);
@@ -115,8 +99,8 @@ node_reply_eval_value(struct fp_reply *reply)
 {
 	int start, end;
 
-	if (reply->badrpc || node_reply_check(reply) < 0 ||
-	    node_reply_element(reply, "value", &start, &end) < 0)
+	if (reply->badrpc || etf_reply_check(reply) < 0 ||
+	    etf_reply_element(reply, "value", &start, &end) < 0)
 		return -EPROTO;
 	reply->index = start;
 	return 0;

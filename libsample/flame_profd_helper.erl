@@ -2,7 +2,7 @@
 %%
 %% Loaded onto the profiled node only when the daemon is run with
 %% --request helper, under a name of its own per connection (the daemon
-%% renames the module in the binary it loads: see libsample/node.c), and
+%% renames the module in the binary it loads: see libsample/helper.c), and
 %% gone with the connection: the process is linked to the daemon's C node
 %% and, when the link breaks or the daemon says stop, deletes and purges
 %% its own module. Nothing else on the node calls it.

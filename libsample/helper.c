@@ -23,9 +23,12 @@
 
 #include <ei.h>
 
+#include "conn.h"
 #include "etf.h"
 #include "fp/log.h"
 #include "node-private.h"
+#include "path.h"
+#include "request.h"
 #include "util-mem.h"
 
 #define HELPER_MODULE "flame_profd_helper"
@@ -106,8 +109,9 @@ log_reply(const char *target, const char *what, const struct fp_reply *reply)
 	free(s);
 }
 
-int
-node_helper_start(struct fp_node *node, unsigned timeout_ms)
+/* 0, -ENOEXEC when the node would not load the module, or as node_call() */
+static int
+helper_start(struct fp_node *node, unsigned timeout_ms)
 {
 	unsigned char *beam = xzalloc(fp_helper_beam_len);
 	uint64_t tag = ((uint64_t)(getpid() & 0x3fffff) << 30) |
@@ -117,7 +121,7 @@ node_helper_start(struct fp_node *node, unsigned timeout_ms)
 	ei_x_buff args;
 	int rc, i, arity;
 
-	/* the state is clear: new, or node_helper_stop() at the disconnect
+	/* the state is clear: new, or helper_stop() at the disconnect
 	 * every connect starts with */
 	ei_x_new(&args);
 	snprintf(node->helper_mod, sizeof(node->helper_mod), "fpdh_%013llx",
@@ -143,7 +147,7 @@ node_helper_start(struct fp_node *node, unsigned timeout_ms)
 		goto out;
 	i = reply.index;
 	if (ei_decode_tuple_header(reply.buf, &i, &arity) < 0 || arity != 2 ||
-	    node_decode_atom(reply.buf, &i, atom) < 0 ||
+	    etf_decode_atom(reply.buf, &i, atom) < 0 ||
 	    strcmp(atom, "module") != 0) {
 		log_reply(node->target, "code:load_binary/3 of the helper module "
 			  "answered", &reply);
@@ -188,6 +192,11 @@ out:
 		node->helper_id = 0;
 		if (node->helper_loaded && node->fd >= 0)
 			helper_unload(node, timeout_ms);
+		/* a module built by a newer erlc than the node's: the stock
+		 * path needs none (the connect falls back to it) */
+		if (rc == -ENOEXEC)
+			fp_log(FP_LOG_WARNING, "%s (OTP %s) would not load the helper module; sampling through rex, which needs no module",
+			       node->target, node->otp_release);
 	}
 	free(beam);
 	ei_x_free(&args);
@@ -199,10 +208,7 @@ helper_send(struct fp_node *node, const ei_x_buff *x)
 {
 	if (node->fd < 0 || !node->have_helper)
 		return -ENOTCONN;
-	if (ei_send_tmo(node->fd, &node->helper, x->buff, x->index, 10000) < 0)
-		return node_io_failed(node, erl_errno == ETIMEDOUT ? -ETIMEDOUT :
-							 -ECONNRESET);
-	return 0;
+	return node_send(node, &node->helper, x);
 }
 
 /*
@@ -211,8 +217,8 @@ helper_send(struct fp_node *node, const ei_x_buff *x)
  * One that was killed on the node could not: its module is unloaded here,
  * over the connection still open.
  */
-void
-node_helper_stop(struct fp_node *node)
+static void
+helper_stop(struct fp_node *node)
 {
 	/* not onto a stream cut mid-message (fp_node_disconnect()) */
 	if (node->helper_exited && node->helper_loaded && !node->broken)
@@ -232,8 +238,9 @@ node_helper_stop(struct fp_node *node)
 	node->helper_mod[0] = '\0';
 }
 
-bool
-node_helper_exited(struct fp_node *node, const erlang_pid *from)
+/* True (and logs why) when an exit signal came from the helper. */
+static bool
+helper_exited(struct fp_node *node, const erlang_pid *from)
 {
 	if (!node->have_helper || !node_same_pid(from, &node->helper))
 		return false;
@@ -245,6 +252,15 @@ node_helper_exited(struct fp_node *node, const erlang_pid *from)
 	       node->target);
 	return true;
 }
+
+/* Samples outside the helper's own (fp_node_sample_request()) go
+ * through rex. */
+const struct node_path node_path_helper = {
+	.start = helper_start,
+	.stop = helper_stop,
+	.exited = helper_exited,
+	.sample = node_rex_sample,
+};
 
 uint64_t
 fp_node_helper_id(const struct fp_node *node)
@@ -321,7 +337,7 @@ decode_u64(const char *buf, int *index, uint64_t *v)
 {
 	int64_t s;
 
-	if (node_decode_int(buf, index, &s) < 0 || s < 0)
+	if (etf_decode_int(buf, index, &s) < 0 || s < 0)
 		return -EBADMSG;
 	*v = (uint64_t)s;
 	return 0;
@@ -348,9 +364,9 @@ fp_node_batch_open(const struct fp_reply *reply, struct fp_batch *b)
 	int index = reply->index, arity, count, boolean;
 
 	memset(b, 0, sizeof(*b));
-	if (reply->badrpc || node_reply_check(reply) < 0 ||
+	if (reply->badrpc || etf_reply_check(reply) < 0 ||
 	    ei_decode_tuple_header(reply->buf, &index, &arity) < 0 ||
-	    node_decode_atom(reply->buf, &index, atom) < 0)
+	    etf_decode_atom(reply->buf, &index, atom) < 0)
 		return -EBADMSG;
 	if (strcmp(atom, "flame_profd_error") == 0 && arity == 2) {
 		struct fp_reply why = *reply;
@@ -390,7 +406,7 @@ fp_node_batch_row(struct fp_batch *b, struct fp_batch_row *row,
 
 	/* term_to_binary({TimeUs, Pids, Asks, Results}), unchecked so far */
 	if (len < 1 || (unsigned char)data[0] != 131 ||
-	    node_term_check(data, len, 1) < 0)
+	    etf_term_check(data, len, 1) < 0)
 		return -EBADMSG;
 	index = 1;
 	if (ei_decode_tuple_header(data, &index, &arity) < 0 || arity != 4 ||
@@ -399,7 +415,7 @@ fp_node_batch_row(struct fp_batch *b, struct fp_batch_row *row,
 	    (size_t)count > max)
 		return -EBADMSG;
 	for (int i = 0; i < count; i++) {
-		if (node_decode_pid(data, &index, &pids[i]) < 0)
+		if (etf_decode_pid(data, &index, &pids[i]) < 0)
 			return -EBADMSG;
 	}
 	if (count > 0 && ei_decode_list_header(data, &index, &arity) < 0)

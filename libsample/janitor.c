@@ -21,6 +21,9 @@
 #include <errno.h>
 #include <string.h>
 
+#include "conn.h"
+#include "etf.h"
+#include "eval.h"
 #include "fp/log.h"
 #include "node-private.h"
 
@@ -134,9 +137,9 @@ decode_depths(const struct fp_reply *reply, const char *tag, unsigned *orig,
 	int64_t o, n;
 
 	if (ei_decode_tuple_header(reply->buf, &index, &arity) < 0 || arity != 3 ||
-	    node_decode_atom(reply->buf, &index, atom) < 0 || strcmp(atom, tag) ||
-	    node_decode_int(reply->buf, &index, &o) < 0 ||
-	    node_decode_int(reply->buf, &index, &n) < 0 ||
+	    etf_decode_atom(reply->buf, &index, atom) < 0 || strcmp(atom, tag) ||
+	    etf_decode_int(reply->buf, &index, &o) < 0 ||
+	    etf_decode_int(reply->buf, &index, &n) < 0 ||
 	    o < 0 || n < 0 || o > 1000000 || n > 1000000)
 		return -EPROTO;
 	*orig = (unsigned)o;

@@ -19,7 +19,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "conn.h"
+#include "etf.h"
+#include "eval.h"
 #include "node-private.h"
+#include "request.h"
 #include "util-mem.h"
 
 /* The value is {full | window, ProcessCount, Pids, Reductions, Next}:
@@ -90,7 +94,7 @@ fp_node_scan_prepare(struct fp_node *node, unsigned timeout_ms)
 	if (rc < 0)
 		goto out;
 	index = reply.index;
-	if (node_decode_atom(reply.buf, &index, atom) < 0 ||
+	if (etf_decode_atom(reply.buf, &index, atom) < 0 ||
 	    (strcmp(atom, "true") && strcmp(atom, "false"))) {
 		rc = -EPROTO;
 		goto out;

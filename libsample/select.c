@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "etf.h"
+#include "eval.h"
 #include "fp/select.h"
 #include "node-private.h"
 #include "pidmap.h"
@@ -189,13 +191,13 @@ decode_reductions(const char *buf, int *index, int64_t *reds)
 		return -EBADMSG;
 	if (type == ERL_ATOM_EXT || type == ERL_SMALL_ATOM_EXT ||
 	    type == ERL_ATOM_UTF8_EXT || type == ERL_SMALL_ATOM_UTF8_EXT) {
-		if (node_decode_atom(buf, index, atom) < 0)
+		if (etf_decode_atom(buf, index, atom) < 0)
 			return -EBADMSG;
 		return 0;	/* undefined: gone */
 	}
 	if (ei_decode_tuple_header(buf, index, &arity) < 0 || arity != 2 ||
-	    node_decode_atom(buf, index, atom) < 0 ||
-	    node_decode_int(buf, index, reds) < 0)
+	    etf_decode_atom(buf, index, atom) < 0 ||
+	    etf_decode_int(buf, index, reds) < 0)
 		return -EBADMSG;
 	return 1;
 }
@@ -240,8 +242,8 @@ decode_scan(struct fp_select *sel, const struct fp_reply *reply, bool *full,
 	size_t first;
 
 	if (ei_decode_tuple_header(buf, &index, &arity) < 0 || arity != 5 ||
-	    node_decode_atom(buf, &index, tag) < 0 ||
-	    node_decode_int(buf, &index, &procs) < 0 || procs < 0 ||
+	    etf_decode_atom(buf, &index, tag) < 0 ||
+	    etf_decode_int(buf, &index, &procs) < 0 || procs < 0 ||
 	    ei_decode_list_header(buf, &index, &count) < 0 || count < 0)
 		return -EBADMSG;
 	if (strcmp(tag, "full") == 0)
@@ -257,7 +259,7 @@ decode_scan(struct fp_select *sel, const struct fp_reply *reply, bool *full,
 	if (first)
 		memcpy(sel->read, sel->keep, first * sizeof(*sel->keep));
 	for (int i = 0; i < count; i++) {
-		if (node_decode_pid(buf, &index, &sel->read[first + (size_t)i]) < 0)
+		if (etf_decode_pid(buf, &index, &sel->read[first + (size_t)i]) < 0)
 			return -EBADMSG;
 	}
 	if (count > 0 && (ei_decode_list_header(buf, &index, &arity) < 0 ||
@@ -281,7 +283,7 @@ decode_scan(struct fp_select *sel, const struct fp_reply *reply, bool *full,
 			  arity != 0))
 		return -EBADMSG;
 	*next_start = index;
-	if (node_skip_term(buf, &index) < 0)
+	if (etf_skip_term(buf, &index) < 0)
 		return -EBADMSG;
 	*next_end = index;
 	*processes = (size_t)procs;

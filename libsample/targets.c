@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "etf.h"
+#include "eval.h"
 #include "node-private.h"
 
 /* Bindings: Strs, ["<0.N.S>", ...]. Value: a list of {Pid, Alive} or
@@ -93,7 +95,7 @@ fp_node_check_pids(struct fp_node *node, const char *const *texts, size_t n,
 		if (states[i] != FP_PID_ALIVE)
 			continue;
 		if (ei_decode_tuple_header(reply.buf, &index, &arity) < 0) {
-			if (node_decode_atom(reply.buf, &index, atom) < 0 ||
+			if (etf_decode_atom(reply.buf, &index, atom) < 0 ||
 			    strcmp(atom, "invalid") != 0) {
 				rc = -EPROTO;
 				goto out;
@@ -101,8 +103,8 @@ fp_node_check_pids(struct fp_node *node, const char *const *texts, size_t n,
 			states[i] = FP_PID_INVALID;
 			continue;
 		}
-		if (arity != 2 || node_decode_pid(reply.buf, &index, &pids[i]) < 0 ||
-		    node_decode_atom(reply.buf, &index, atom) < 0) {
+		if (arity != 2 || etf_decode_pid(reply.buf, &index, &pids[i]) < 0 ||
+		    etf_decode_atom(reply.buf, &index, atom) < 0) {
 			rc = -EPROTO;
 			goto out;
 		}

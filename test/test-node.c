@@ -9,7 +9,9 @@
 #include <ei.h>
 
 #include "fp-test.h"
+#include "conn.h"
 #include "node-private.h"
+#include "request.h"
 
 #define TARGET "app@host"
 

@@ -18,6 +18,8 @@
 
 #include "fp/sample.h"
 #include "fp/select.h"
+#include "conn.h"
+#include "etf.h"
 #include "node-private.h"
 
 int
@@ -133,7 +135,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		pids[i] = (struct fp_pid){ (uint32_t)i, 0 };
 	reply = (struct fp_reply){ .buf = buf, .len = size, .index = 1 };
 	decode_all(&reply, n);
-	if (node_term_check(buf, size, 1) == 0) {
+	if (etf_term_check(buf, size, 1) == 0) {
 		reply.checked = true;
 		decode_all(&reply, n);
 	}

@@ -1,9 +1,15 @@
 /*
  * flame_profd — what a sample is, independent of how it was decoded.
  *
+ * The ground layer: no Erlang dependency, shared by libsample (which fills
+ * these structs from replies), formats/ (which writes and reads them) and
+ * flame_prof.
+ *
  * Strings in these structs are UTF-8 as the node sent them (atoms are not
- * quoted or escaped here; the writers do that) and are owned by the
- * struct fp_batch they came from.
+ * quoted or escaped here; the writers do that) and are owned by whoever
+ * filled the struct: the fp_sampler that decoded a sample, until its next
+ * decode (fp/sample.h), or the reader that parsed it from a file
+ * (fp/perf-script-read.h).
  */
 #pragma once
 

@@ -1,18 +1,19 @@
 /*
- * flame_profd — bounds check of an external-format term before ei sees it.
+ * flame_profd — the one reader of external term format in libsample.
  *
  * ei's decoders trust the lengths inside a term: a reply claiming a
  * 4 GiB string inside a 100-byte message makes them read past the buffer,
- * and ei_skip_term() recurses once per nesting level. Every reply is
+ * and ei_skip_term() recurses once per nesting level. Every term is
  * therefore walked here first, iteratively, against the real length and a
- * nesting limit; only a term that passes reaches ei.
+ * nesting limit (etf_term_skip(), etf_term_check()); only a term that
+ * passes reaches ei, through the etf_decode_*() helpers below. The hot
+ * path reads tags and lengths itself with the inlines in etf.h.
  */
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "etf.h"
-#include "node-private.h"
 
 #define MAX_DEPTH 256
 
@@ -74,7 +75,7 @@ skip_sized(const unsigned char *b, size_t len, size_t *pos, size_t hdr,
 }
 
 int
-node_term_skip(const char *buf, size_t len, size_t *pos)
+etf_term_skip(const char *buf, size_t len, size_t *pos)
 {
 	const unsigned char *b = (const unsigned char *)buf;
 	/* elements still to read at each open level; a list also owes its
@@ -228,11 +229,117 @@ node_term_skip(const char *buf, size_t len, size_t *pos)
 }
 
 int
-node_term_check(const char *buf, size_t len, size_t start)
+etf_term_check(const char *buf, size_t len, size_t start)
 {
 	size_t p = start;
 
-	if (node_term_skip(buf, len, &p) < 0)
+	if (etf_term_skip(buf, len, &p) < 0)
 		return -EBADMSG;
 	return p == len ? 0 : -EBADMSG;
 }
+
+int
+etf_skip_term(const char *buf, int *index)
+{
+	return ei_skip_term(buf, index) < 0 ? -EBADMSG : 0;
+}
+
+int
+etf_decode_atom(const char *buf, int *index, char *dst)
+{
+	if (ei_decode_atom_as(buf, index, dst, MAXATOMLEN_UTF8, ERLANG_UTF8,
+			      NULL, NULL) < 0)
+		return -EBADMSG;
+	return 0;
+}
+
+int
+etf_decode_pid(const char *buf, int *index, struct fp_pid *pid)
+{
+	erlang_pid p;
+
+	if (ei_decode_pid(buf, index, &p) < 0)
+		return -EBADMSG;
+	pid->num = p.num;
+	pid->serial = p.serial;
+	return 0;
+}
+
+int
+etf_decode_int(const char *buf, int *index, int64_t *value)
+{
+	long long v;
+
+	if (ei_decode_longlong(buf, index, &v) < 0)
+		return -EBADMSG;
+	*value = v;
+	return 0;
+}
+
+int
+etf_reply_check(const struct fp_reply *reply)
+{
+	if (reply->checked)
+		return 0;
+	return etf_term_check(reply->buf, reply->len, (size_t)reply->index);
+}
+
+/* {Tag, Term, ...}: the bytes of the second element of a checked reply. */
+int
+etf_reply_element(const struct fp_reply *reply, const char *tag, int *start,
+		  int *end)
+{
+	char atom[MAXATOMLEN_UTF8];
+	int index = reply->index, arity;
+
+	if (ei_decode_tuple_header(reply->buf, &index, &arity) < 0 || arity < 2 ||
+	    etf_decode_atom(reply->buf, &index, atom) < 0 ||
+	    strcmp(atom, tag) != 0)
+		return -EPROTO;
+	*start = index;
+	if (ei_skip_term(reply->buf, &index) < 0)
+		return -EPROTO;
+	*end = index;
+	return 0;
+}
+
+int
+fp_reply_take_time(struct fp_reply *reply, uint64_t *us)
+{
+	const unsigned char *b = (const unsigned char *)reply->buf;
+	size_t p = (size_t)reply->index, end;
+	int index;
+	int64_t v;
+
+	/* {Microseconds, Result}, read without trusting an unchecked reply */
+	if (reply->badrpc || reply->len - p < 2 || b[p] != ERL_SMALL_TUPLE_EXT ||
+	    b[p + 1] != 2)
+		return -EBADMSG;
+	p += 2;
+	end = p;
+	if (etf_int(b, reply->len, &end, &v) < 0) {
+		/* a bignum: check it before ei reads it */
+		if (etf_term_skip(reply->buf, reply->len, &end) < 0)
+			return -EBADMSG;
+		index = (int)p;
+		if (etf_decode_int(reply->buf, &index, &v) < 0 ||
+		    (size_t)index != end)
+			return -EBADMSG;
+	}
+	if (v < 0)
+		return -EBADMSG;
+	*us = (uint64_t)v;
+	reply->index = (int)end;
+	return 0;
+}
+
+int
+fp_node_decode_int(const struct fp_reply *reply, int64_t *value)
+{
+	int index = reply->index;
+
+	if (reply->badrpc || etf_reply_check(reply) < 0)
+		return -EBADMSG;
+	return etf_decode_int(reply->buf, &index, value);
+}
+

@@ -1,0 +1,728 @@
+/*
+ * flame_profd — unit tests: decoding sample replies: items, pairs,
+ * probes, deltas, tags, initial calls, malformed replies.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ei.h>
+
+#include "fp-test.h"
+#include "fp/sample.h"
+#include "conn.h"
+#include "etf.h"
+#include "sample-fixtures.h"
+
+START_TEST(decode_sample)
+{
+	struct fp_sampler *s = fp_sampler_new();
+	struct fp_pid pids[2] = { { 80, 0 }, { 81, 0 } };
+	const struct fp_sample *out;
+	struct fp_reply r;
+	ei_x_buff x;
+	size_t n;
+
+	ei_x_new_with_version(&x);
+	ei_x_encode_list_header(&x, 2);
+	enc_proc(&x, &proc_a);
+	ei_x_encode_atom(&x, "undefined");	/* died meanwhile */
+	ei_x_encode_empty_list(&x);
+	r = reply_of(&x);
+
+	decode_expect(s, &r, pids, NULL, 2, 42, 1, NULL);
+	fp_assert_int_eq(fp_sampler_gone(s), 1);
+	out = fp_sampler_samples(s, &n);
+	fp_assert_int_eq(n, 1);
+	fp_assert_int_eq(out[0].pid.num, 80);
+	fp_assert_int_eq(out[0].time_us, 42);
+	fp_assert_int_eq(out[0].status, FP_STATUS_RUNNING);
+	fp_assert_str_eq(out[0].registered_name, "my_server");
+	fp_assert_int_eq(out[0].value[FP_METRIC_REDUCTIONS], 1000);
+	fp_assert_int_eq(out[0].value[FP_METRIC_MESSAGE_QUEUE_LEN], 10);
+	fp_assert_int_eq(out[0].value[FP_METRIC_MINOR_GCS], 7);
+	fp_assert_int_eq(out[0].value[FP_METRIC_BINARY_BYTES], 128 * 8);
+	fp_assert_int_eq(out[0].value[FP_METRIC_HEAP_SIZE], 300);
+	for (int m = 0; m < FP_METRIC_COUNT; m++)
+		fp_assert_int_eq(out[0].delta[m], 0);
+	fp_assert_int_eq(out[0].nframes, 2);
+	fp_assert_str_eq(out[0].frames[0].module, "lists");
+	fp_assert_str_eq(out[0].frames[0].function, "foldl_1");
+	fp_assert_int_eq(out[0].frames[0].arity, 3);
+	fp_assert_str_eq(out[0].frames[0].file, "lists.erl");
+	fp_assert_int_eq(out[0].frames[0].line, 1263);
+	fp_assert_str_eq(out[0].frames[1].function, "+");
+	fp_assert_int_eq(out[0].frames[1].arity, 2);
+	fp_assert_ptr_null(out[0].frames[1].file);
+	fp_assert(out[0].has_initial_call);
+	fp_assert_str_eq(out[0].initial_call.module, "proc_lib");
+
+	ei_x_free(&x);
+	fp_sampler_destroy(s);
+}
+END_TEST
+
+/* [{status, _}, {label, L}, {{dictionary, K}, V}...]: @label NULL for
+ * undefined */
+static void
+enc_tagged(ei_x_buff *x, const char *label, const char *rid)
+{
+	ei_x_encode_list_header(x, 1);
+	ei_x_encode_list_header(x, 6);
+	ei_x_encode_tuple_header(x, 2);
+	ei_x_encode_atom(x, "status");
+	ei_x_encode_atom(x, "waiting");
+	ei_x_encode_tuple_header(x, 2);
+	ei_x_encode_atom(x, "label");
+	if (label) {
+		ei_x_encode_tuple_header(x, 2);
+		ei_x_encode_atom(x, label);
+		ei_x_encode_long(x, 1);
+	} else {
+		ei_x_encode_atom(x, "undefined");
+	}
+	/* a key asked for, a binary (an Elixir string) */
+	ei_x_encode_tuple_header(x, 2);
+	ei_x_encode_tuple_header(x, 2);
+	ei_x_encode_atom(x, "dictionary");
+	ei_x_encode_atom(x, "tenant");
+	ei_x_encode_binary(x, "acme corp", 9);
+	/* a key not asked for: skipped */
+	ei_x_encode_tuple_header(x, 2);
+	ei_x_encode_tuple_header(x, 2);
+	ei_x_encode_atom(x, "dictionary");
+	ei_x_encode_atom(x, "other");
+	ei_x_encode_long(x, 5);
+	ei_x_encode_tuple_header(x, 2);
+	ei_x_encode_tuple_header(x, 2);
+	ei_x_encode_atom(x, "dictionary");
+	ei_x_encode_atom(x, "$logger_metadata$");
+	ei_x_encode_map_header(x, 2);
+	ei_x_encode_atom(x, "domain");
+	ei_x_encode_list_header(x, 1);
+	ei_x_encode_atom(x, "elixir");
+	ei_x_encode_empty_list(x);
+	ei_x_encode_atom(x, "request_id");
+	ei_x_encode_binary(x, rid, (long)strlen(rid));
+	ei_x_encode_tuple_header(x, 2);
+	ei_x_encode_tuple_header(x, 2);
+	ei_x_encode_atom(x, "dictionary");
+	ei_x_encode_atom(x, "$callers");
+	ei_x_encode_list_header(x, 2);
+	enc_pid(x, 101);
+	enc_pid(x, 90);
+	ei_x_encode_empty_list(x);
+	ei_x_encode_empty_list(x);
+	ei_x_encode_empty_list(x);
+}
+
+/* Labels, keys, Logger metadata keys and callers: rendered once, kept
+ * while the bytes stay, dropped when the process has none any more. */
+START_TEST(decode_tags)
+{
+	static const char *const keys[] = { "tenant", "absent" };
+	static const char *const logger_keys[] = { "request_id" };
+	struct fp_extras e = { .keys = keys, .nkeys = 2, .logger_keys = logger_keys,
+			       .nlogger_keys = 1, .callers = true };
+	struct fp_sampler *s = fp_sampler_new();
+	struct fp_pid pid = { 80, 0 };
+	const struct fp_sample *out;
+	struct fp_reply r;
+	ei_x_buff x;
+	size_t n;
+
+	fp_sampler_set_extras(s, &e);
+	for (int round = 0; round < 3; round++) {
+		ei_x_new_with_version(&x);
+		enc_tagged(&x, round < 2 ? "rw_pool" : NULL, round ? "req-8" : "req-7");
+		r = reply_of(&x);
+		out = decode_expect(s, &r, &pid, NULL, 1, 42, 1, &n);
+		fp_assert_int_eq(n, 1);
+		if (round < 2)
+			fp_assert_str_eq(out[0].label, "{rw_pool,1}");
+		else
+			fp_assert_ptr_null(out[0].label);
+		fp_assert_int_eq(out[0].nkeys, 3);
+		fp_assert_str_eq(out[0].keys[0], "acme corp");
+		fp_assert_ptr_null(out[0].keys[1]);
+		fp_assert_str_eq(out[0].keys[2], round ? "req-8" : "req-7");
+		fp_assert_str_eq(out[0].callers, "<0.101.0>,<0.90.0>");
+		ei_x_free(&x);
+	}
+	fp_sampler_destroy(s);
+}
+END_TEST
+
+/* Two item lists per pid (what the caller read, then what the process
+ * answered) make one sample; undefined in either makes it gone. */
+START_TEST(decode_pairs)
+{
+	struct fp_sampler *s = fp_sampler_new();
+	struct fp_pid pids[3] = { { 80, 0 }, { 81, 0 }, { 82, 0 } };
+	struct proc rest = proc_a;
+	const struct fp_sample *out;
+	struct fp_reply r;
+	ei_x_buff x;
+	size_t n;
+
+	rest.no_status = true;
+	ei_x_new_with_version(&x);
+	ei_x_encode_list_header(&x, 6);
+	enc_status(&x, "runnable");
+	enc_proc(&x, &rest);
+	ei_x_encode_atom(&x, "undefined");	/* gone before both */
+	ei_x_encode_atom(&x, "undefined");
+	enc_status(&x, "waiting");		/* gone in between */
+	ei_x_encode_atom(&x, "undefined");
+	ei_x_encode_empty_list(&x);
+	r = reply_of(&x);
+
+	decode_expect(s, &r, pids, NULL, 3, 7, 1, NULL);
+	fp_assert_int_eq(fp_sampler_gone(s), 2);
+	out = fp_sampler_samples(s, &n);
+	fp_assert_int_eq(n, 1);
+	fp_assert_int_eq(out[0].pid.num, 80);
+	fp_assert_int_eq(out[0].status, FP_STATUS_RUNNABLE);
+	fp_assert_int_eq(out[0].value[FP_METRIC_REDUCTIONS], 1000);
+	fp_assert_int_eq(out[0].nframes, 2);
+	fp_assert_str_eq(out[0].frames[0].function, "foldl_1");
+	fp_assert_str_eq(out[0].registered_name, "my_server");
+
+	/* neither n nor 2n elements */
+	decode_expect(s, &r, pids, NULL, 2, 8, -EBADMSG, NULL);
+	ei_x_free(&x);
+	fp_sampler_destroy(s);
+}
+END_TEST
+
+/* One pid asked as @ask: a reply of @p's items, decoded. */
+static int
+decode_as(struct fp_sampler *s, struct fp_pid pid, enum fp_ask ask,
+	  const struct proc *p, uint64_t t)
+{
+	struct proc rest = *p;
+	struct fp_reply r;
+	ei_x_buff x;
+	int rc;
+
+	ei_x_new_with_version(&x);
+	if (ask == FP_ASK_PROBE) {
+		ei_x_encode_list_header(&x, 1);
+		enc_probe(&x, p);
+	} else {
+		rest.no_status = true;
+		rest.with_initial_call = false;
+		ei_x_encode_list_header(&x, 2);
+		enc_status(&x, p->status);
+		enc_proc(&x, &rest);
+	}
+	ei_x_encode_empty_list(&x);
+	r = reply_of(&x);
+	rc = fp_sampler_decode(s, &r, &pid, &ask, 1, t, 8);
+	ei_x_free(&x);
+	return rc;
+}
+
+/*
+ * A probe gives a sample only when the process has not run since its
+ * last one: reductions where that sample left them (one more after a
+ * full sample, whose signal cost it one), nothing else moved. The sample
+ * keeps that sample's stack and memory figures and takes the rest fresh.
+ */
+START_TEST(decode_probe)
+{
+	struct fp_sampler *s = fp_sampler_new();
+	struct fp_pid pid = { 80, 0 };
+	struct proc p = proc_idle;
+	const struct fp_sample *out;
+	const size_t *stale;
+	uint64_t stack_id;
+	size_t n;
+
+	/* a first sample says nothing about running since the one before */
+	fp_assert_int_eq(decode_as(s, pid, FP_ASK_FULL, &p, 1), 1);
+	fp_assert(!fp_sampler_idle(s, pid));
+	stack_id = fp_sampler_samples(s, &n)[0].stack_id;
+	fp_assert(stack_id != 0);
+
+	/* only the signal of the first one in between: idle */
+	p.reductions = 1001;
+	fp_assert_int_eq(decode_as(s, pid, FP_ASK_FULL, &p, 2), 1);
+	fp_assert(fp_sampler_idle(s, pid));
+
+	/* probed: reductions 1002, one for the last full sample's signal */
+	p.reductions = 1002;
+	p.memory = p.total_heap = p.bin_vheap = p.bin_old_vheap = 0;
+	fp_assert_int_eq(decode_as(s, pid, FP_ASK_PROBE, &p, 3), 1);
+	fp_assert_int_eq(fp_sampler_reused(s), 1);
+	fp_assert_int_eq(fp_sampler_stale(s, &stale), 0);
+	out = fp_sampler_samples(s, &n);
+	fp_assert_int_eq(n, 1);
+	fp_assert_int_eq(out[0].time_us, 3);
+	fp_assert_int_eq(out[0].status, FP_STATUS_WAITING);
+	fp_assert_str_eq(out[0].registered_name, "idler");
+	fp_assert_int_eq(out[0].stack_id, stack_id);
+	fp_assert_int_eq(out[0].nframes, 2);
+	fp_assert_str_eq(out[0].frames[0].function, "foldl_1");
+	fp_assert_int_eq(out[0].frames[0].line, 1263);
+	fp_assert_int_eq(out[0].value[FP_METRIC_REDUCTIONS], 1002);
+	fp_assert_int_eq(out[0].delta[FP_METRIC_REDUCTIONS], 1);
+	fp_assert_int_eq(out[0].value[FP_METRIC_MEMORY], 5000);
+	fp_assert_int_eq(out[0].value[FP_METRIC_TOTAL_HEAP_SIZE], 600);
+	fp_assert_int_eq(out[0].value[FP_METRIC_BINARY_BYTES], 128 * 8);
+	fp_assert_int_eq(out[0].value[FP_METRIC_MESSAGE_QUEUE_LEN], 2);
+	fp_assert_int_eq(out[0].value[FP_METRIC_MINOR_GCS], 7);
+	for (int m = 1; m < FP_METRIC_COUNT; m++)
+		fp_assert_int_eq(out[0].delta[m], 0);
+	fp_assert(fp_sampler_idle(s, pid));
+
+	/* a probe costs nothing: the same reductions again */
+	fp_assert_int_eq(decode_as(s, pid, FP_ASK_PROBE, &p, 4), 1);
+	fp_assert_int_eq(fp_sampler_samples(s, &n)[0].delta[FP_METRIC_REDUCTIONS], 0);
+
+	/* one reduction more: it ran (a receive timeout costs just one) */
+	p.reductions = 1003;
+	fp_assert_int_eq(decode_as(s, pid, FP_ASK_PROBE, &p, 5), 0);
+	fp_assert_int_eq(fp_sampler_reused(s), 0);
+	fp_assert_int_eq(fp_sampler_stale(s, &stale), 1);
+	fp_assert_int_eq(stale[0], 0);
+
+	/* its full sample, asked next, finds it where the probe did: idle
+	 * again; the deltas run from the last sample */
+	p = proc_idle;
+	p.reductions = 1003;
+	p.line = 1270;
+	fp_assert_int_eq(decode_as(s, pid, FP_ASK_FULL, &p, 6), 1);
+	out = fp_sampler_samples(s, &n);
+	fp_assert_int_eq(out[0].delta[FP_METRIC_REDUCTIONS], 1);
+	fp_assert_int_eq(out[0].frames[0].line, 1270);
+	fp_assert(fp_sampler_idle(s, pid));
+
+	/* the probe after it reuses the new stack */
+	p.reductions = 1004;
+	fp_assert_int_eq(decode_as(s, pid, FP_ASK_PROBE, &p, 7), 1);
+	fp_assert_int_eq(fp_sampler_samples(s, &n)[0].frames[0].line, 1270);
+
+	/* a probe is no signal: a full sample at 1004 has not run either */
+	fp_assert_int_eq(decode_as(s, pid, FP_ASK_FULL, &p, 8), 1);
+	fp_assert(fp_sampler_idle(s, pid));
+	/* that one's signal and one more: it ran */
+	p.reductions = 1006;
+	fp_assert_int_eq(decode_as(s, pid, FP_ASK_FULL, &p, 9), 1);
+	fp_assert(!fp_sampler_idle(s, pid));
+	fp_sampler_destroy(s);
+}
+END_TEST
+
+/* Anything that running or receiving changes makes a probe stale. */
+START_TEST(decode_probe_stale)
+{
+	struct fp_sampler *s = fp_sampler_new();
+	struct fp_pid pid = { 80, 0 };
+	struct proc p = proc_idle;
+	const size_t *stale;
+
+	fp_assert_int_eq(decode_as(s, pid, FP_ASK_FULL, &p, 1), 1);
+	p.reductions++;
+	fp_assert_int_eq(decode_as(s, pid, FP_ASK_FULL, &p, 2), 1);
+	p.reductions++;
+	switch (_i) {
+	case 0: p.status = "running"; break;
+	case 1: p.status = "garbage_collecting"; break;
+	case 2: p.mq++; break;				/* a message came */
+	case 3: p.heap += 10; break;
+	case 4: p.stack--; break;
+	case 5: p.minor_gcs++; break;
+	case 6: p.reductions += 5; break;
+	case 7: p.reductions--; break;			/* not the signal's +1 */
+	case 8: fp_sampler_drop_caches(s); break;	/* stack gone */
+	case 9: pid.num = 81; break;			/* never sampled */
+	}
+	fp_assert_int_eq(decode_as(s, pid, FP_ASK_PROBE, &p, 3), 0);
+	fp_assert_int_eq(fp_sampler_stale(s, &stale), 1);
+	fp_assert_int_eq(fp_sampler_reused(s), 0);
+	fp_sampler_destroy(s);
+}
+END_TEST
+
+/* Probes and full samples in one reply: one item list per probe, two per
+ * full sample; gone processes are counted as ever. */
+START_TEST(decode_probe_mixed)
+{
+	struct fp_sampler *s = fp_sampler_new();
+	struct fp_pid pids[4] = { { 80, 0 }, { 81, 0 }, { 82, 0 }, { 83, 0 } };
+	enum fp_ask asks[4] = { FP_ASK_PROBE, FP_ASK_FULL, FP_ASK_PROBE,
+				FP_ASK_PROBE };
+	struct proc p = proc_idle, rest = proc_a;
+	const struct fp_sample *out;
+	const size_t *stale;
+	struct fp_reply r;
+	ei_x_buff x;
+	size_t n;
+
+	fp_assert_int_eq(decode_as(s, pids[0], FP_ASK_FULL, &p, 1), 1);
+	p.reductions++;
+	fp_assert_int_eq(decode_as(s, pids[0], FP_ASK_FULL, &p, 2), 1);
+	p.reductions++;
+
+	rest.no_status = true;
+	ei_x_new_with_version(&x);
+	ei_x_encode_list_header(&x, 5);
+	enc_probe(&x, &p);			/* 80: idle */
+	enc_status(&x, "running");		/* 81: full */
+	enc_proc(&x, &rest);
+	ei_x_encode_atom(&x, "undefined");	/* 82: gone */
+	enc_probe(&x, &p);			/* 83: unknown, stale */
+	ei_x_encode_empty_list(&x);
+	r = reply_of(&x);
+	out = decode_expect(s, &r, pids, asks, 4, 3, 2, &n);
+	fp_assert_int_eq(out[0].pid.num, 80);
+	fp_assert_int_eq(out[0].nframes, 2);
+	fp_assert_int_eq(out[1].pid.num, 81);
+	fp_assert_int_eq(out[1].status, FP_STATUS_RUNNING);
+	fp_assert_int_eq(fp_sampler_gone(s), 1);
+	fp_assert_int_eq(fp_sampler_reused(s), 1);
+	/* only 81, asked in full, was in a run queue */
+	fp_assert_int_eq(fp_sampler_running(s), 1);
+	fp_assert_int_eq(fp_sampler_stale(s, &stale), 1);
+	fp_assert_int_eq(stale[0], 3);
+
+	/* the lists must be as many as the asks say */
+	asks[2] = FP_ASK_FULL;
+	decode_expect(s, &r, pids, asks, 4, 4, -EBADMSG, NULL);
+	fp_assert_int_eq(fp_sampler_stale(s, &stale), 0);
+	fp_assert_int_eq(fp_sampler_running(s), 0);
+	ei_x_free(&x);
+	fp_sampler_destroy(s);
+}
+END_TEST
+
+START_TEST(decode_deltas)
+{
+	struct fp_sampler *s = fp_sampler_new();
+	struct fp_pid pid = { 80, 0 };
+	struct proc p = proc_a;
+	const struct fp_sample *out;
+	struct fp_reply r;
+	ei_x_buff x;
+	size_t n;
+
+	p.with_initial_call = false;
+	for (int round = 0; round < 3; round++) {
+		r = reply_procs(&x, (const struct proc *[]){ &p }, 1);
+		out = decode_expect(s, &r, &pid, NULL, 1, 1, 1, &n);
+		if (round == 1) {
+			/* counters grow, gauges go down: signed deltas */
+			fp_assert_int_eq(out[0].delta[FP_METRIC_REDUCTIONS], 500);
+			fp_assert_int_eq(out[0].delta[FP_METRIC_MEMORY], -1000);
+			fp_assert_int_eq(out[0].delta[FP_METRIC_MESSAGE_QUEUE_LEN], -10);
+			fp_assert_int_eq(out[0].delta[FP_METRIC_MINOR_GCS], 3);
+		} else if (round == 2) {
+			/* minor_gcs reset by a full sweep: count since reset */
+			fp_assert_int_eq(out[0].delta[FP_METRIC_MINOR_GCS], 2);
+			fp_assert_int_eq(out[0].delta[FP_METRIC_REDUCTIONS], 100);
+		}
+		ei_x_free(&x);
+		if (round == 0) {
+			p.reductions += 500;
+			p.memory -= 1000;
+			p.mq = 0;
+			p.minor_gcs = 10;
+		} else {
+			p.reductions += 100;
+			p.minor_gcs = 2;
+		}
+	}
+	/* Leaving the selection forgets the history. */
+	fp_sampler_retain(s, NULL, 0);
+	fp_assert(fp_sampler_wants_initial_call(s, pid));
+	fp_sampler_destroy(s);
+}
+END_TEST
+
+START_TEST(decode_proc_lib_initial_call)
+{
+	struct fp_sampler *s = fp_sampler_new();
+	struct fp_pid pids[2] = { { 80, 0 }, { 81, 0 } };
+	const struct fp_sample *out;
+	struct fp_reply r;
+	ei_x_buff x;
+	size_t n;
+
+	/* [{my_server, init, ['Argument__1']}, false] */
+	ei_x_new_with_version(&x);
+	ei_x_encode_list_header(&x, 2);
+	ei_x_encode_tuple_header(&x, 3);
+	ei_x_encode_atom(&x, "my_server");
+	ei_x_encode_atom(&x, "init");
+	ei_x_encode_list_header(&x, 1);
+	ei_x_encode_atom(&x, "Argument__1");
+	ei_x_encode_empty_list(&x);
+	ei_x_encode_atom(&x, "false");
+	ei_x_encode_empty_list(&x);
+	r = reply_of(&x);
+	fp_assert_int_eq(fp_sampler_initial_calls(s, &r, pids, 2), 0);
+	ei_x_free(&x);
+
+	/* The sample's own proc_lib:init_p/5 does not override it, also
+	 * after the process left the set and came back. */
+	for (int round = 0; round < 2; round++) {
+		r = reply_procs(&x, (const struct proc *[]){ &proc_a }, 1);
+		out = decode_expect(s, &r, pids, NULL, 1, 1, 1, &n);
+		fp_assert_str_eq(out[0].initial_call.module, "my_server");
+		fp_assert_str_eq(out[0].initial_call.function, "init");
+		fp_assert_int_eq(out[0].initial_call.arity, 1);
+		fp_assert(!fp_sampler_wants_initial_call(s, pids[0]));
+		fp_assert(!fp_sampler_wants_proc_lib_call(s, pids[0], -1));
+		ei_x_free(&x);
+		fp_sampler_retain(s, NULL, 0);
+	}
+	fp_sampler_destroy(s);
+}
+END_TEST
+
+/* A dictionary read's {{dictionary, '$initial_call'}, {M, F, Arity}}. */
+START_TEST(decode_dict_initial_call)
+{
+	struct fp_sampler *s = fp_sampler_new();
+	struct fp_pid pids[3] = { { 80, 0 }, { 81, 0 }, { 82, 0 } };
+	const struct fp_sample *out;
+	struct fp_reply r;
+	ei_x_buff x;
+	size_t n;
+
+	ei_x_new_with_version(&x);
+	ei_x_encode_list_header(&x, 3);
+	ei_x_encode_tuple_header(&x, 2);
+	ei_x_encode_tuple_header(&x, 2);
+	ei_x_encode_atom(&x, "dictionary");
+	ei_x_encode_atom(&x, "$initial_call");
+	ei_x_encode_tuple_header(&x, 3);
+	ei_x_encode_atom(&x, "my_server");
+	ei_x_encode_atom(&x, "init");
+	ei_x_encode_long(&x, 1);
+	ei_x_encode_tuple_header(&x, 2);	/* no such key */
+	ei_x_encode_tuple_header(&x, 2);
+	ei_x_encode_atom(&x, "dictionary");
+	ei_x_encode_atom(&x, "$initial_call");
+	ei_x_encode_atom(&x, "undefined");
+	ei_x_encode_atom(&x, "undefined");	/* gone */
+	ei_x_encode_empty_list(&x);
+	r = reply_of(&x);
+	fp_assert_int_eq(fp_sampler_initial_calls(s, &r, pids, 3), 0);
+	ei_x_free(&x);
+
+	r = reply_procs(&x, (const struct proc *[]){ &proc_a }, 1);
+	out = decode_expect(s, &r, pids, NULL, 1, 1, 1, &n);
+	fp_assert_str_eq(out[0].initial_call.module, "my_server");
+	fp_assert_int_eq(out[0].initial_call.arity, 1);
+	ei_x_free(&x);
+	fp_sampler_destroy(s);
+}
+END_TEST
+
+/* One sample of @p as @pid, decoded. */
+static void
+decode_one_proc(struct fp_sampler *s, const struct proc *p, struct fp_pid pid)
+{
+	struct fp_reply r;
+	ei_x_buff x;
+
+	r = reply_procs(&x, (const struct proc *[]){ p }, 1);
+	decode_expect(s, &r, &pid, NULL, 1, 1, 1, NULL);
+	ei_x_free(&x);
+}
+
+/* Who is asked proc_lib:initial_call/1: processes proc_lib started, once
+ * in their life, and where the copy costs, only small ones. */
+START_TEST(proc_lib_call_asked_once)
+{
+	struct fp_sampler *s = fp_sampler_new();
+	struct fp_pid pid = { 90, 0 };
+	struct proc p = proc_a;		/* proc_lib:init_p/5, memory 5000 */
+
+	fp_assert(!fp_sampler_wants_proc_lib_call(s, pid, -1));	/* no sample yet */
+	decode_one_proc(s, &p, pid);
+	fp_assert(fp_sampler_wants_proc_lib_call(s, pid, -1));
+	fp_assert(fp_sampler_wants_proc_lib_call(s, pid, p.memory));
+	fp_assert(!fp_sampler_wants_proc_lib_call(s, pid, p.memory - 1));
+
+	/* asked, the answer lost: never again, in the set or back in it */
+	fp_sampler_initial_calls_asked(s, &pid, 1);
+	fp_assert(!fp_sampler_wants_proc_lib_call(s, pid, -1));
+	fp_sampler_retain(s, NULL, 0);
+	decode_one_proc(s, &p, pid);
+	fp_assert(!fp_sampler_wants_proc_lib_call(s, pid, -1));
+
+	/* a new connection: pids may mean other processes */
+	fp_sampler_reset(s);
+	decode_one_proc(s, &p, pid);
+	fp_assert(fp_sampler_wants_proc_lib_call(s, pid, -1));
+	fp_sampler_destroy(s);
+}
+END_TEST
+
+/* Replies that must be refused whole, leaving the history alone. */
+START_TEST(decode_bad)
+{
+	struct fp_sampler *s = fp_sampler_new();
+	struct fp_pid pids[2] = { { 1, 0 }, { 2, 0 } };
+	struct fp_reply r;
+	ei_x_buff x;
+
+	ei_x_new_with_version(&x);
+	switch (_i) {
+	case 0:		/* not a list */
+		ei_x_encode_atom(&x, "ok");
+		break;
+	case 1:		/* wrong length */
+		ei_x_encode_list_header(&x, 1);
+		ei_x_encode_atom(&x, "undefined");
+		ei_x_encode_empty_list(&x);
+		break;
+	case 2:		/* element not a proplist */
+		ei_x_encode_list_header(&x, 2);
+		ei_x_encode_long(&x, 5);
+		ei_x_encode_atom(&x, "undefined");
+		ei_x_encode_empty_list(&x);
+		break;
+	case 3:		/* reductions not an integer */
+		ei_x_encode_list_header(&x, 2);
+		ei_x_encode_list_header(&x, 1);
+		ei_x_encode_tuple_header(&x, 2);
+		ei_x_encode_atom(&x, "reductions");
+		ei_x_encode_atom(&x, "lots");
+		ei_x_encode_empty_list(&x);
+		ei_x_encode_atom(&x, "undefined");
+		ei_x_encode_empty_list(&x);
+		break;
+	case 4:		/* frame tuple of the wrong size */
+		ei_x_encode_list_header(&x, 2);
+		ei_x_encode_list_header(&x, 1);
+		ei_x_encode_tuple_header(&x, 2);
+		ei_x_encode_atom(&x, "current_stacktrace");
+		ei_x_encode_list_header(&x, 1);
+		ei_x_encode_tuple_header(&x, 2);
+		ei_x_encode_atom(&x, "m");
+		ei_x_encode_atom(&x, "f");
+		ei_x_encode_empty_list(&x);
+		ei_x_encode_empty_list(&x);
+		ei_x_encode_atom(&x, "undefined");
+		ei_x_encode_empty_list(&x);
+		break;
+	case 5:		/* truncated buffer */
+		ei_x_encode_list_header(&x, 2);
+		enc_proc(&x, &proc_a);
+		x.index -= 20;
+		break;
+	}
+	r = reply_of(&x);
+	if (_i == 5)
+		x.buff[x.index] = 0;	/* garbage where the tail was */
+	decode_expect(s, &r, pids, NULL, 2, 1, -EBADMSG, NULL);
+	fp_assert(fp_sampler_wants_initial_call(s, pids[0]));
+	ei_x_free(&x);
+
+	/* {badrpc, _} is refused too */
+	r.badrpc = true;
+	decode_expect(s, &r, pids, NULL, 2, 1, -EBADMSG, NULL);
+	fp_sampler_destroy(s);
+}
+END_TEST
+
+/* The gate in front of ei: lengths, nesting, and no text floats. */
+START_TEST(term_check)
+{
+	ei_x_buff x;
+	char deep[4096];
+	size_t n = 0;
+
+	ei_x_new_with_version(&x);
+	ei_x_encode_list_header(&x, 2);
+	ei_x_encode_double(&x, 1.5);		/* NEW_FLOAT_EXT */
+	ei_x_encode_string(&x, "abc");
+	ei_x_encode_empty_list(&x);
+	fp_assert_int_eq(etf_term_check(x.buff, (size_t)x.index, 1), 0);
+	fp_assert_int_eq(etf_term_check(x.buff, (size_t)x.index - 1, 1), -EBADMSG);
+	fp_assert_int_eq(etf_term_check(x.buff, (size_t)x.index + 1, 1), -EBADMSG);
+	ei_x_free(&x);
+
+	/* a string claiming more bytes than there are */
+	{
+		char s[] = { (char)131, 'k', 0x7f, 0x7f, 'a' };
+
+		fp_assert_int_eq(etf_term_check(s, sizeof(s), 1), -EBADMSG);
+	}
+	/* a 31-byte text float with no NUL: ei would sscanf past it */
+	{
+		char f[33] = { (char)131, 'c' };
+
+		memset(f + 2, '1', 31);
+		fp_assert_int_eq(etf_term_check(f, sizeof(f), 1), -EBADMSG);
+	}
+	/* 300 nested one-element lists */
+	deep[n++] = (char)131;
+	for (int i = 0; i < 300; i++) {
+		deep[n++] = 'l';
+		deep[n++] = 0; deep[n++] = 0; deep[n++] = 0; deep[n++] = 1;
+	}
+	deep[n++] = 'j';
+	for (int i = 0; i < 300; i++)
+		deep[n++] = 'j';
+	fp_assert_int_eq(etf_term_check(deep, n, 1), -EBADMSG);
+}
+END_TEST
+
+START_TEST(decode_pids)
+{
+	struct fp_pid out[3];
+	bool found[3];
+	struct fp_reply r;
+	ei_x_buff x;
+
+	ei_x_new_with_version(&x);
+	ei_x_encode_list_header(&x, 3);
+	enc_pid(&x, 7);
+	ei_x_encode_atom(&x, "undefined");
+	enc_pid(&x, 9);
+	ei_x_encode_empty_list(&x);
+	r = reply_of(&x);
+	fp_assert_int_eq(fp_node_decode_whereis(&r, out, found, 3), 0);
+	fp_assert(found[0] && !found[1] && found[2]);
+	fp_assert_int_eq(out[0].num, 7);
+	fp_assert_int_eq(out[2].num, 9);
+	/* a reply for another number of names */
+	fp_assert_int_eq(fp_node_decode_whereis(&r, out, found, 2), -EBADMSG);
+	ei_x_free(&x);
+}
+END_TEST
+
+static Suite *
+suite(void)
+{
+	Suite *s = suite_create("sample-decode");
+	TCase *tc;
+
+	tc = tcase_create("decode");
+	tcase_add_test(tc, decode_sample);
+	tcase_add_test(tc, decode_pairs);
+	tcase_add_test(tc, decode_tags);
+	tcase_add_test(tc, decode_probe);
+	tcase_add_loop_test(tc, decode_probe_stale, 0, 10);
+	tcase_add_test(tc, decode_probe_mixed);
+	tcase_add_test(tc, decode_deltas);
+	tcase_add_test(tc, decode_proc_lib_initial_call);
+	tcase_add_test(tc, decode_dict_initial_call);
+	tcase_add_test(tc, proc_lib_call_asked_once);
+	tcase_add_loop_test(tc, decode_bad, 0, 6);
+	tcase_add_test(tc, decode_pids);
+	tcase_add_test(tc, term_check);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int
+main(void)
+{
+	return fp_test_run(suite());
+}

@@ -1,0 +1,381 @@
+/*
+ * flame_profd — unit tests: the selection scan: reductions deltas,
+ * floors, windows, limits.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ei.h>
+
+#include "fp-test.h"
+#include "fp/sample.h"
+#include "fp/select.h"
+#include "node-private.h"
+#include "sample-fixtures.h"
+
+/* The node the scans ask: pids 100 .. 100 + node_n - 1, in table order. */
+static size_t node_n;
+
+static void
+send_processes(struct fp_select *sel, size_t n)
+{
+	(void)sel;
+	node_n = n;
+}
+
+/* The reply's outside: {Us, {value, Value, Bindings}}, after which
+ * fp_reply_take_time() leaves the reply at {value, ...}. */
+static void
+enc_scan_head(ei_x_buff *x, const char *tag, size_t count)
+{
+	ei_x_encode_tuple_header(x, 3);
+	ei_x_encode_atom(x, "value");
+	ei_x_encode_tuple_header(x, 5);
+	ei_x_encode_atom(x, tag);
+	ei_x_encode_ulong(x, count);
+}
+
+static void
+enc_reds(ei_x_buff *x, long v)
+{
+	if (v < 0)
+		ei_x_encode_atom(x, "undefined");
+	else
+		enc_kv_long(x, "reductions", v);
+}
+
+/*
+ * One selection: plan, and answer as the node's scan would (the window
+ * from the cursor, an integer position as lists:sublist/3 takes it), with
+ * reds[pid.num - 100] (-1: dead). Returns the pids read.
+ */
+static size_t
+scan_limited(struct fp_select *sel, const long *reds, uint64_t now,
+	     const struct fp_pid *keep, size_t nkeep, size_t limit, size_t top,
+	     const struct fp_pid *exclude, size_t nexclude, struct fp_pid *out,
+	     int *picked, struct fp_select_result *res)
+{
+	struct fp_scan plan;
+	struct fp_reply r;
+	ei_x_buff x;
+	size_t start = 1, nwin, nread;
+	long pos;
+
+	fp_select_plan(sel, keep, nkeep, limit, &plan);
+	fp_assert(plan.len >= 1 && plan.step >= 1 && plan.step <= plan.len);
+	if (plan.cursor_len) {
+		int index = 0;
+
+		if (ei_decode_long(plan.cursor, &index, &pos) == 0)
+			start = (size_t)pos;
+	}
+	ei_x_new_with_version(&x);
+	if (node_n <= plan.max) {
+		enc_scan_head(&x, "full", node_n);
+		ei_x_encode_list_header(&x, (long)node_n);
+		for (size_t i = 0; i < node_n; i++)
+			enc_pid(&x, (unsigned)(100 + i));
+		ei_x_encode_empty_list(&x);
+		ei_x_encode_list_header(&x, (long)node_n);
+		for (size_t i = 0; i < node_n; i++)
+			enc_reds(&x, reds[i]);
+		ei_x_encode_empty_list(&x);
+		ei_x_encode_atom(&x, "start");
+		nread = node_n;
+	} else {
+		nwin = start - 1 + plan.len > node_n ? node_n - (start - 1) : plan.len;
+		enc_scan_head(&x, "window", node_n);
+		if (nwin)
+			ei_x_encode_list_header(&x, (long)nwin);
+		for (size_t i = 0; i < nwin; i++)
+			enc_pid(&x, (unsigned)(100 + start - 1 + i));
+		ei_x_encode_empty_list(&x);
+		if (plan.nkeep + nwin)
+			ei_x_encode_list_header(&x, (long)(plan.nkeep + nwin));
+		for (size_t i = 0; i < plan.nkeep; i++)
+			enc_reds(&x, reds[plan.keep[i].num - 100]);
+		for (size_t i = 0; i < nwin; i++)
+			enc_reds(&x, reds[start - 1 + i]);
+		ei_x_encode_empty_list(&x);
+		if (start + plan.step > node_n)
+			ei_x_encode_atom(&x, "start");
+		else
+			ei_x_encode_long(&x, (long)(start + plan.step));
+		nread = plan.nkeep + nwin;
+	}
+	ei_x_encode_empty_list(&x);	/* the bindings */
+	r = reply_of(&x);
+	*picked = fp_select_scan(sel, &r, now, exclude, nexclude, top, out, res);
+	ei_x_free(&x);
+	return nread;
+}
+
+static size_t
+scan(struct fp_select *sel, const long *reds, uint64_t now,
+     const struct fp_pid *keep, size_t nkeep, size_t top,
+     const struct fp_pid *exclude, size_t nexclude, struct fp_pid *out,
+     int *picked, struct fp_select_result *res)
+{
+	return scan_limited(sel, reds, now, keep, nkeep, 0, top, exclude,
+			    nexclude, out, picked, res);
+}
+
+START_TEST(select_by_delta)
+{
+	struct fp_select *sel = fp_select_new(10000);
+	/* lifetime totals favour 100 and 101; recent work favours 103, 104 */
+	long base[6] = { 9000000, 8000000, 10, 10, 10, 10 };
+	long next[6] = { 9000001, 8000000, 10, 5010, 9010, -1 };
+	long more[6] = { 9000001, 8000000, 10, 5011, 9020, -1 };
+	struct fp_pid exclude = { 104, 0 }, out[6];
+	struct fp_select_result res;
+	int n;
+
+	send_processes(sel, 6);
+	scan(sel, base, 1000000, NULL, 0, 3, NULL, 0, out, &n, &res);
+	fp_assert(res.baseline);
+	fp_assert_int_eq(n, 0);
+
+	scan(sel, next, 2000000, NULL, 0, 3, NULL, 0, out, &n, &res);
+	fp_assert(!res.baseline);
+	fp_assert_int_eq(res.processes, 6);
+	fp_assert_int_eq(res.scanned, 6);
+	fp_assert_int_eq(res.alive, 5);
+	fp_assert_int_eq(n, 3);
+	fp_assert_int_eq(out[0].num, 104);	/* delta 9000 */
+	fp_assert_int_eq(out[1].num, 103);	/* delta 5000 */
+	fp_assert_int_eq(out[2].num, 100);	/* delta 1 */
+
+	/* zero deltas are never picked; exclusions never */
+	scan(sel, next, 3000000, NULL, 0, 3, &exclude, 1, out, &n, &res);
+	fp_assert_int_eq(n, 0);
+	scan(sel, more, 4000000, NULL, 0, 3, &exclude, 1, out, &n, &res);
+	fp_assert_int_eq(n, 1);
+	fp_assert_int_eq(out[0].num, 103);
+	fp_select_destroy(sel);
+}
+END_TEST
+
+/* Below the floor, a process is not picked: a rate, not a delta. */
+START_TEST(select_floor)
+{
+	struct fp_select *sel = fp_select_new(10000);
+	long base[3] = { 10, 10, 10 };
+	long next[3] = { 60, 510, 100010 };	/* over 2 s: 25, 250, 50000/s */
+	struct fp_pid out[3];
+	struct fp_select_result res;
+	int n;
+
+	fp_select_set_floor(sel, 100);
+	send_processes(sel, 3);
+	scan(sel, base, 1000000, NULL, 0, 3, NULL, 0, out, &n, &res);
+	scan(sel, next, 3000000, NULL, 0, 3, NULL, 0, out, &n, &res);
+	fp_assert_int_eq(n, 2);
+	fp_assert_int_eq(out[0].num, 102);
+	fp_assert_int_eq(out[1].num, 101);
+	fp_select_destroy(sel);
+}
+END_TEST
+
+/* A process born since the last full scan counts all its reductions. */
+START_TEST(select_newborn)
+{
+	struct fp_select *sel = fp_select_new(10000);
+	long a[3] = { 10, 10, -1 };
+	long b[3] = { 20, 10, 500 };
+	struct fp_pid out[3];
+	struct fp_select_result res;
+	int n;
+
+	send_processes(sel, 2);
+	scan(sel, a, 1000000, NULL, 0, 3, NULL, 0, out, &n, &res);
+	send_processes(sel, 3);
+	scan(sel, b, 2000000, NULL, 0, 3, NULL, 0, out, &n, &res);
+	fp_assert_int_eq(n, 2);
+	fp_assert_int_eq(out[0].num, 102);
+	fp_assert_int_eq(out[1].num, 100);
+	fp_select_destroy(sel);
+}
+END_TEST
+
+START_TEST(select_many)
+{
+	struct fp_select *sel = fp_select_new(100000);
+	enum { N = 20000, TOP = 100 };
+	static long a[N], b[N];
+	static struct fp_pid out[TOP];
+	struct fp_select_result res;
+	int n;
+
+	for (int i = 0; i < N; i++) {
+		a[i] = 1000;
+		b[i] = 1000 + (i * 7919) % N;	/* a permutation of deltas */
+	}
+	send_processes(sel, N);
+	scan(sel, a, 1000000, NULL, 0, TOP, NULL, 0, out, &n, &res);
+	scan(sel, b, 2000000, NULL, 0, TOP, NULL, 0, out, &n, &res);
+	fp_assert_int_eq(n, TOP);
+	for (int i = 0; i < TOP; i++) {
+		long delta = b[out[i].num - 100] - 1000;
+
+		fp_assert_int_eq(delta, N - 1 - i);
+	}
+	fp_select_destroy(sel);
+}
+END_TEST
+
+/* Bounded scan: a window of scan_max moving by half, from the first
+ * selection on; the hot process is found within 2 * N / scan_max
+ * selections and kept once found. */
+START_TEST(select_window)
+{
+	enum { N = 1000, MAX = 100, HOT = 777 };
+	struct fp_select *sel = fp_select_new(MAX);
+	static long reds[N];
+	struct fp_pid out[5], keep[5];
+	struct fp_select_result res;
+	size_t nkeep = 0, found_at = 0;
+	int n;
+
+	send_processes(sel, N);
+	for (size_t round = 1; round <= 2 * N / MAX + 2; round++) {
+		size_t planned;
+
+		for (int i = 0; i < N; i++)
+			reds[i] += i == HOT ? 1000 : 1;
+		planned = scan(sel, reds, round * 1000000, keep, nkeep, 5,
+			       NULL, 0, out, &n, &res);
+		/* never more than scan_max, the first selections included
+		 * (less where the window meets the end of the table) */
+		fp_assert(planned <= MAX && planned > nkeep);
+		fp_assert_int_eq(res.scanned, planned);
+		fp_assert(!res.full);
+		fp_assert_int_eq(res.processes, N);
+		if (n > 0 && out[0].num == 100 + HOT && !found_at)
+			found_at = round;
+		if (found_at) {
+			fp_assert_int_eq(out[0].num, 100 + HOT);
+		}
+		memcpy(keep, out, (size_t)n * sizeof(*out));
+		nkeep = (size_t)n;
+	}
+	/* The first window is read twice; every process does a reduction a
+	 * round, so five are kept from the second on and the window moves by
+	 * 48: the 17th and 18th windows (starting at 723 and 771) hold it. */
+	fp_assert_int_eq(found_at, 18);
+	fp_assert(found_at <= 2 * N / MAX);
+	fp_select_destroy(sel);
+}
+END_TEST
+
+/* A caller's limit shrinks the scan; the first window is read twice, so
+ * what is hot in it is found at the first ranking; a kept pid that is in
+ * the window too is read once; the whole node is read when it fits. */
+START_TEST(select_limit)
+{
+	enum { N = 50 };
+	struct fp_select *sel = fp_select_new(1000);
+	static long reds[N];
+	struct fp_pid out[3], keep[1] = { { 101, 0 } };
+	struct fp_select_result res;
+	int n;
+
+	send_processes(sel, N);
+	fp_assert_int_eq(scan_limited(sel, reds, 1000000, NULL, 0, 10, 3,
+				      NULL, 0, out, &n, &res), 10);
+	fp_assert(!res.full);
+	fp_assert(res.baseline);
+	reds[1] = 500;
+	reds[3] = 100;
+	fp_assert_int_eq(scan_limited(sel, reds, 2000000, keep, 1, 10, 3,
+				      NULL, 0, out, &n, &res), 10);
+	/* the same window (100..108) and 101 kept: read once */
+	fp_assert_int_eq(res.alive, 9);
+	fp_assert_int_eq(n, 2);
+	fp_assert_int_eq(out[0].num, 101);
+	fp_assert_int_eq(out[1].num, 103);
+	/* no limit: the whole node, and the rates go on */
+	reds[1] = 1500;
+	fp_assert_int_eq(scan(sel, reds, 3000000, keep, 1, 3, NULL, 0, out, &n,
+			      &res), N);
+	fp_assert(res.full);
+	fp_assert_int_eq(n, 1);
+	fp_assert_int_eq(out[0].num, 101);
+	fp_select_destroy(sel);
+}
+END_TEST
+
+START_TEST(select_bad)
+{
+	struct fp_select *sel = fp_select_new(10);
+	struct fp_select_result res;
+	struct fp_scan plan;
+	struct fp_pid out[1];
+	struct fp_reply r;
+	ei_x_buff x;
+	long reds[3] = { 1, 2, 3 };
+	int n;
+
+	ei_x_new_with_version(&x);
+	ei_x_encode_atom(&x, "nope");
+	r = reply_of(&x);
+	/* no plan */
+	fp_assert_int_eq(fp_select_scan(sel, &r, 1, NULL, 0, 1, out, &res), -EINVAL);
+	/* no {value, ...} */
+	fp_select_plan(sel, NULL, 0, 0, &plan);
+	fp_assert_int_eq(fp_select_scan(sel, &r, 1, NULL, 0, 1, out, &res), -EBADMSG);
+	ei_x_free(&x);
+
+	/* reductions for fewer pids than read are refused, and the window
+	 * stays where it was */
+	fp_select_plan(sel, NULL, 0, 0, &plan);
+	ei_x_new_with_version(&x);
+	enc_scan_head(&x, "full", 3);
+	ei_x_encode_list_header(&x, 3);
+	for (unsigned i = 0; i < 3; i++)
+		enc_pid(&x, 100 + i);
+	ei_x_encode_empty_list(&x);
+	ei_x_encode_list_header(&x, 1);
+	enc_kv_long(&x, "reductions", 5);
+	ei_x_encode_empty_list(&x);
+	ei_x_encode_atom(&x, "start");
+	ei_x_encode_empty_list(&x);
+	r = reply_of(&x);
+	fp_assert_int_eq(fp_select_scan(sel, &r, 1, NULL, 0, 1, out, &res), -EBADMSG);
+	fp_select_plan(sel, NULL, 0, 0, &plan);
+	fp_assert_int_eq(plan.cursor_len, 0);
+	ei_x_free(&x);
+
+	/* a good one after it */
+	send_processes(sel, 3);
+	fp_assert_int_eq(scan(sel, reds, 1, NULL, 0, 1, NULL, 0, out, &n, &res), 3);
+	fp_assert_int_eq(n, 0);
+	fp_assert(res.baseline);
+	fp_select_destroy(sel);
+}
+END_TEST
+
+static Suite *
+suite(void)
+{
+	Suite *s = suite_create("sample-select");
+	TCase *tc;
+
+	tc = tcase_create("select");
+	tcase_add_test(tc, select_by_delta);
+	tcase_add_test(tc, select_floor);
+	tcase_add_test(tc, select_newborn);
+	tcase_add_test(tc, select_many);
+	tcase_add_test(tc, select_window);
+	tcase_add_test(tc, select_limit);
+	tcase_add_test(tc, select_bad);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int
+main(void)
+{
+	return fp_test_run(suite());
+}

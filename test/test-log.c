@@ -11,7 +11,7 @@
 
 #include "fp-test.h"
 
-#include "log.c"
+#include "daemon-log.c"
 
 #define S 1000000ull
 

@@ -37,8 +37,10 @@ struct fpd_loop {
 	uint64_t start_mono;
 	uint64_t duration_us;
 	bool duration_over;
-	struct fpd_source *sources[FPD_LOOP_SOURCES_MAX];
+	struct fpd_source **sources;
 	size_t nsources;
+	struct pollfd *pfd;		/* the timer, the signals, the sources */
+	struct fpd_source **polled;	/* ... whose descriptor is pfd[2 + i] */
 };
 
 static int
@@ -75,6 +77,7 @@ fpd_loop_new(uint64_t duration_us, const char *user)
 	int rc;
 
 	loop->tfd = loop->sfd = -1;
+	loop->pfd = xzalloc(2 * sizeof(*loop->pfd));
 	loop->user = user;
 	loop->duration_us = duration_us;
 	loop->start_mono = fpd_now_mono_us();
@@ -96,6 +99,9 @@ fpd_loop_destroy(struct fpd_loop *loop)
 		close(loop->tfd);
 	if (loop->sfd >= 0)
 		close(loop->sfd);
+	free(loop->sources);
+	free(loop->pfd);
+	free(loop->polled);
 	free(loop);
 }
 
@@ -108,11 +114,11 @@ fpd_loop_run_state(struct fpd_loop *loop)
 void
 fpd_loop_add(struct fpd_loop *loop, struct fpd_source *src)
 {
-	if (loop->nsources == FPD_LOOP_SOURCES_MAX) {
-		fprintf(stderr, "flame_profd: more than %d sources\n",
-			FPD_LOOP_SOURCES_MAX);
-		abort();
-	}
+	size_t n = loop->nsources + 1;
+
+	loop->sources = xrealloc(loop->sources, n * sizeof(*loop->sources));
+	loop->polled = xrealloc(loop->polled, n * sizeof(*loop->polled));
+	loop->pfd = xrealloc(loop->pfd, (2 + n) * sizeof(*loop->pfd));
 	loop->sources[loop->nsources++] = src;
 }
 
@@ -233,8 +239,8 @@ int
 fpd_loop_run(struct fpd_loop *loop)
 {
 	for (;;) {
-		struct pollfd pfd[2 + FPD_LOOP_SOURCES_MAX];
-		struct fpd_source *polled[FPD_LOOP_SOURCES_MAX];
+		struct pollfd *pfd = loop->pfd;
+		struct fpd_source **polled = loop->polled;
 		nfds_t n = 2;
 
 		if (loop->run.stopping && drained(loop))

@@ -11,7 +11,6 @@
 #include "source.h"
 
 #define FPD_TICK_US 20000u	/* one heat-map row */
-#define FPD_LOOP_SOURCES_MAX 8
 
 struct fpd_loop;
 
@@ -32,7 +31,7 @@ fpd_loop_destroy(struct fpd_loop *loop);
 struct fpd_run_state *
 fpd_loop_run_state(struct fpd_loop *loop);
 
-/** Add a source (not owned); at most FPD_LOOP_SOURCES_MAX. */
+/** Add a source (not owned). */
 void
 fpd_loop_add(struct fpd_loop *loop, struct fpd_source *src);
 

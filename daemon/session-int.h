@@ -38,6 +38,10 @@
  * ours runs that long on a node that answers the rest.
  */
 #define LATE_ABANDON 10
+
+/* Reconnects wait this long after a loss, doubled after each failure. */
+#define BACKOFF_MIN_US 500000u
+#define BACKOFF_MAX_US 30000000u
 struct request {
 	bool active;			/* sent, no reply yet */
 	bool late;			/* ... and timed out */
@@ -146,6 +150,13 @@ set_capacity(const struct fpd_options *o)
 	return o->top + o->npids + o->nnames;
 }
 
+/* --timeout, for the library's waits */
+static inline unsigned
+timeout_ms(const struct fpd_session *s)
+{
+	return (unsigned)(s->o->timeout_us / 1000);
+}
+
 /* Connected, and no loss recorded: requests may be sent. */
 static inline bool
 live(const struct fpd_session *s)
@@ -217,6 +228,24 @@ fpd_session_take_time(struct fpd_session *s, struct fp_reply *reply)
 	s->report.target_us += us;
 	return us;
 }
+
+/* session.c */
+
+/** Tear down a connection a handler found lost (the source's settle). */
+void
+fpd_session_settle(struct fpd_source *src);
+
+/* session-connect.c */
+
+/** 0 when connected (or to try again later, after the backoff), or an
+ * exit code when giving up for good. */
+int
+fpd_session_connect(struct fpd_session *s, uint64_t now);
+
+/** Leave the janitor now rather than when the connection closes, so
+ * that the flag is back before we exit. */
+void
+fpd_session_restore_node(struct fpd_session *s);
 
 /* session-targets.c */
 int

@@ -138,13 +138,13 @@ stop(struct fpd_loop *loop)
 	loop->run.stop_mono = fpd_now_mono_us();
 }
 
+/* Also called from inside a source's wait (fpd_loop_give_up()): it
+ * settles nothing. */
 static void
 rotate_all(struct fpd_loop *loop)
 {
-	for (size_t i = 0; i < loop->nsources; i++) {
+	for (size_t i = 0; i < loop->nsources; i++)
 		loop->sources[i]->ops->rotate(loop->sources[i]);
-		loop->sources[i]->ops->settle(loop->sources[i]);
-	}
 }
 
 static void

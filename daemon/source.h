@@ -36,9 +36,9 @@ struct fpd_source_ops {
 	/** Every timer tick. */
 	void (*tick)(struct fpd_source *src, uint64_t now);
 	/**
-	 * After every other call: the work its handlers only recorded
-	 * (a lost connection is torn down here, never from inside a
-	 * handler).
+	 * After each of the loop's calls to input, tick and drain: the
+	 * work their handlers only recorded (a lost connection is torn
+	 * down here, never from inside a handler).
 	 */
 	void (*settle)(struct fpd_source *src);
 	/** Stopping: ask for what is still owed (once per wait). */
@@ -47,7 +47,8 @@ struct fpd_source_ops {
 	bool (*in_flight)(struct fpd_source *src);
 	/** Stopping for good: what is still in flight is given up. */
 	void (*abandon)(struct fpd_source *src);
-	/** Finish the file being written (SIGUSR1, a second SIGINT). */
+	/** Finish the file being written (SIGUSR1, a second SIGINT); may
+	 * come from inside the source's own wait (fpd_loop_give_up()). */
 	void (*rotate)(struct fpd_source *src);
 };
 

@@ -38,7 +38,7 @@ fpd_targets_init(struct fpd_session *s)
 	for (size_t i = 0; i < o->nnames; i++) {
 		int n = fp_name_candidates(o->names[i], t->cand + t->ncand);
 
-		/* main.c refused names without a candidate */
+		/* options.c refused names without a candidate */
 		for (int k = 0; k < n; k++, t->ncand++) {
 			t->cand_atoms[t->ncand] = t->cand[t->ncand];
 			t->name_of[t->ncand] = i;

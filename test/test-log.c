@@ -1,6 +1,6 @@
 /*
  * flame_profd — unit tests: the daemon's log, its warnings rate-limited
- * by kind. log.c is included whole, so that the clock can be injected
+ * by kind. daemon-log.c is included whole, so that the clock can be injected
  * through its static functions.
  */
 #include <stdarg.h>

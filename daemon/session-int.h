@@ -248,7 +248,7 @@ void
 fpd_session_restore_node(struct fpd_session *s);
 
 /* session-targets.c */
-int
+void
 fpd_targets_init(struct fpd_session *s);
 
 void

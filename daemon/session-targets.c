@@ -17,7 +17,7 @@
 /* fp_name_candidates() gives at most this many atoms per --name. */
 #define NAME_CANDIDATES_MAX 2
 
-int
+void
 fpd_targets_init(struct fpd_session *s)
 {
 	const struct fpd_options *o = s->o;
@@ -48,7 +48,6 @@ fpd_targets_init(struct fpd_session *s)
 	t->pin_state = xzalloc(2 * npids * sizeof(*t->pin_state));
 	t->pin_alive = xzalloc(npids * sizeof(*t->pin_alive));
 	t->init_pids = xzalloc((cap ? cap : 1) * sizeof(*t->init_pids));
-	return 0;
 }
 
 void

@@ -9,40 +9,17 @@
  */
 #include "config.h"
 
-#include <errno.h>
 #include <getopt.h>
-#include <math.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "options.h"
+#include "options-parse.h"
 #include "util-mem.h"
 #include "fp/node.h"
 
-#define TOP_MAX 100000
-#define EVERY_MIN_US 100000u		/* 100ms */
-#define RATE_MIN 0.1
-#define RATE_MAX 1000.0
-#define ROTATE_MIN_US 1000000u		/* 1s */
-#define TIMEOUT_MIN_US 10000u		/* 10ms */
-#define TIMEOUT_MAX_US 600000000u	/* 10m */
-#define BACKTRACE_DEPTH_MAX 10000
-#define SCAN_MAX_MIN 100
-#define SCAN_MAX_MAX 10000000
-#define MIN_REDUCTIONS_MAX 1000000000
-#define ROTATE_SIZE_MIN 4096
-#define KEEP_FILES_MAX 10000000
-#define RUN_QUEUE_MAX 100000000
-#define PORT_MAX 65535
-#define KEY_NAME_MAX 100		/* bytes of a --key or --logger-key */
-#define ZSTD_LEVEL_MAX 19
-#define GZIP_LEVEL_MAX 9
-#define ZSTD_LEVEL_DEFAULT 3
-#define GZIP_LEVEL_DEFAULT 6
-#define NODE_NAME_MAX 256		/* of a pid's node, '<app@host.C.N.S>' */
 /* getopt_long's value for a long-only option: its index in options[]. */
 #define LONG_ONLY 256
 
@@ -54,480 +31,6 @@ struct option_spec {
 	int (*parse)(struct fpd_options *o, const char *arg);
 	const char *help;	/* its lines of --help */
 };
-
-static int
-bad_value(const char *flag, const char *value, const char *why)
-{
-	fprintf(stderr, "flame_profd: error: %s '%s': %s (see --help)\n",
-		flag, value, why);
-	return FPD_EXIT_USAGE;
-}
-
-static int
-parse_uint(const char *s, unsigned long max, unsigned long *out)
-{
-	char *end;
-	unsigned long v;
-
-	if (!s || !*s || *s == '-' || *s == '+')
-		return -EINVAL;
-	errno = 0;
-	v = strtoul(s, &end, 10);
-	if (errno || *end || v > max)
-		return -EINVAL;
-	*out = v;
-	return 0;
-}
-
-/* A key is written key.NAME on the event line: nothing in NAME may end
- * the field, and the dictionary's own keys have options of their own. */
-static bool
-key_name_ok(const char *name)
-{
-	size_t n = strlen(name);
-
-	if (n == 0 || n > KEY_NAME_MAX || strcmp(name, "$process_label") == 0 ||
-	    strcmp(name, "$callers") == 0 || strcmp(name, "$logger_metadata$") == 0)
-		return false;
-	for (const char *p = name; *p; p++) {
-		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-		      (*p >= '0' && *p <= '9') || strchr("_@.$-", *p)))
-			return false;
-	}
-	return true;
-}
-
-static void
-append(const char ***v, size_t *n, const char *arg)
-{
-	*v = xrealloc(*v, (*n + 1) * sizeof(**v));
-	(*v)[(*n)++] = arg;
-}
-
-/* ---- target ------------------------------------------------------------- */
-
-static int
-parse_node(struct fpd_options *o, const char *arg)
-{
-	o->node = arg;
-	return 0;
-}
-
-static int
-parse_cookie_file(struct fpd_options *o, const char *arg)
-{
-	o->cookie_file = arg;
-	o->cookie_file_set = true;
-	return 0;
-}
-
-static int
-parse_timeout(struct fpd_options *o, const char *arg)
-{
-	if (fpd_parse_duration(arg, &o->timeout_us) < 0 ||
-	    o->timeout_us < TIMEOUT_MIN_US || o->timeout_us > TIMEOUT_MAX_US)
-		return bad_value("--timeout", arg,
-				 "expected a duration from 10ms to 10m");
-	return 0;
-}
-
-static int
-parse_connect(struct fpd_options *o, const char *arg)
-{
-	const char *colon = strrchr(arg, ':');
-	unsigned long port;
-
-	if (!colon || colon == arg || parse_uint(colon + 1, PORT_MAX, &port) < 0 ||
-	    port == 0)
-		return bad_value("--connect", arg,
-				 "expected HOST:PORT, e.g. 127.0.0.1:4370");
-	free(o->connect_host);
-	o->connect_host = xzalloc((size_t)(colon - arg) + 1);
-	memcpy(o->connect_host, arg, (size_t)(colon - arg));
-	o->connect_port = (unsigned)port;
-	return 0;
-}
-
-/* ---- selection ---------------------------------------------------------- */
-
-static int
-parse_top(struct fpd_options *o, const char *arg)
-{
-	unsigned long v;
-
-	if (parse_uint(arg, TOP_MAX, &v) < 0)
-		return bad_value("--top", arg,
-				 "expected a whole number from 0 to 100000");
-	o->top = (unsigned)v;
-	o->top_set = true;
-	return 0;
-}
-
-static int
-parse_every(struct fpd_options *o, const char *arg)
-{
-	if (fpd_parse_duration(arg, &o->every_us) < 0 ||
-	    o->every_us < EVERY_MIN_US)
-		return bad_value("--every", arg,
-				 "expected a duration of at least 100ms, e.g. 5s");
-	return 0;
-}
-
-static int
-parse_pid(struct fpd_options *o, const char *arg)
-{
-	struct fp_pid pid;
-	char node[NODE_NAME_MAX];
-	uint32_t creation;
-
-	if (fp_pid_parse_full(arg, &pid, node, sizeof(node), &creation) < 0)
-		return bad_value("--pid", arg,
-				 "expected a pid like '<0.123.0>', 0.123.0 or '<app@host.Creation.123.0>'");
-	append(&o->pids, &o->npids, arg);
-	return 0;
-}
-
-static int
-parse_name(struct fpd_options *o, const char *arg)
-{
-	char cand[2][FP_NAME_MAX];
-
-	if (fp_name_candidates(arg, cand) < 0)
-		return bad_value("--name", arg,
-				 "expected a registered name (1 to 255 bytes), an Elixir alias or :atom");
-	append(&o->names, &o->nnames, arg);
-	return 0;
-}
-
-static int
-parse_scan_max(struct fpd_options *o, const char *arg)
-{
-	unsigned long v;
-
-	if (parse_uint(arg, SCAN_MAX_MAX, &v) < 0 || v < SCAN_MAX_MIN)
-		return bad_value("--scan-max", arg,
-				 "expected a whole number from 100 to 10000000");
-	o->scan_max = (unsigned)v;
-	return 0;
-}
-
-static int
-parse_min_reductions(struct fpd_options *o, const char *arg)
-{
-	unsigned long v;
-
-	if (parse_uint(arg, MIN_REDUCTIONS_MAX, &v) < 0)
-		return bad_value("--min-reductions", arg,
-				 "expected reductions a second, a whole number from 0 to 1000000000");
-	o->min_reductions = (unsigned)v;
-	return 0;
-}
-
-/* ---- sampling ----------------------------------------------------------- */
-
-static int
-parse_rate(struct fpd_options *o, const char *arg)
-{
-	char *end;
-
-	errno = 0;
-	o->rate = strtod(arg, &end);
-	if (errno || *end || end == arg || !isfinite(o->rate) ||
-	    o->rate < RATE_MIN || o->rate > RATE_MAX)
-		return bad_value("--rate", arg,
-				 "expected samples per second from 0.1 to 1000");
-	return 0;
-}
-
-static int
-parse_backtrace_depth(struct fpd_options *o, const char *arg)
-{
-	unsigned long v;
-
-	if (parse_uint(arg, BACKTRACE_DEPTH_MAX, &v) < 0 || v < 1)
-		return bad_value("--backtrace-depth", arg,
-				 "expected a whole number from 1 to 10000");
-	o->backtrace_depth = (unsigned)v;
-	return 0;
-}
-
-static int
-parse_lines(struct fpd_options *o, const char *arg)
-{
-	(void)arg;
-	o->lines = true;
-	return 0;
-}
-
-static int
-parse_erlang_names(struct fpd_options *o, const char *arg)
-{
-	(void)arg;
-	o->erlang_names = true;
-	return 0;
-}
-
-static int
-add_key(struct fpd_options *o, const char *arg, bool logger)
-{
-	const char *flag = logger ? "--logger-key" : "--key";
-
-	if (!key_name_ok(arg))
-		return bad_value(flag, arg,
-				 "a key is an atom's name of at most 100 bytes of [A-Za-z0-9_@.$-], not $process_label, $callers or $logger_metadata$ (the label, --callers and --logger-key read those)");
-	for (size_t i = 0; i < o->nkeys; i++) {
-		if (strcmp(o->keys[i], arg) == 0)
-			return bad_value(flag, arg, "given twice (keys are written key.NAME whichever kind)");
-	}
-	for (size_t i = 0; i < o->nlogger_keys; i++) {
-		if (strcmp(o->logger_keys[i], arg) == 0)
-			return bad_value(flag, arg, "given twice (keys are written key.NAME whichever kind)");
-	}
-	if (logger)
-		append(&o->logger_keys, &o->nlogger_keys, arg);
-	else
-		append(&o->keys, &o->nkeys, arg);
-	return 0;
-}
-
-static int
-parse_key(struct fpd_options *o, const char *arg)
-{
-	return add_key(o, arg, false);
-}
-
-static int
-parse_logger_key(struct fpd_options *o, const char *arg)
-{
-	return add_key(o, arg, true);
-}
-
-static int
-parse_callers(struct fpd_options *o, const char *arg)
-{
-	(void)arg;
-	o->callers = true;
-	return 0;
-}
-
-static int
-parse_max_overhead(struct fpd_options *o, const char *arg)
-{
-	char *end;
-
-	errno = 0;
-	o->max_overhead = strtod(arg, &end);
-	if (errno || end == arg || (*end && strcmp(end, "%") != 0) ||
-	    !isfinite(o->max_overhead) || o->max_overhead < 0 ||
-	    o->max_overhead > 100)
-		return bad_value("--max-overhead", arg,
-				 "expected a percentage from 0 (no budget) to 100");
-	return 0;
-}
-
-static int
-parse_request(struct fpd_options *o, const char *arg)
-{
-	if (strcmp(arg, "rex") == 0)
-		o->request = FP_REQUEST_REX;
-	else if (strcmp(arg, "eval") == 0)
-		o->request = FP_REQUEST_EVAL;
-	else if (strcmp(arg, "helper") == 0)
-		o->request = FP_REQUEST_HELPER;
-	else
-		return bad_value("--request", arg, "expected rex, eval or helper");
-	return 0;
-}
-
-static int
-parse_no_idle_reuse(struct fpd_options *o, const char *arg)
-{
-	(void)arg;
-	o->idle_reuse = false;
-	return 0;
-}
-
-static int
-parse_breaker_run_queue(struct fpd_options *o, const char *arg)
-{
-	unsigned long v;
-
-	if (parse_uint(arg, RUN_QUEUE_MAX, &v) < 0 || v < 1)
-		return bad_value("--breaker-run-queue", arg,
-				 "expected a whole number of at least 1");
-	o->breaker_run_queue = (unsigned)v;
-	return 0;
-}
-
-/* ---- output ------------------------------------------------------------- */
-
-static int
-parse_out(struct fpd_options *o, const char *arg)
-{
-	if (!*arg)
-		return bad_value("--out", arg, "expected a directory");
-	o->out_dir = arg;
-	return 0;
-}
-
-static int
-parse_rotate(struct fpd_options *o, const char *arg)
-{
-	if (fpd_parse_duration(arg, &o->rotate_us) < 0 ||
-	    o->rotate_us < ROTATE_MIN_US)
-		return bad_value("--rotate", arg,
-				 "expected a duration of at least 1s, e.g. 2m");
-	return 0;
-}
-
-static int
-parse_rotate_size(struct fpd_options *o, const char *arg)
-{
-	if (fpd_parse_size(arg, &o->rotate_bytes) < 0 ||
-	    o->rotate_bytes < ROTATE_SIZE_MIN)
-		return bad_value("--rotate-size", arg,
-				 "expected a size of at least 4K, e.g. 64M");
-	return 0;
-}
-
-static int
-parse_compress(struct fpd_options *o, const char *arg)
-{
-	if (strcmp(arg, "zstd") == 0)
-		o->compress = FPD_COMPRESS_ZSTD;
-	else if (strcmp(arg, "gzip") == 0)
-		o->compress = FPD_COMPRESS_GZIP;
-	else if (strcmp(arg, "none") == 0)
-		o->compress = FPD_COMPRESS_NONE;
-	else
-		return bad_value("--compress", arg, "expected zstd, gzip or none");
-	return 0;
-}
-
-static int
-parse_compress_level(struct fpd_options *o, const char *arg)
-{
-	char *end;
-	long level;
-
-	errno = 0;
-	level = strtol(arg, &end, 10);
-	if (errno || *end || end == arg || level < 1 || level > ZSTD_LEVEL_MAX)
-		return bad_value("--compress-level", arg,
-				 "expected 1 to 19 (zstd) or 1 to 9 (gzip)");
-	o->compress_level = (int)level;
-	return 0;
-}
-
-static int
-parse_keep_files(struct fpd_options *o, const char *arg)
-{
-	unsigned long v;
-
-	if (parse_uint(arg, KEEP_FILES_MAX, &v) < 0 || v < 1)
-		return bad_value("--keep-files", arg,
-				 "expected a whole number of at least 1");
-	o->keep_files = (unsigned)v;
-	return 0;
-}
-
-static int
-parse_keep_bytes(struct fpd_options *o, const char *arg)
-{
-	if (fpd_parse_size(arg, &o->keep_bytes) < 0 || o->keep_bytes == 0)
-		return bad_value("--keep-bytes", arg,
-				 "expected a size greater than 0, e.g. 1G");
-	return 0;
-}
-
-static int
-parse_keep_age(struct fpd_options *o, const char *arg)
-{
-	if (fpd_parse_duration(arg, &o->keep_age_us) < 0 || o->keep_age_us == 0)
-		return bad_value("--keep-age", arg,
-				 "expected a duration greater than 0, e.g. 7d");
-	return 0;
-}
-
-static int
-parse_duration(struct fpd_options *o, const char *arg)
-{
-	if (fpd_parse_duration(arg, &o->duration_us) < 0 || o->duration_us == 0)
-		return bad_value("--duration", arg,
-				 "expected a duration greater than 0, e.g. 30s");
-	return 0;
-}
-
-/* An octal mode with all of @need (of the owner's bits) set. */
-static int
-parse_mode(const char *flag, const char *arg, mode_t need, const char *why,
-	   mode_t *mode)
-{
-	unsigned long v;
-	char *end;
-
-	errno = 0;
-	v = strtoul(arg, &end, 8);
-	if (errno || *end || end == arg || v > 0777 || (v & need) != need)
-		return bad_value(flag, arg, why);
-	*mode = (mode_t)v;
-	return 0;
-}
-
-static int
-parse_file_mode(struct fpd_options *o, const char *arg)
-{
-	return parse_mode("--file-mode", arg, 0200,
-			  "expected an octal mode the owner can write, e.g. 0640",
-			  &o->file_mode);
-}
-
-static int
-parse_dir_mode(struct fpd_options *o, const char *arg)
-{
-	return parse_mode("--dir-mode", arg, 0700,
-			  "expected an octal mode giving the owner rwx, e.g. 0750",
-			  &o->dir_mode);
-}
-
-static int
-parse_user(struct fpd_options *o, const char *arg)
-{
-	struct passwd *pw = getpwnam(arg);
-
-	if (!pw)
-		return bad_value("--user", arg, "no such user");
-	if (geteuid() != 0)
-		return bad_value("--user", arg,
-				 "dropping privileges needs flame_profd to start as root");
-	o->user = arg;
-	o->uid = pw->pw_uid;
-	o->gid = pw->pw_gid;
-	return 0;
-}
-
-static int
-parse_log_file(struct fpd_options *o, const char *arg)
-{
-	o->log_file = arg;
-	return 0;
-}
-
-static int
-parse_verbose(struct fpd_options *o, const char *arg)
-{
-	(void)arg;
-	o->verbosity++;
-	return 0;
-}
-
-static int
-parse_quiet(struct fpd_options *o, const char *arg)
-{
-	(void)arg;
-	o->verbosity--;
-	return 0;
-}
 
 static int
 parse_help(struct fpd_options *o, const char *arg)
@@ -550,73 +53,73 @@ parse_version(struct fpd_options *o, const char *arg)
 static const struct option_spec options[] = {
 	{ .help = "\n" },
 	{ .help = "Target:\n" },
-	{ "node", 'n', required_argument, parse_node,
+	{ "node", 'n', required_argument, fpd_option_node,
 	  "  -n, --node NAME@HOST      node to profile (short or long name; required)\n" },
-	{ "cookie-file", 'c', required_argument, parse_cookie_file,
+	{ "cookie-file", 'c', required_argument, fpd_option_cookie_file,
 	  "  -c, --cookie-file PATH    file holding the node's cookie; the default is\n"
 	  "                            $FLAME_PROFD_COOKIE if set, else ~/.erlang.cookie.\n"
 	  "                            The file must be readable by its owner only.\n" },
-	{ "timeout", 0, required_argument, parse_timeout,
+	{ "timeout", 0, required_argument, fpd_option_timeout,
 	  "      --timeout DUR         give up on a request after DUR (default 5s)\n" },
-	{ "connect", 0, required_argument, parse_connect,
+	{ "connect", 0, required_argument, fpd_option_connect,
 	  "      --connect HOST:PORT   connect there instead of asking epmd for the node's\n"
 	  "                            port (e.g. a local TLS tunnel to the node)\n" },
 	{ .help = "\n" },
 	{ .help = "Selection:\n" },
-	{ "top", 't', required_argument, parse_top,
+	{ "top", 't', required_argument, fpd_option_top,
 	  "  -t, --top N               sample the N processes with the most reductions\n"
 	  "                            since the previous selection (default 100; 0: none).\n"
 	  "                            With --pid/--name and no --top, only those.\n" },
-	{ "every", 'e', required_argument, parse_every,
+	{ "every", 'e', required_argument, fpd_option_every,
 	  "  -e, --every DUR           select again every DUR (default 5s)\n" },
-	{ "pid", 'p', required_argument, parse_pid,
+	{ "pid", 'p', required_argument, fpd_option_pid,
 	  "  -p, --pid PID             always sample PID, '<0.123.0>' or 0.123.0, or as\n"
 	  "                            rabbitmqctl and observer print a pid of the node,\n"
 	  "                            '<app@host.Creation.123.0>' (repeatable)\n" },
-	{ "name", 'N', required_argument, parse_name,
+	{ "name", 'N', required_argument, fpd_option_name,
 	  "  -N, --name NAME           always sample the process registered as NAME:\n"
 	  "                            an atom (foo, :foo) or an Elixir alias\n"
 	  "                            (MyApp.Counter for 'Elixir.MyApp.Counter');\n"
 	  "                            repeatable\n" },
-	{ "scan-max", 0, required_argument, parse_scan_max,
+	{ "scan-max", 0, required_argument, fpd_option_scan_max,
 	  "      --scan-max N          read the reductions of at most N processes per\n"
 	  "                            selection (default 50000); bigger nodes are covered\n"
 	  "                            by a moving window, the current selection always\n"
 	  "                            re-read\n" },
-	{ "min-reductions", 0, required_argument, parse_min_reductions,
+	{ "min-reductions", 0, required_argument, fpd_option_min_reductions,
 	  "      --min-reductions N    --top picks no process that did fewer than N\n"
 	  "                            reductions a second (default 500; 0: any that did\n"
 	  "                            some)\n" },
 	{ .help = "\n" },
 	{ .help = "Sampling:\n" },
-	{ "rate", 'r', required_argument, parse_rate,
+	{ "rate", 'r', required_argument, fpd_option_rate,
 	  "  -r, --rate HZ             samples per second per process (default 10), spread\n"
 	  "                            evenly over the second\n" },
-	{ "backtrace-depth", 0, required_argument, parse_backtrace_depth,
+	{ "backtrace-depth", 0, required_argument, fpd_option_backtrace_depth,
 	  "      --backtrace-depth N   frames per stack (default 64; the node's\n"
 	  "                            backtrace_depth flag is raised while any\n"
 	  "                            flame_profd runs, and put back by the node itself\n"
 	  "                            when the last has gone, also after SIGKILL)\n" },
-	{ "lines", 0, no_argument, parse_lines,
+	{ "lines", 0, no_argument, fpd_option_lines,
 	  "      --lines               put source line numbers in frame names (NAME:LINE)\n" },
-	{ "erlang-names", 0, no_argument, parse_erlang_names,
+	{ "erlang-names", 0, no_argument, fpd_option_erlang_names,
 	  "      --erlang-names        write frames of Elixir modules as Erlang does\n"
 	  "                            ('Elixir.Foo':bar/1, '-bar/1-fun-0-'/1) instead of\n"
 	  "                            as Elixir does (Foo.bar/1, anonymous fn/1 in\n"
 	  "                            Foo.bar/1), keeping the index of anonymous fns\n" },
-	{ "key", 0, required_argument, parse_key,
+	{ "key", 0, required_argument, fpd_option_key,
 	  "      --key NAME            record the process dictionary's value under the\n"
 	  "                            atom NAME with each sample (key.NAME: TEXT),\n"
 	  "                            read alone ({dictionary, NAME}, OTP 26.2 and\n"
 	  "                            later), never by copying the dictionary;\n"
 	  "                            repeatable\n" },
-	{ "logger-key", 0, required_argument, parse_logger_key,
+	{ "logger-key", 0, required_argument, fpd_option_logger_key,
 	  "      --logger-key NAME     record key NAME of the process's Logger metadata\n"
 	  "                            (Logger.metadata/1, logger:set_process_metadata/1)\n"
 	  "                            the same way, e.g. request_id; repeatable. The\n"
 	  "                            metadata map is copied, the rest of the\n"
 	  "                            dictionary is not\n" },
-	{ "callers", 0, no_argument, parse_callers,
+	{ "callers", 0, no_argument, fpd_option_callers,
 	  "      --callers             record '$callers' (the processes that started a\n"
 	  "                            Task, newest first) with each sample\n"
 	  "                            The process label (proc_lib:set_label/1,\n"
@@ -624,14 +127,14 @@ static const struct option_spec options[] = {
 	  "                            has one. On a node that cannot read one key\n"
 	  "                            (before OTP 26.2) keys and callers are not\n"
 	  "                            recorded: a warning at each connect says so\n" },
-	{ "max-overhead", 0, required_argument, parse_max_overhead,
+	{ "max-overhead", 0, required_argument, fpd_option_max_overhead,
 	  "      --max-overhead PCT    cost budget: node-side work of flame_profd's\n"
 	  "                            requests as a share of the node's schedulers\n"
 	  "                            (default 5), and its own CPU when the node is\n"
 	  "                            on this host, checked once a second;\n"
 	  "                            over it the rate, then the top-N, come down;\n"
 	  "                            0 turns the budget off\n" },
-	{ "request", 0, required_argument, parse_request,
+	{ "request", 0, required_argument, fpd_option_request,
 	  "      --request rex|eval|helper\n"
 	  "                            how samples are asked for: rex (default) is an\n"
 	  "                            rpc per batch to stock functions, nothing left\n"
@@ -645,50 +148,50 @@ static const struct option_spec options[] = {
 	  "                            node time on a node with time to spare, the same\n"
 	  "                            on a saturated one); it unloads itself when\n"
 	  "                            flame_profd stops or the connection goes\n" },
-	{ "no-idle-reuse", 0, no_argument, parse_no_idle_reuse,
+	{ "no-idle-reuse", 0, no_argument, fpd_option_no_idle_reuse,
 	  "      --no-idle-reuse       ask every process for its stack at every sample;\n"
 	  "                            by default a process that has not run since its\n"
 	  "                            last sample is only probed (no signal, never\n"
 	  "                            scheduled to answer) and that sample's stack and\n"
 	  "                            memory figures, which cannot have changed, reused\n" },
-	{ "breaker-run-queue", 0, required_argument, parse_breaker_run_queue,
+	{ "breaker-run-queue", 0, required_argument, fpd_option_breaker_run_queue,
 	  "      --breaker-run-queue N pause sampling while the node's run queues hold more\n"
 	  "                            than N processes (default 50 per scheduler); a\n"
 	  "                            request timeout pauses it too; probes to resume\n" },
 	{ .help = "\n" },
 	{ .help = "Output:\n" },
-	{ "out", 'o', required_argument, parse_out,
+	{ "out", 'o', required_argument, fpd_option_out,
 	  "  -o, --out DIR             write under DIR/<node>/ (default .)\n" },
-	{ "rotate", 'R', required_argument, parse_rotate,
+	{ "rotate", 'R', required_argument, fpd_option_rotate,
 	  "  -R, --rotate DUR          start a new file every DUR (default 2m)\n" },
-	{ "rotate-size", 0, required_argument, parse_rotate_size,
+	{ "rotate-size", 0, required_argument, fpd_option_rotate_size,
 	  "      --rotate-size SIZE    ... or when the file reaches SIZE on disk (64M, 1G)\n" },
-	{ "compress", 0, required_argument, parse_compress,
+	{ "compress", 0, required_argument, fpd_option_compress,
 	  "      --compress KIND       zstd (default), gzip or none, while writing\n" },
-	{ "compress-level", 0, required_argument, parse_compress_level,
+	{ "compress-level", 0, required_argument, fpd_option_compress_level,
 	  "      --compress-level N    zstd 1-19 (default 3), gzip 1-9 (default 6)\n" },
-	{ "keep-files", 0, required_argument, parse_keep_files,
+	{ "keep-files", 0, required_argument, fpd_option_keep_files,
 	  "      --keep-files N        after each rotation keep the newest N files,\n" },
-	{ "keep-bytes", 0, required_argument, parse_keep_bytes,
+	{ "keep-bytes", 0, required_argument, fpd_option_keep_bytes,
 	  "      --keep-bytes SIZE     ... at most SIZE of files,\n" },
-	{ "keep-age", 0, required_argument, parse_keep_age,
+	{ "keep-age", 0, required_argument, fpd_option_keep_age,
 	  "      --keep-age DUR        ... no file older than DUR (any combination;\n"
 	  "                            only flame_profd's own finished files are deleted)\n" },
-	{ "duration", 'd', required_argument, parse_duration,
+	{ "duration", 'd', required_argument, fpd_option_duration,
 	  "  -d, --duration DUR        stop after DUR, leaving complete files (default: run\n"
 	  "                            until SIGINT/SIGTERM)\n" },
-	{ "file-mode", 0, required_argument, parse_file_mode,
+	{ "file-mode", 0, required_argument, fpd_option_file_mode,
 	  "      --file-mode MODE      mode of output files (default 0640)\n" },
-	{ "dir-mode", 0, required_argument, parse_dir_mode,
+	{ "dir-mode", 0, required_argument, fpd_option_dir_mode,
 	  "      --dir-mode MODE       mode of output directories (default 0750)\n" },
-	{ "user", 0, required_argument, parse_user,
+	{ "user", 0, required_argument, fpd_option_user,
 	  "      --user NAME           when started as root: drop to NAME once the cookie\n"
 	  "                            is read and the output directory is ready\n" },
-	{ "log-file", 0, required_argument, parse_log_file,
+	{ "log-file", 0, required_argument, fpd_option_log_file,
 	  "      --log-file PATH       log there instead of stderr (SIGHUP reopens it)\n" },
-	{ "verbose", 'v', no_argument, parse_verbose,
+	{ "verbose", 'v', no_argument, fpd_option_verbose,
 	  "  -v, --verbose             more log output\n" },
-	{ "quiet", 'q', no_argument, parse_quiet,
+	{ "quiet", 'q', no_argument, fpd_option_quiet,
 	  "  -q, --quiet               warnings and errors only\n" },
 	{ "help", 'h', no_argument, parse_help,
 	  "  -h, --help                this text\n" },
@@ -812,12 +315,12 @@ check_together(struct fpd_options *o)
 		return FPD_EXIT_USAGE;
 	}
 	if (fp_node_name_check(o->node, &why) < 0)
-		return bad_value("--node", o->node, why);
+		return fpd_option_bad_value("--node", o->node, why);
 	if (o->compress_level < 0)
 		o->compress_level = o->compress == FPD_COMPRESS_GZIP ?
 				    GZIP_LEVEL_DEFAULT : ZSTD_LEVEL_DEFAULT;
 	if (o->compress == FPD_COMPRESS_GZIP && o->compress_level > GZIP_LEVEL_MAX)
-		return bad_value("--compress-level", "gzip",
+		return fpd_option_bad_value("--compress-level", "gzip",
 				 "gzip levels go from 1 to 9");
 	o->key_names = xzalloc((o->nkeys + o->nlogger_keys + 1) *
 			       sizeof(*o->key_names));

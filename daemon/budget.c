@@ -5,13 +5,13 @@
  * the interval times the node's schedulers. Each heavy request runs inside
  * timer:tc/3 there; on a busy node most of that wall time is the rex
  * worker waiting for sampled processes to be scheduled out (they answer
- * process_info then), so the loop estimates the work as the cheapest time
+ * process_info then), so the cost model estimates the work as the cheapest time
  * per process seen in the interval times the processes asked for
- * (loop.c, interval_report()).
+ * (cost.c).
  *
  * Over budget, the sample rate comes down first (it is what costs), then
  * the top-N; with room to spare (below half the budget) they go back up,
- * top-N first, a step per check (once a second, loop.c); a change of top-N
+ * top-N first, a step per check (once a second, cost.c); a change of top-N
  * waits for the selection that uses it before the next.
  *
  * The breaker stops all requests when the node is in trouble (a request

@@ -8,7 +8,6 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
-#include <sys/types.h>
 
 #include "fp/log.h"
 #include "fp/node.h"
@@ -361,6 +360,6 @@ fpd_breaker_close(struct fpd_breaker *br, uint64_t now_us);
 void
 fpd_breaker_calm(struct fpd_breaker *br, uint64_t now_us, uint64_t calm_us);
 
-/* loop.c */
+/* run.c: one run of the daemon; its exit code (enum fpd_exit) */
 int
 fpd_run(const struct fpd_options *opts, const char *cookie);

@@ -1,6 +1,6 @@
 /*
  * flame_profd — unit tests: the daemon's log, its warnings rate-limited
- * by kind. log.c is included whole, so that the clock can be injected
+ * by kind. daemon-log.c is included whole, so that the clock can be injected
  * through its static functions.
  */
 #include <stdarg.h>
@@ -11,7 +11,7 @@
 
 #include "fp-test.h"
 
-#include "log.c"
+#include "daemon-log.c"
 
 #define S 1000000ull
 

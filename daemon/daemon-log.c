@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "flame_profd.h"
+#include "util-mem.h"
 
 #define LIMIT_US 10000000u	/* one warning per kind per 10 s */
 #define LIMIT_KINDS 64
@@ -241,7 +242,7 @@ fpd_log_open(const char *path, int verbosity, mode_t mode)
 	fp_log_set_handler(library_handler, log_threshold);
 	if (!path)
 		return 0;
-	log_path = strdup(path);
+	log_path = xstrdup(path);
 	log_mode = mode;
 	log_stream = open_log(path, mode, &log_created);
 	if (!log_stream)

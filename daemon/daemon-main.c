@@ -1,0 +1,159 @@
+/*
+ * flame_profd — main(): the command line (options.c), the cookie,
+ * the log, then one run (run.c).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "flame_profd.h"
+#include "options.h"
+
+#define MAX_COOKIE 255
+#define COOKIE_PATH_MAX 4096
+#define COOKIE_ENV "FLAME_PROFD_COOKIE"
+
+/*
+ * Read the cookie like erl does: the whole file, trailing white space
+ * dropped, and refuse a file others can read.
+ */
+static int
+read_cookie(const struct fpd_options *o, char *cookie, size_t size)
+{
+	char path[COOKIE_PATH_MAX];
+	const char *env = getenv(COOKIE_ENV);
+	struct stat st;
+	ssize_t n;
+	int fd;
+
+	if (env) {
+		size_t len = strlen(env);
+		bool use = !o->cookie_file_set && *env;
+		char *entry = NULL;
+
+		if (use && len < size)
+			snprintf(cookie, size, "%s", env);
+		/* Not in our environment any longer (/proc/PID/environ), also
+		 * when --cookie-file wins or the value is refused: the whole
+		 * "NAME=VALUE" string goes, once out of environ. */
+		for (char **e = environ; *e && !entry; e++) {
+			if (strncmp(*e, COOKIE_ENV "=", sizeof(COOKIE_ENV)) == 0)
+				entry = *e;
+		}
+		unsetenv(COOKIE_ENV);
+		if (entry)
+			explicit_bzero(entry, strlen(entry));
+		if (use && len >= size) {
+			fprintf(stderr, "flame_profd: error: FLAME_PROFD_COOKIE is longer than %zu bytes\n",
+				size - 1);
+			return FPD_EXIT_NOINPUT;
+		}
+		if (use)
+			return 0;
+	}
+	if (o->cookie_file_set) {
+		snprintf(path, sizeof(path), "%s", o->cookie_file);
+	} else {
+		const char *home = getenv("HOME");
+
+		if (!home || !*home) {
+			struct passwd *pw = getpwuid(getuid());
+
+			home = pw ? pw->pw_dir : "/";
+		}
+		snprintf(path, sizeof(path), "%s/.erlang.cookie", home);
+	}
+
+	/* O_NONBLOCK: a FIFO without a writer would block the open for
+	 * ever; it is refused below like any file that is not regular. */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	if (fd < 0) {
+		fprintf(stderr, "flame_profd: error: cannot read cookie file %s: %s\n",
+			path, strerror(errno));
+		return FPD_EXIT_NOINPUT;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		fprintf(stderr, "flame_profd: error: cookie file %s is not a regular file\n",
+			path);
+		close(fd);
+		return FPD_EXIT_NOINPUT;
+	}
+	if (st.st_mode & 077) {
+		fprintf(stderr, "flame_profd: error: cookie file %s must be accessible by its owner only (chmod 400)\n",
+			path);
+		close(fd);
+		return FPD_EXIT_NOINPUT;
+	}
+	n = read(fd, cookie, size - 1);
+	close(fd);
+	if (n < 0) {
+		fprintf(stderr, "flame_profd: error: cannot read cookie file %s: %s\n",
+			path, strerror(errno));
+		return FPD_EXIT_NOINPUT;
+	}
+	if ((size_t)n == size - 1) {
+		fprintf(stderr, "flame_profd: error: cookie file %s holds more than %zu bytes\n",
+			path, size - 2);
+		return FPD_EXIT_NOINPUT;
+	}
+	while (n > 0 && (cookie[n - 1] == '\n' || cookie[n - 1] == '\r' ||
+			 cookie[n - 1] == ' ' || cookie[n - 1] == '\t'))
+		n--;
+	cookie[n] = '\0';
+	if (n == 0) {
+		fprintf(stderr, "flame_profd: error: cookie file %s is empty\n", path);
+		return FPD_EXIT_NOINPUT;
+	}
+	return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+	struct fpd_options opts;
+	char cookie[MAX_COOKIE + 2];
+	int rc;
+
+	/* The cookie is in memory: no core dumps, no ptrace by the same
+	 * user (PR_SET_DUMPABLE also makes /proc/PID/mem root-only). */
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	signal(SIGPIPE, SIG_IGN);
+	/* A file-size limit shows as EFBIG on write, handled like ENOSPC. */
+	signal(SIGXFSZ, SIG_IGN);
+
+	rc = fpd_options_parse(argc, argv, &opts);
+	if (rc)
+		goto out;
+	rc = read_cookie(&opts, cookie, sizeof(cookie));
+	if (rc)
+		goto out;
+	if (fpd_log_open(opts.log_file, opts.verbosity, opts.file_mode) < 0) {
+		fprintf(stderr, "flame_profd: error: cannot open log file %s: %s\n",
+			opts.log_file, strerror(errno));
+		rc = FPD_EXIT_CANTCREAT;
+		goto out;
+	}
+	if (opts.user && fpd_log_chown(opts.uid, opts.gid, opts.user) < 0) {
+		fprintf(stderr, "flame_profd: error: cannot hand log file %s to user %s: %s\n",
+			opts.log_file, opts.user, strerror(errno));
+		fpd_log_close();
+		rc = FPD_EXIT_CANTCREAT;
+		goto out;
+	}
+
+	rc = fpd_run(&opts, cookie);
+	fpd_log_close();
+out:
+	explicit_bzero(cookie, sizeof(cookie));
+	fpd_options_release(&opts);
+	return rc;
+}

@@ -1,0 +1,384 @@
+/*
+ * flame_profd — the command line.
+ *
+ * One table (options[]) gives every option's long and short name, its
+ * argument, its parser and its lines of --help, in the order --help lists
+ * them; getopt_long's table, its short-option string and the --help text
+ * are all made from it, so an option cannot be parsed without being
+ * documented or documented without being parsed.
+ */
+#include "config.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "options.h"
+#include "options-parse.h"
+#include "util-mem.h"
+#include "fp/node.h"
+
+/* getopt_long's value for a long-only option: its index in options[]. */
+#define LONG_ONLY 256
+
+struct option_spec {
+	const char *name;	/* NULL: a line of --help between options */
+	int short_name;		/* 0: none */
+	int has_arg;		/* no_argument or required_argument */
+	/* 0, or an exit code with the reason on stderr */
+	int (*parse)(struct fpd_options *o, const char *arg);
+	const char *help;	/* its lines of --help */
+};
+
+static int
+parse_help(struct fpd_options *o, const char *arg)
+{
+	(void)o;
+	(void)arg;
+	fpd_options_usage(stdout);
+	exit(FPD_EXIT_OK);
+}
+
+static int
+parse_version(struct fpd_options *o, const char *arg)
+{
+	(void)o;
+	(void)arg;
+	printf("flame_profd %s\n", FP_VERSION);
+	exit(FPD_EXIT_OK);
+}
+
+static const struct option_spec options[] = {
+	{ .help = "\n" },
+	{ .help = "Target:\n" },
+	{ "node", 'n', required_argument, fpd_option_node,
+	  "  -n, --node NAME@HOST      node to profile (short or long name; required)\n" },
+	{ "cookie-file", 'c', required_argument, fpd_option_cookie_file,
+	  "  -c, --cookie-file PATH    file holding the node's cookie; the default is\n"
+	  "                            $FLAME_PROFD_COOKIE if set, else ~/.erlang.cookie.\n"
+	  "                            The file must be readable by its owner only.\n" },
+	{ "timeout", 0, required_argument, fpd_option_timeout,
+	  "      --timeout DUR         give up on a request after DUR (default 5s)\n" },
+	{ "connect", 0, required_argument, fpd_option_connect,
+	  "      --connect HOST:PORT   connect there instead of asking epmd for the node's\n"
+	  "                            port (e.g. a local TLS tunnel to the node)\n" },
+	{ .help = "\n" },
+	{ .help = "Selection:\n" },
+	{ "top", 't', required_argument, fpd_option_top,
+	  "  -t, --top N               sample the N processes with the most reductions\n"
+	  "                            since the previous selection (default 100; 0: none).\n"
+	  "                            With --pid/--name and no --top, only those.\n" },
+	{ "every", 'e', required_argument, fpd_option_every,
+	  "  -e, --every DUR           select again every DUR (default 5s)\n" },
+	{ "pid", 'p', required_argument, fpd_option_pid,
+	  "  -p, --pid PID             always sample PID, '<0.123.0>' or 0.123.0, or as\n"
+	  "                            rabbitmqctl and observer print a pid of the node,\n"
+	  "                            '<app@host.Creation.123.0>' (repeatable)\n" },
+	{ "name", 'N', required_argument, fpd_option_name,
+	  "  -N, --name NAME           always sample the process registered as NAME:\n"
+	  "                            an atom (foo, :foo) or an Elixir alias\n"
+	  "                            (MyApp.Counter for 'Elixir.MyApp.Counter');\n"
+	  "                            repeatable\n" },
+	{ "scan-max", 0, required_argument, fpd_option_scan_max,
+	  "      --scan-max N          read the reductions of at most N processes per\n"
+	  "                            selection (default 50000); bigger nodes are covered\n"
+	  "                            by a moving window, the current selection always\n"
+	  "                            re-read\n" },
+	{ "min-reductions", 0, required_argument, fpd_option_min_reductions,
+	  "      --min-reductions N    --top picks no process that did fewer than N\n"
+	  "                            reductions a second (default 500; 0: any that did\n"
+	  "                            some)\n" },
+	{ .help = "\n" },
+	{ .help = "Sampling:\n" },
+	{ "rate", 'r', required_argument, fpd_option_rate,
+	  "  -r, --rate HZ             samples per second per process (default 10), spread\n"
+	  "                            evenly over the second\n" },
+	{ "backtrace-depth", 0, required_argument, fpd_option_backtrace_depth,
+	  "      --backtrace-depth N   frames per stack (default 64; the node's\n"
+	  "                            backtrace_depth flag is raised while any\n"
+	  "                            flame_profd runs, and put back by the node itself\n"
+	  "                            when the last has gone, also after SIGKILL)\n" },
+	{ "lines", 0, no_argument, fpd_option_lines,
+	  "      --lines               put source line numbers in frame names (NAME:LINE)\n" },
+	{ "erlang-names", 0, no_argument, fpd_option_erlang_names,
+	  "      --erlang-names        write frames of Elixir modules as Erlang does\n"
+	  "                            ('Elixir.Foo':bar/1, '-bar/1-fun-0-'/1) instead of\n"
+	  "                            as Elixir does (Foo.bar/1, anonymous fn/1 in\n"
+	  "                            Foo.bar/1), keeping the index of anonymous fns\n" },
+	{ "key", 0, required_argument, fpd_option_key,
+	  "      --key NAME            record the process dictionary's value under the\n"
+	  "                            atom NAME with each sample (key.NAME: TEXT),\n"
+	  "                            read alone ({dictionary, NAME}, OTP 26.2 and\n"
+	  "                            later), never by copying the dictionary;\n"
+	  "                            repeatable\n" },
+	{ "logger-key", 0, required_argument, fpd_option_logger_key,
+	  "      --logger-key NAME     record key NAME of the process's Logger metadata\n"
+	  "                            (Logger.metadata/1, logger:set_process_metadata/1)\n"
+	  "                            the same way, e.g. request_id; repeatable. The\n"
+	  "                            metadata map is copied, the rest of the\n"
+	  "                            dictionary is not\n" },
+	{ "callers", 0, no_argument, fpd_option_callers,
+	  "      --callers             record '$callers' (the processes that started a\n"
+	  "                            Task, newest first) with each sample\n"
+	  "                            The process label (proc_lib:set_label/1,\n"
+	  "                            Process.set_label/1) is recorded wherever the node\n"
+	  "                            has one. On a node that cannot read one key\n"
+	  "                            (before OTP 26.2) keys and callers are not\n"
+	  "                            recorded: a warning at each connect says so\n" },
+	{ "max-overhead", 0, required_argument, fpd_option_max_overhead,
+	  "      --max-overhead PCT    cost budget: node-side work of flame_profd's\n"
+	  "                            requests as a share of the node's schedulers\n"
+	  "                            (default 5), and its own CPU when the node is\n"
+	  "                            on this host, checked once a second;\n"
+	  "                            over it the rate, then the top-N, come down;\n"
+	  "                            0 turns the budget off\n" },
+	{ "request", 0, required_argument, fpd_option_request,
+	  "      --request rex|eval|helper\n"
+	  "                            how samples are asked for: rex (default) is an\n"
+	  "                            rpc per batch to stock functions, nothing left\n"
+	  "                            running on the node; eval starts 3 sampling\n"
+	  "                            processes from a fun the node's erl_eval\n"
+	  "                            interprets (no module loaded), linked to the\n"
+	  "                            connection: less node time per sample; helper\n"
+	  "                            LOADS A MODULE onto the node for the connection:\n"
+	  "                            one process samples on the node's timer and sends\n"
+	  "                            4 batches a second (a half to a third of rex's\n"
+	  "                            node time on a node with time to spare, the same\n"
+	  "                            on a saturated one); it unloads itself when\n"
+	  "                            flame_profd stops or the connection goes\n" },
+	{ "no-idle-reuse", 0, no_argument, fpd_option_no_idle_reuse,
+	  "      --no-idle-reuse       ask every process for its stack at every sample;\n"
+	  "                            by default a process that has not run since its\n"
+	  "                            last sample is only probed (no signal, never\n"
+	  "                            scheduled to answer) and that sample's stack and\n"
+	  "                            memory figures, which cannot have changed, reused\n" },
+	{ "breaker-run-queue", 0, required_argument, fpd_option_breaker_run_queue,
+	  "      --breaker-run-queue N pause sampling while the node's run queues hold more\n"
+	  "                            than N processes (default 50 per scheduler); a\n"
+	  "                            request timeout pauses it too; probes to resume\n" },
+	{ .help = "\n" },
+	{ .help = "Output:\n" },
+	{ "out", 'o', required_argument, fpd_option_out,
+	  "  -o, --out DIR             write under DIR/<node>/ (default .)\n" },
+	{ "rotate", 'R', required_argument, fpd_option_rotate,
+	  "  -R, --rotate DUR          start a new file every DUR (default 2m)\n" },
+	{ "rotate-size", 0, required_argument, fpd_option_rotate_size,
+	  "      --rotate-size SIZE    ... or when the file reaches SIZE on disk (64M, 1G)\n" },
+	{ "compress", 0, required_argument, fpd_option_compress,
+	  "      --compress KIND       zstd (default), gzip or none, while writing\n" },
+	{ "compress-level", 0, required_argument, fpd_option_compress_level,
+	  "      --compress-level N    zstd 1-19 (default 3), gzip 1-9 (default 6)\n" },
+	{ "keep-files", 0, required_argument, fpd_option_keep_files,
+	  "      --keep-files N        after each rotation keep the newest N files,\n" },
+	{ "keep-bytes", 0, required_argument, fpd_option_keep_bytes,
+	  "      --keep-bytes SIZE     ... at most SIZE of files,\n" },
+	{ "keep-age", 0, required_argument, fpd_option_keep_age,
+	  "      --keep-age DUR        ... no file older than DUR (any combination;\n"
+	  "                            only flame_profd's own finished files are deleted)\n" },
+	{ "duration", 'd', required_argument, fpd_option_duration,
+	  "  -d, --duration DUR        stop after DUR, leaving complete files (default: run\n"
+	  "                            until SIGINT/SIGTERM)\n" },
+	{ "file-mode", 0, required_argument, fpd_option_file_mode,
+	  "      --file-mode MODE      mode of output files (default 0640)\n" },
+	{ "dir-mode", 0, required_argument, fpd_option_dir_mode,
+	  "      --dir-mode MODE       mode of output directories (default 0750)\n" },
+	{ "user", 0, required_argument, fpd_option_user,
+	  "      --user NAME           when started as root: drop to NAME once the cookie\n"
+	  "                            is read and the output directory is ready\n" },
+	{ "log-file", 0, required_argument, fpd_option_log_file,
+	  "      --log-file PATH       log there instead of stderr (SIGHUP reopens it)\n" },
+	{ "verbose", 'v', no_argument, fpd_option_verbose,
+	  "  -v, --verbose             more log output\n" },
+	{ "quiet", 'q', no_argument, fpd_option_quiet,
+	  "  -q, --quiet               warnings and errors only\n" },
+	{ "help", 'h', no_argument, parse_help,
+	  "  -h, --help                this text\n" },
+	{ "version", 'V', no_argument, parse_version,
+	  "  -V, --version             print the version\n" },
+};
+
+#define NOPTIONS (sizeof(options) / sizeof(options[0]))
+
+static const char usage_head[] =
+"Usage: flame_profd --node NAME@HOST [OPTION]...\n"
+"Sample the Erlang stacks and process metrics of a running node from outside\n"
+"(a hidden C node; nothing is loaded onto the node) and write Linux perf-script\n"
+"files for Flamescope.\n";
+
+static const char usage_tail[] =
+"\n"
+"DUR is a number with a unit: 500ms, 5s, 2m, 1h, 7d (a bare number is seconds).\n"
+"SIZE is a number with K, M, G or T (powers of 1024; a bare number is bytes).\n"
+"\n"
+"Signals: SIGINT/SIGTERM finish the sample in flight and the current file, put\n"
+"the node's backtrace_depth back and exit 0 (a second SIGINT exits at once);\n"
+"SIGUSR1 starts a new file; SIGHUP reopens the log file.\n"
+"\n"
+"Exit status:\n"
+"   0  finished (--duration over, or stopped by SIGINT/SIGTERM)\n"
+"  64  bad command line: unknown flag, bad value, bad node name\n"
+"  65  a --duration run took no sample at all\n"
+"  66  cookie file missing, unreadable, empty, readable by others or not a\n"
+"      regular file (a FIFO, a device)\n"
+"  69  node unreachable: host unknown, no epmd, node not registered; or a\n"
+"      --duration run lost the node and had not regained it at the end\n"
+"  70  internal error, the node answered with nonsense, or it would not\n"
+"      load the --request helper module\n"
+"  73  output directory cannot be created or written\n"
+"  74  I/O error while writing output\n"
+"  75  another flame_profd is writing to the same output directory\n"
+"  77  the node refused the connection (wrong cookie, or short vs long names)\n";
+
+void
+fpd_options_usage(FILE *f)
+{
+	fputs(usage_head, f);
+	for (size_t i = 0; i < NOPTIONS; i++)
+		fputs(options[i].help, f);
+	fputs(usage_tail, f);
+}
+
+static void
+set_defaults(struct fpd_options *o)
+{
+	*o = (struct fpd_options){
+		.top = 100,
+		.scan_max = 50000,
+		.min_reductions = 500,
+		.every_us = 5000000,
+		.rate = 10,
+		.out_dir = ".",
+		.rotate_us = 120000000,
+		.compress = FPD_COMPRESS_ZSTD,
+		.compress_level = -1,
+		.file_mode = 0640,
+		.dir_mode = 0750,
+		.max_overhead = 5.0,
+		.idle_reuse = true,
+		.backtrace_depth = 64,
+		.timeout_us = 5000000,
+	};
+}
+
+/* getopt_long's view of the table: long options whose value is the short
+ * name or LONG_ONLY + the index, and the short-option string. */
+static void
+getopt_tables(struct option *longopts, char *shortopts)
+{
+	size_t n = 0;
+	char *s = shortopts;
+
+	*s++ = ':';	/* a missing value is ':', not '?' */
+	for (size_t i = 0; i < NOPTIONS; i++) {
+		const struct option_spec *spec = &options[i];
+
+		if (!spec->name)
+			continue;
+		longopts[n++] = (struct option){
+			.name = spec->name,
+			.has_arg = spec->has_arg,
+			.val = spec->short_name ? spec->short_name :
+						  LONG_ONLY + (int)i,
+		};
+		if (spec->short_name) {
+			*s++ = (char)spec->short_name;
+			if (spec->has_arg == required_argument)
+				*s++ = ':';
+		}
+	}
+	longopts[n] = (struct option){ 0 };
+	*s = '\0';
+}
+
+static const struct option_spec *
+spec_of(int c)
+{
+	if (c >= LONG_ONLY && (size_t)(c - LONG_ONLY) < NOPTIONS)
+		return &options[c - LONG_ONLY];
+	for (size_t i = 0; i < NOPTIONS; i++) {
+		if (options[i].name && options[i].short_name == c)
+			return &options[i];
+	}
+	return NULL;
+}
+
+/* What the options say together, once all are read. */
+static int
+check_together(struct fpd_options *o)
+{
+	const char *why;
+
+	if (!o->node) {
+		fprintf(stderr, "flame_profd: error: --node NAME@HOST is required (see --help)\n");
+		return FPD_EXIT_USAGE;
+	}
+	if (fp_node_name_check(o->node, &why) < 0)
+		return fpd_option_bad_value("--node", o->node, why);
+	if (o->compress_level < 0)
+		o->compress_level = o->compress == FPD_COMPRESS_GZIP ?
+				    GZIP_LEVEL_DEFAULT : ZSTD_LEVEL_DEFAULT;
+	if (o->compress == FPD_COMPRESS_GZIP && o->compress_level > GZIP_LEVEL_MAX)
+		return fpd_option_bad_value("--compress-level", "gzip",
+				 "gzip levels go from 1 to 9");
+	o->key_names = xzalloc((o->nkeys + o->nlogger_keys + 1) *
+			       sizeof(*o->key_names));
+	for (size_t i = 0; i < o->nkeys; i++)
+		o->key_names[i] = o->keys[i];
+	for (size_t i = 0; i < o->nlogger_keys; i++)
+		o->key_names[o->nkeys + i] = o->logger_keys[i];
+	if ((o->npids || o->nnames) && !o->top_set)
+		o->top = 0;
+	if (o->top == 0 && !o->npids && !o->nnames) {
+		fprintf(stderr, "flame_profd: error: nothing to sample: --top 0 and no --pid or --name\n");
+		return FPD_EXIT_USAGE;
+	}
+	return 0;
+}
+
+int
+fpd_options_parse(int argc, char **argv, struct fpd_options *o)
+{
+	struct option longopts[NOPTIONS + 1];
+	char shortopts[2 * NOPTIONS + 2];
+	int c, rc;
+
+	set_defaults(o);
+	getopt_tables(longopts, shortopts);
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
+		const struct option_spec *spec = spec_of(c);
+
+		if (c == ':') {
+			fprintf(stderr, "flame_profd: error: %s needs a value (see --help)\n",
+				argv[optind - 1]);
+			return FPD_EXIT_USAGE;
+		}
+		if (!spec) {
+			fprintf(stderr, "flame_profd: error: unknown option '%s' (see --help)\n",
+				argv[optind - 1]);
+			return FPD_EXIT_USAGE;
+		}
+		rc = spec->parse(o, optarg);
+		if (rc)
+			return rc;
+	}
+	if (optind < argc) {
+		fprintf(stderr, "flame_profd: error: unexpected argument '%s' (see --help)\n",
+			argv[optind]);
+		return FPD_EXIT_USAGE;
+	}
+	return check_together(o);
+}
+
+void
+fpd_options_release(struct fpd_options *o)
+{
+	free(o->pids);
+	free(o->names);
+	free(o->keys);
+	free(o->logger_keys);
+	free(o->key_names);
+	free(o->connect_host);
+}

@@ -1,0 +1,217 @@
+/*
+ * flame_profd — a node session's connect: the handshake, what the node
+ * offers, the --pid targets checked, the janitor attached, and how a
+ * failed connect is told; leaving the janitor at the end.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "session-int.h"
+
+/* The breaker trips when the run queues pass this many per scheduler
+ * (--breaker-run-queue overrides it). */
+#define RUNQ_PER_SCHEDULER 50
+
+/* ---- connection ------------------------------------------------------- */
+
+static int
+connect_error_exit(struct fpd_session *s, int rc)
+{
+	const char *node = s->o->node;
+
+	switch (rc) {
+	case -EHOSTUNREACH:
+		fprintf(stderr, "flame_profd: error: cannot resolve the host of %s\n", node);
+		return FPD_EXIT_UNAVAILABLE;
+	case -ECONNREFUSED:
+		fprintf(stderr, "flame_profd: error: cannot reach %s: no epmd answers on its host (is the node running?)\n",
+			node);
+		return FPD_EXIT_UNAVAILABLE;
+	case -ENOENT:
+		fprintf(stderr, "flame_profd: error: cannot reach %s: epmd on its host does not know that node name (is it running? is the name right?)\n",
+			node);
+		return FPD_EXIT_UNAVAILABLE;
+	case -ETIMEDOUT:
+		fprintf(stderr, "flame_profd: error: cannot reach %s: timed out\n", node);
+		return FPD_EXIT_UNAVAILABLE;
+	case -EACCES:
+		fprintf(stderr, "flame_profd: error: %s refused the connection: wrong cookie? (or the node uses %s names)\n",
+			node, strchr(strchr(node, '@'), '.') ? "short" : "long");
+		return FPD_EXIT_NOPERM;
+	case -EPROTO:
+		fprintf(stderr, "flame_profd: error: %s answered the setup calls with something unexpected\n",
+			node);
+		return FPD_EXIT_SOFTWARE;
+	default:
+		fprintf(stderr, "flame_profd: error: cannot connect to %s: %s\n",
+			node, strerror(-rc));
+		return FPD_EXIT_UNAVAILABLE;
+	}
+}
+
+static const char *
+connect_error_text(int rc)
+{
+	switch (rc) {
+	case -ECONNREFUSED: return "no epmd";
+	case -ENOENT: return "node not registered with epmd";
+	case -EACCES: return "connection refused by the node (cookie?)";
+	case -ETIMEDOUT: return "timed out";
+	default: return strerror(-rc);
+	}
+}
+
+static bool
+asks_keys(const struct fpd_options *o)
+{
+	return o->nkeys || o->nlogger_keys || o->callers;
+}
+
+/* what --key, --logger-key and --callers get on this connection */
+static const char *
+keys_state(const struct fpd_session *s)
+{
+	if (!asks_keys(s->o))
+		return "none";
+	return fp_node_records_keys(s->node) ? "yes" : "unavailable";
+}
+
+/* What the node was found to offer: probed, never guessed. */
+static void
+say_connected(struct fpd_session *s)
+{
+	struct fp_node *node = s->node;
+	const char *name = fp_node_name(node), *otp = fp_node_otp_release(node);
+	const char *dict = fp_node_reads_dict_keys(node) ? "yes" : "no";
+	const char *request = fpd_request_name(fp_node_request_path(node));
+	const char *labels = fpd_label_source_name(fp_node_label_source(node));
+
+	fpd_note(&s->notes, "connected to %s (OTP %s%s)", s->o->node, otp,
+		 fp_node_is_local(node) ? ", on this host" : "");
+	fpd_note(&s->notes, "node: name=%s otp=%s dictionary_keys=%s request=%s labels=%s keys=%s",
+		 name, otp, dict, request, labels, keys_state(s));
+	fpd_debug("node: name=%s otp=%s dictionary_keys=%s request=%s labels=%s keys=%s",
+		  name, otp, dict, request, labels, keys_state(s));
+	if (asks_keys(s->o) && !fp_node_records_keys(node))
+		fpd_warn("%s (OTP %s) cannot read one key of a process dictionary (OTP 26.2 and later can): --key, --logger-key and --callers record nothing on this connection",
+			 s->o->node, otp);
+}
+
+/* The janitor holds backtrace_depth raised while we are connected. */
+static void
+attach_janitor(struct fpd_session *s)
+{
+	unsigned orig, depth;
+	int rc;
+
+	rc = fp_node_depth_attach(s->node, s->o->backtrace_depth, &orig, &depth,
+				  timeout_ms(s));
+	if (rc == 0)
+		fpd_debug("backtrace_depth %u (the node's own: %u), held by the node's janitor",
+			  depth, orig);
+	else
+		fpd_warn("cannot raise backtrace_depth on %s (%s): stacks stay at the node's depth",
+			 s->o->node, strerror(-rc));
+}
+
+int
+fpd_session_connect(struct fpd_session *s, uint64_t now)
+{
+	int rc;
+
+	rc = fp_node_connect(s->node, timeout_ms(s));
+	/* stopped while connecting: given up, or done after the stop was
+	 * asked; then closed before anything is set on the node */
+	if (rc == -ECANCELED)
+		return 0;
+	if (rc == 0 && s->run->stopping) {
+		fp_node_disconnect(s->node);
+		return 0;
+	}
+	if (rc < 0) {
+		if (!s->ever_connected)
+			return connect_error_exit(s, rc);
+		if (s->backoff_us >= BACKOFF_MAX_US / 2 || fp_log_enabled(FP_LOG_DEBUG))
+			fpd_info("reconnect to %s failed: %s", s->o->node,
+				 connect_error_text(rc));
+		s->backoff_us = s->backoff_us * 2 > BACKOFF_MAX_US ?
+				BACKOFF_MAX_US : s->backoff_us * 2;
+		s->reconnect_at = now + s->backoff_us;
+		return 0;
+	}
+
+	s->connected = true;
+	fpd_cost_set_node(&s->cost, fp_node_request_path(s->node),
+			  fp_node_schedulers(s->node), fp_node_is_local(s->node));
+	fpd_cost_window_start(&s->cost, now, fpd_cpu_us());
+	if (strcmp(fp_node_name(s->node), s->o->node) != 0 && !s->ever_connected)
+		fpd_info("%s answers as %s: carrying on under that name",
+			 s->o->node, fp_node_name(s->node));
+	fpd_info("%s to %s (OTP %s%s) as %s",
+		 s->ever_connected ? "reconnected" : "connected",
+		 s->o->node, fp_node_otp_release(s->node),
+		 fp_node_is_local(s->node) ? ", on this host" : "",
+		 fp_node_self_name(s->node));
+
+	attach_janitor(s);
+	rc = fpd_targets_check_pins(s, timeout_ms(s));
+	if (rc)
+		return rc;
+	if (fp_node_fd(s->node) < 0) {
+		/* a wait given up for a stop closed the connection; the
+		 * janitor puts back what it set */
+		s->connected = false;
+		fpd_cost_set_node(&s->cost, fp_node_request_path(s->node), 0, false);
+		return 0;
+	}
+
+	rc = fp_node_scan_prepare(s->node, timeout_ms(s));
+	if (rc < 0)
+		fpd_warn("cannot prepare the selection scan on %s (%s): only pinned processes are sampled",
+			 s->o->node, strerror(-rc));
+	else
+		fpd_debug("selection scan: %s", fp_node_scan_iterates(s->node) ?
+			  "erlang:processes_iterator/0" : "lists:sublist(erlang:processes(), ...)");
+
+	s->ever_connected = true;
+	s->t.scans_done = s->t.scan_skips = 0;
+	fp_select_reset(s->select);
+	fp_sampler_reset(s->sampler);
+	s->t.ntop = 0;
+	s->sm.owed = 0;
+	s->sm.last_tick_mono = 0;
+	fpd_sampling_rebuild(s);
+	s->t.next_select_mono = now;
+	fpd_output_set_otp_release(s->out, fp_node_otp_release(s->node));
+	s->runq_limit = s->o->breaker_run_queue ? s->o->breaker_run_queue :
+			RUNQ_PER_SCHEDULER * fp_node_schedulers(s->node);
+	say_connected(s);
+	if (helper_mode(s)) {
+		fpd_note(&s->notes, "helper module %s loaded on %s",
+			 fp_node_helper_module(s->node), s->o->node);
+		request_sent(&s->h.req_batch, fp_node_helper_id(s->node), now);
+		s->h.told = false;
+		fpd_helper_sync(s);
+	}
+	return 0;
+}
+
+/* Leave the janitor now rather than when the connection closes, so that
+ * the flag is back before we exit. */
+void
+fpd_session_restore_node(struct fpd_session *s)
+{
+	unsigned orig, depth;
+	int rc;
+
+	if (!s->connected)
+		return;
+	rc = fp_node_depth_detach(s->node, &orig, &depth, timeout_ms(s));
+	if (rc == 0)
+		fpd_debug("backtrace_depth now %u (the node's own: %u)", depth, orig);
+	else if (rc != -ENOENT)
+		fpd_warn("could not leave the janitor on %s (%s): the node puts backtrace_depth back when the connection closes",
+			 s->o->node, strerror(-rc));
+}
+

@@ -1,0 +1,333 @@
+/*
+ * flame_profd — a node session's state, shared by its files: session.c
+ * (connection, replies, timeouts, the breaker's probes),
+ * session-targets.c (selection, --pid, --name, initial calls) and
+ * session-sampling.c (the sample set, its slots and the helper).
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <errno.h>
+#include <string.h>
+
+#include "flame_profd.h"
+#include "cost.h"
+#include "notes.h"
+#include "report.h"
+#include "session.h"
+#include "fp/node.h"
+#include "fp/perf-script.h"
+#include "fp/sample.h"
+#include "fp/select.h"
+
+/* Sample requests in flight at once: on a busy node a request waits for
+ * the sampled processes to be scheduled, and one at a time would cap the
+ * rate at batch/rtt. Each takes other pids, so no process is in two. */
+#define MAX_INFLIGHT 3
+
+/*
+ * A request that timed out is late: forgotten by whoever waits for it,
+ * but not sent again until its reply has come (and is dropped) or the
+ * connection has gone -- the node may still be working on it, and a
+ * second copy would double that work (a scan that outlasts the timeout
+ * would be run again and again). A reply can also be lost for good (the
+ * node's rex restarted, or answered something that is no reply): a
+ * request late for LATE_ABANDON timeouts is given up, since no work of
+ * ours runs that long on a node that answers the rest.
+ */
+#define LATE_ABANDON 10
+
+/* Reconnects wait this long after a loss, doubled after each failure. */
+#define BACKOFF_MIN_US 500000u
+#define BACKOFF_MAX_US 30000000u
+struct request {
+	bool active;			/* sent, no reply yet */
+	bool late;			/* ... and timed out */
+	uint64_t id;
+	uint64_t sent_mono;
+	uint64_t counted_mono;		/* when its last timeout was counted */
+};
+
+/* The --pid and --name targets, as the node resolves them, the last
+ * selection, and the requests that keep them current; each change of a
+ * target's state is said once. */
+struct targets {
+	struct request req_scan, req_whereis, req_init, req_alive;
+	uint64_t next_select_mono;
+	uint64_t next_ic_mono;		/* initial calls looked for */
+	uint64_t select_started_mono;
+	unsigned scans_done;		/* on this connection */
+	unsigned scan_skips;		/* in a row, over budget */
+	struct fp_pid *pinned;		/* --pid i */
+	enum fp_pid_state *pin_state;	/* ... what the node says of it, then
+					 * (npids more) what it said before */
+	bool *pin_alive;
+	bool pins_checked;
+	/* the atoms each --name can mean (fp_name_candidates()), asked
+	 * together: name_of[k] is the --name of candidate k */
+	char (*cand)[FP_NAME_MAX];
+	const char **cand_atoms;
+	size_t *name_of, ncand;
+	struct fp_pid *cand_pids;
+	bool *cand_found;
+	struct fp_pid *named;		/* --name i, when registered */
+	size_t *named_as;		/* ... as candidate k */
+	bool *name_found;
+	bool *name_said;		/* name_found[i] as last reported */
+	bool names_checked;
+	struct fp_pid *top;		/* the selection's pick */
+	size_t ntop;
+	struct fp_pid *init_pids;	/* asked for initial calls, or alive */
+	size_t ninit;
+};
+
+struct sample_slot {
+	struct request r;
+	struct fp_pid *pids;
+	size_t *idx;			/* their places in set[] ... */
+	uint64_t gen;			/* ... as of this set generation */
+	enum fp_ask *asks;
+	size_t n;
+};
+
+/* What is sampled, round robin, and the requests that sample it. */
+struct sampling {
+	struct fp_pid *set;
+	size_t nset;
+	size_t cursor;
+	double owed;
+	uint64_t last_tick_mono;
+	struct sample_slot slots[MAX_INFLIGHT];
+	bool *busy;			/* set[i] is in a request in flight */
+	uint64_t set_gen;
+	uint64_t last_stamp_us;		/* timestamps never go backwards */
+};
+
+/* --request helper: the node samples, we take its batches. */
+struct helper {
+	struct request req_batch;	/* active while one is expected */
+	bool stop_sent, done;
+	uint64_t gen;			/* what the helper was last told */
+	double rate;
+	bool paused, told;
+	struct fp_pid *row_pids;
+	enum fp_ask *row_asks;
+	struct fp_pid *forget;
+};
+
+struct fpd_session {
+	struct fpd_source source;
+	const struct fpd_options *o;
+	struct fpd_run_state *run;	/* the loop's */
+	struct fp_node *node;
+	struct fp_select *select;
+	struct fp_sampler *sampler;
+	struct fp_perf_writer *writer;
+	struct fpd_output *out;		/* not owned */
+	struct fpd_notes notes;
+	struct fpd_report report;
+	struct fpd_cost cost;
+
+	bool connected, ever_connected;
+	const char *lost;		/* why the connection was lost, until
+					 * settled (fpd_session_lose()) */
+	uint64_t reconnect_at, backoff_us;
+	unsigned timeouts;		/* in a row, reset by any reply */
+	uint64_t timeout_epoch;		/* requests sent before this counted */
+	struct request req_health;
+	unsigned runq_limit;
+
+	struct targets t;
+	struct sampling sm;
+	struct helper h;
+};
+
+static inline size_t
+set_capacity(const struct fpd_options *o)
+{
+	return o->top + o->npids + o->nnames;
+}
+
+/* --timeout, for the library's waits */
+static inline unsigned
+timeout_ms(const struct fpd_session *s)
+{
+	return (unsigned)(s->o->timeout_us / 1000);
+}
+
+/* Connected, and no loss recorded: requests may be sent. */
+static inline bool
+live(const struct fpd_session *s)
+{
+	return s->connected && !s->lost;
+}
+
+static inline bool
+helper_mode(const struct fpd_session *s)
+{
+	return fp_node_request_path(s->node) == FP_REQUEST_HELPER;
+}
+
+static inline void
+request_sent(struct request *r, uint64_t id, uint64_t now)
+{
+	r->active = true;
+	r->late = false;
+	r->id = id;
+	r->sent_mono = r->counted_mono = now;
+}
+
+/*
+ * Record that the connection is lost: it is torn down when the loop
+ * settles the session (session.c), after the running handler has
+ * returned; until then nothing more is sent (live()). The first reason
+ * is the one told.
+ */
+static inline void
+fpd_session_lose(struct fpd_session *s, const char *why)
+{
+	if (live(s))
+		s->lost = why;
+}
+
+/* A send returned @rc: on failure the connection is lost. */
+static inline void
+fpd_session_check_send(struct fpd_session *s, int rc, const char *what)
+{
+	if (rc == 0)
+		return;
+	fpd_debug("sending %s failed: %s", what, strerror(-rc));
+	fpd_session_lose(s, rc == -ETIMEDOUT ? "send timed out" :
+			 rc == -ECANCELED ? "send given up" : "send failed");
+}
+
+/* A reply to @r: false (dropped, and @r may be sent again) when it is
+ * late. */
+static inline bool
+fpd_request_answered(struct request *r, uint64_t now, const char *what)
+{
+	bool late = r->late;
+
+	r->active = r->late = false;
+	if (late)
+		fpd_debug("late reply to a %s dropped, %.1f s after it was sent",
+			  what, (double)(now - r->sent_mono) / 1e6);
+	return !late;
+}
+
+/* Node time of a timed reply (0: none), counted in the interval. */
+static inline uint64_t
+fpd_session_take_time(struct fpd_session *s, struct fp_reply *reply)
+{
+	uint64_t us;
+
+	if (reply->badrpc || fp_reply_take_time(reply, &us) < 0)
+		return 0;
+	s->report.target_us += us;
+	return us;
+}
+
+/* session.c */
+
+/** Tear down a connection a handler found lost (the source's settle). */
+void
+fpd_session_settle(struct fpd_source *src);
+
+/* session-connect.c */
+
+/** 0 when connected (or to try again later, after the backoff), or an
+ * exit code when giving up for good. */
+int
+fpd_session_connect(struct fpd_session *s, uint64_t now);
+
+/** Leave the janitor now rather than when the connection closes, so
+ * that the flag is back before we exit. */
+void
+fpd_session_restore_node(struct fpd_session *s);
+
+/* session-targets.c */
+void
+fpd_targets_init(struct fpd_session *s);
+
+void
+fpd_targets_release(struct targets *t);
+
+/** On loss of the connection: what was resolved on it is forgotten. */
+void
+fpd_targets_reset(struct fpd_session *s);
+
+int
+fpd_targets_check_pins(struct fpd_session *s, unsigned timeout_ms);
+
+void
+fpd_targets_start_selection(struct fpd_session *s, uint64_t now);
+
+void
+fpd_targets_ask_initial_calls(struct fpd_session *s, uint64_t now);
+
+void
+fpd_targets_on_scan(struct fpd_session *s, struct fp_reply *reply,
+		    uint64_t now);
+
+void
+fpd_targets_on_whereis(struct fpd_session *s, const struct fp_reply *reply);
+
+void
+fpd_targets_on_alive(struct fpd_session *s, const struct fp_reply *reply);
+
+void
+fpd_targets_on_initial_calls(struct fpd_session *s, struct fp_reply *reply);
+
+/** --pid and --name targets being sampled. */
+size_t
+fpd_targets_pinned(const struct fpd_session *s);
+
+/* session-sampling.c */
+void
+fpd_sampling_init(struct fpd_session *s);
+
+void
+fpd_sampling_release(struct fpd_session *s);
+
+/** The set from the targets and the selection; slots in flight keep
+ * their pids. */
+void
+fpd_sampling_rebuild(struct fpd_session *s);
+
+/** On loss of the connection: what was in flight is skipped. */
+void
+fpd_sampling_reset(struct fpd_session *s);
+
+void
+fpd_sampling_tick(struct fpd_session *s, uint64_t now);
+
+struct sample_slot *
+fpd_sampling_slot_of(struct fpd_session *s, uint64_t id);
+
+void
+fpd_sampling_on_sample(struct fpd_session *s, struct sample_slot *slot,
+		       struct fp_reply *reply, uint64_t now);
+
+/** A slot's request timed out: its samples are skipped, its pids kept
+ * busy until the late reply. */
+void
+fpd_sampling_slot_expired(struct fpd_session *s, struct sample_slot *slot);
+
+bool
+fpd_sampling_in_flight(const struct fpd_session *s);
+
+/** Stopping for good: the samples still asked for are skipped. */
+void
+fpd_sampling_abandon(struct fpd_session *s);
+
+void
+fpd_helper_sync(struct fpd_session *s);
+
+void
+fpd_helper_finish(struct fpd_session *s, uint64_t now);
+
+void
+fpd_helper_on_batch(struct fpd_session *s, const struct fp_reply *reply,
+		    uint64_t now);

@@ -1,0 +1,504 @@
+/*
+ * flame_profd — a node session: the loss of its connection, the dispatch
+ * of replies, request timeouts, the circuit breaker's health probes, and
+ * the source the loop sees.
+ *
+ * Nothing here tears the connection down from inside a handler: a handler
+ * records the loss (fpd_session_lose()) and the loop settles it once the
+ * handler has returned (settle()), so every step after a failed send sees
+ * a session that sends nothing more (live()) rather than one gone from
+ * under it.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "session-int.h"
+#include "util-mem.h"
+
+/* A node that answers nothing for this many request timeouts in a row is
+ * treated as gone (a stopped VM keeps its socket open). */
+#define MAX_TIMEOUTS 3
+/* The breaker's pause starts short again after this many --every
+ * without trouble. */
+#define BREAKER_CALM_INTERVALS 6
+
+/* The loss a handler recorded: the file is finished, what was in flight
+ * skipped, and a reconnect planned. */
+void
+fpd_session_settle(struct fpd_source *src)
+{
+	struct fpd_session *s = (struct fpd_session *)src;
+	const char *why = s->lost;
+	uint64_t now;
+
+	if (!why)
+		return;
+	now = fpd_now_mono_us();
+	s->lost = NULL;
+	if (s->run->stopping)
+		fpd_warn("lost connection to %s: %s", s->o->node, why);
+	else
+		fpd_warn("lost connection to %s: %s; reconnecting", s->o->node, why);
+	fpd_note(&s->notes, "lost connection to %s: %s", s->o->node, why);
+	fpd_sampling_reset(s);
+	fpd_output_finish(s->out);
+	fp_node_disconnect(s->node);
+	s->connected = false;
+	fpd_cost_set_node(&s->cost, fp_node_request_path(s->node), 0, false);
+	fpd_targets_reset(s);
+	s->req_health.active = s->req_health.late = false;
+	s->cost.breaker.open = s->cost.breaker.probing = false;
+	s->timeouts = 0;
+	s->backoff_us = BACKOFF_MIN_US;
+	s->reconnect_at = now + s->backoff_us;
+}
+
+/* ---- circuit breaker --------------------------------------------------- */
+
+static void
+trip(struct fpd_session *s, uint64_t now, const char *why)
+{
+	struct fpd_breaker *br = &s->cost.breaker;
+	bool was_open = br->open;
+
+	fpd_breaker_trip(br, now);
+	fpd_warn("circuit breaker %s: %s; sampling paused for %.0f s",
+		 was_open ? "stays open" : "open", why,
+		 (double)br->cooldown_us / 1e6);
+	fpd_note(&s->notes, "circuit breaker %s: %s; sampling paused for %.0f s",
+		 was_open ? "stays open" : "open", why,
+		 (double)br->cooldown_us / 1e6);
+	fpd_output_event(s->out);
+}
+
+static void
+send_health(struct fpd_session *s, uint64_t now)
+{
+	uint64_t id;
+	int rc;
+
+	if (s->req_health.active)
+		return;
+	rc = fp_node_health_request(s->node, &id);
+	if (rc == 0)
+		request_sent(&s->req_health, id, now);
+	fpd_session_check_send(s, rc, "health request");
+}
+
+static void
+on_health(struct fpd_session *s, const struct fp_reply *reply, uint64_t now)
+{
+	struct fpd_breaker *br = &s->cost.breaker;
+	uint64_t rtt = now - s->req_health.sent_mono;
+	int64_t runq = -1;
+	char why[128];
+
+	s->req_health.active = false;
+	fp_node_decode_int(reply, &runq);
+	if (br->probing) {
+		if (runq >= 0 && runq <= (int64_t)s->runq_limit &&
+		    rtt < s->o->timeout_us / 2) {
+			fpd_breaker_close(br, now);
+			fpd_cost_window_start(&s->cost, now, fpd_cpu_us());
+			fpd_info("circuit breaker closed: run queues %lld, probe %.1f ms; sampling resumes",
+				 (long long)runq, (double)rtt / 1000.0);
+			fpd_note(&s->notes, "circuit breaker closed: run queues %lld, probe %.1f ms",
+				 (long long)runq, (double)rtt / 1000.0);
+			s->sm.last_tick_mono = 0;
+			s->sm.owed = 0;
+		} else {
+			snprintf(why, sizeof(why), "probe: run queues %lld, %.1f ms",
+				 (long long)runq, (double)rtt / 1000.0);
+			trip(s, now, why);
+		}
+		return;
+	}
+	if (runq > (int64_t)s->runq_limit) {
+		snprintf(why, sizeof(why), "run queues at %lld (limit %u)",
+			 (long long)runq, s->runq_limit);
+		trip(s, now, why);
+	}
+}
+
+/* ---- replies ------------------------------------------------------------ */
+
+static void
+dispatch(struct fpd_session *s, struct fp_reply *reply, uint64_t now)
+{
+	struct targets *t = &s->t;
+	struct sample_slot *slot = fpd_sampling_slot_of(s, reply->id);
+
+	if (slot && slot->r.late)
+		fpd_request_answered(&slot->r, now, "sample request");
+	else if (slot)
+		fpd_sampling_on_sample(s, slot, reply, now);
+	else if (helper_mode(s) && reply->id == fp_node_helper_id(s->node))
+		fpd_helper_on_batch(s, reply, now);
+	else if (t->req_scan.active && reply->id == t->req_scan.id) {
+		if (fpd_request_answered(&t->req_scan, now, "selection scan"))
+			fpd_targets_on_scan(s, reply, now);
+	} else if (t->req_whereis.active && reply->id == t->req_whereis.id) {
+		if (fpd_request_answered(&t->req_whereis, now, "whereis request"))
+			fpd_targets_on_whereis(s, reply);
+	} else if (t->req_alive.active && reply->id == t->req_alive.id) {
+		if (fpd_request_answered(&t->req_alive, now, "is_process_alive request"))
+			fpd_targets_on_alive(s, reply);
+	} else if (s->req_health.active && reply->id == s->req_health.id) {
+		if (fpd_request_answered(&s->req_health, now, "health probe"))
+			on_health(s, reply, now);
+		else if (s->cost.breaker.probing)
+			send_health(s, now);	/* the probe it was */
+	} else if (t->req_init.active && reply->id == t->req_init.id) {
+		if (fpd_request_answered(&t->req_init, now, "initial_call request"))
+			fpd_targets_on_initial_calls(s, reply);
+	} else {
+		fpd_debug("late reply %llu dropped", (unsigned long long)reply->id);
+	}
+}
+
+static void
+input(struct fpd_source *src)
+{
+	struct fpd_session *s = (struct fpd_session *)src;
+	struct fp_reply reply;
+	uint64_t now;
+	int rc;
+
+	if (!live(s))
+		return;
+	rc = fp_node_receive(s->node, timeout_ms(s), &reply);
+	now = fpd_now_mono_us();
+	if (rc == -ECONNRESET || rc == -ETIMEDOUT || rc == -ECANCELED) {
+		fpd_session_lose(s, rc == -ETIMEDOUT ? "a message stalled halfway" :
+				 rc == -ECANCELED ? "stopped with a message half read" :
+				 "connection closed");
+		return;
+	}
+	if (rc <= 0) {
+		if (rc < 0)
+			fpd_debug("dropped a message: %s", strerror(-rc));
+		return;
+	}
+	s->timeouts = 0;
+	dispatch(s, &reply, now);
+}
+
+/* ---- timeouts ------------------------------------------------------------ */
+
+/*
+ * A request unanswered for --timeout becomes late (struct request); the
+ * helper's batches, which we do not ask for, are simply waited for anew.
+ * A late request still unanswered after another --timeout counts as
+ * another timeout: nothing new is sent to a node that stopped answering,
+ * and it must still be given up on.
+ */
+static void
+expire(struct fpd_session *s, struct request *r, uint64_t now, const char *what)
+{
+	uint64_t since = r->counted_mono;
+	bool again = r->late;
+
+	if (!r->active || now - since < s->o->timeout_us)
+		return;
+	if (again && now - r->sent_mono >= LATE_ABANDON * s->o->timeout_us) {
+		fpd_warn("%s still unanswered after %.1f s: given up", what,
+			 (double)(now - r->sent_mono) / 1e6);
+		r->active = r->late = false;
+		return;
+	}
+	r->counted_mono = now;
+	if (!again && r == &s->h.req_batch) {
+		r->active = false;
+		fpd_warn("%s timed out after %.1f s", what,
+			 (double)(now - r->sent_mono) / 1e6);
+	} else if (!again) {
+		r->late = true;
+		fpd_warn("%s timed out after %.1f s; not sent again until its reply arrives",
+			 what, (double)(now - r->sent_mono) / 1e6);
+	}
+	for (int i = 0; i < MAX_INFLIGHT && !again; i++) {
+		if (r == &s->sm.slots[i].r)
+			fpd_sampling_slot_expired(s, &s->sm.slots[i]);
+	}
+	/* Requests sent before the last counted timeout belong to the same
+	 * stall: one stall, one count, one trip. */
+	if (since < s->timeout_epoch)
+		return;
+	s->timeout_epoch = now;
+	if (++s->timeouts >= MAX_TIMEOUTS) {
+		fpd_session_lose(s, "the node stopped answering");
+		return;
+	}
+	if (again)
+		return;
+	if (r == &s->req_health && s->cost.breaker.probing)
+		trip(s, now, "the probe timed out");
+	else if (!s->cost.breaker.open && r != &s->req_health &&
+		 r != &s->t.req_init && r != &s->t.req_whereis &&
+		 r != &s->t.req_alive)
+		trip(s, now, "a request timed out");
+}
+
+static void
+expire_all(struct fpd_session *s, uint64_t now)
+{
+	struct targets *t = &s->t;
+
+	for (int i = 0; i < MAX_INFLIGHT && live(s); i++)
+		expire(s, &s->sm.slots[i].r, now, "sample request");
+	if (!live(s))
+		return;
+	expire(s, &t->req_scan, now, "selection scan");
+	expire(s, &t->req_whereis, now, "whereis request");
+	expire(s, &t->req_init, now, "initial_call request");
+	expire(s, &t->req_alive, now, "is_process_alive request");
+	expire(s, &s->req_health, now, "health probe");
+	if (helper_mode(s)) {
+		expire(s, &s->h.req_batch, now, "helper batch");
+		if (s->h.stop_sent && !s->h.req_batch.active)
+			s->h.done = true;	/* waited long enough */
+		else if (!s->h.req_batch.active && live(s))
+			request_sent(&s->h.req_batch, fp_node_helper_id(s->node), now);
+	}
+}
+
+/* ---- periodic work ---------------------------------------------------- */
+
+static void
+budget_tick(struct fpd_session *s, uint64_t now)
+{
+	char what[200];
+
+	if (fpd_cost_check(&s->cost, now, s->o->every_us, s->run->stopping,
+			   what, sizeof(what))) {
+		fpd_info("budget: %s", what);
+		fpd_note(&s->notes, "budget: %s", what);
+		fpd_output_event(s->out);
+	}
+}
+
+static void
+interval_report(struct fpd_session *s, uint64_t now)
+{
+	if (!fpd_report_interval(&s->report, &s->cost, &s->notes, s->sampler,
+				 s->connected, s->sm.nset, fpd_targets_pinned(s),
+				 now))
+		return;
+	fpd_breaker_calm(&s->cost.breaker, now,
+			 BREAKER_CALM_INTERVALS * s->o->every_us);
+	if (!s->cost.breaker.open)
+		send_health(s, now);
+}
+
+static void
+tick(struct fpd_source *src, uint64_t now)
+{
+	struct fpd_session *s = (struct fpd_session *)src;
+	struct fpd_breaker *br = &s->cost.breaker;
+	struct fpd_output_totals totals;
+
+	fpd_output_totals(s->out, &totals);
+	if (totals.fatal && !s->run->stopping) {
+		fpd_err("stopping: no output directory to write to");
+		fpd_run_fail(s->run, 0);
+	}
+	if (!s->connected) {
+		if (!s->run->stopping && now >= s->reconnect_at) {
+			int rc = fpd_session_connect(s, now);
+
+			if (rc)
+				fpd_run_fail(s->run, rc);
+		}
+		return;
+	}
+
+	expire_all(s, now);
+	if (!live(s))
+		return;
+	if (br->open && !br->probing && !s->run->stopping &&
+	    now >= br->open_until_us) {
+		br->probing = true;
+		send_health(s, now);
+		if (!live(s))
+			return;
+	}
+	if (!s->run->stopping && now >= s->t.next_select_mono) {
+		s->t.next_select_mono = now + s->o->every_us;
+		fpd_targets_start_selection(s, now);
+		if (!live(s))
+			return;
+	}
+	fpd_sampling_tick(s, now);
+	fpd_targets_ask_initial_calls(s, now);
+	if (!live(s))
+		return;
+	budget_tick(s, now);
+	if (helper_mode(s))
+		fpd_helper_sync(s);
+
+	if (now - s->report.interval_mono >= s->o->every_us)
+		interval_report(s, now);
+	fpd_output_tick(s->out, now);
+}
+
+/* ---- the source ---------------------------------------------------------- */
+
+static int
+fd(struct fpd_source *src)
+{
+	struct fpd_session *s = (struct fpd_session *)src;
+
+	return s->connected ? fp_node_fd(s->node) : -1;
+}
+
+static void
+drain(struct fpd_source *src, uint64_t now)
+{
+	struct fpd_session *s = (struct fpd_session *)src;
+
+	if (helper_mode(s))
+		fpd_helper_finish(s, now);
+}
+
+static bool
+in_flight(struct fpd_source *src)
+{
+	return fpd_sampling_in_flight((struct fpd_session *)src);
+}
+
+static void
+abandon(struct fpd_source *src)
+{
+	fpd_sampling_abandon((struct fpd_session *)src);
+}
+
+static void
+rotate(struct fpd_source *src)
+{
+	fpd_output_finish(((struct fpd_session *)src)->out);
+}
+
+static const struct fpd_source_ops session_ops = {
+	.fd = fd,
+	.input = input,
+	.tick = tick,
+	.settle = fpd_session_settle,
+	.drain = drain,
+	.in_flight = in_flight,
+	.abandon = abandon,
+	.rotate = rotate,
+};
+
+struct fpd_source *
+fpd_session_source(struct fpd_session *s)
+{
+	return &s->source;
+}
+
+struct fpd_session *
+fpd_session_new(const struct fpd_options *o, const char *cookie,
+		struct fpd_output *out, struct fpd_run_state *run,
+		bool (*give_up)(void *data), void *give_up_data)
+{
+	struct fp_perf_options popts = {
+		.lines = o->lines, .erlang_names = o->erlang_names,
+		.key_names = o->key_names, .nkeys = o->nkeys + o->nlogger_keys,
+	};
+	struct fp_extras extras = {
+		.keys = o->keys, .nkeys = o->nkeys,
+		.logger_keys = o->logger_keys, .nlogger_keys = o->nlogger_keys,
+		.callers = o->callers,
+	};
+	struct fpd_session *s = xnew(struct fpd_session);
+	uint64_t now = fpd_now_mono_us(), cpu_us = fpd_cpu_us();
+
+	s->source.ops = &session_ops;
+	s->o = o;
+	s->run = run;
+	s->out = out;
+	s->node = fp_node_new(o->node, cookie);
+	fp_node_set_give_up(s->node, give_up, give_up_data);
+	if (o->connect_host)
+		fp_node_set_address(s->node, o->connect_host, o->connect_port);
+	fp_node_set_request_path(s->node, o->request);
+	fp_node_set_extras(s->node, &extras);
+	s->select = fp_select_new(o->scan_max);
+	fp_select_set_floor(s->select, o->min_reductions);
+	s->sampler = fp_sampler_new();
+	fp_sampler_set_extras(s->sampler, &extras);
+	s->writer = fp_perf_writer_new(&popts);
+	fpd_notes_init(&s->notes, out, s->writer);
+	fpd_report_init(&s->report, out, now, cpu_us);
+	fpd_cost_init(&s->cost, o, now, cpu_us);
+	fpd_targets_init(s);
+	fpd_sampling_init(s);
+	s->backoff_us = BACKOFF_MIN_US;
+	return s;
+}
+
+int
+fpd_session_start(struct fpd_session *s)
+{
+	return fpd_session_connect(s, fpd_now_mono_us());
+}
+
+void
+fpd_session_destroy(struct fpd_session *s)
+{
+	if (!s)
+		return;
+	fpd_notes_release(&s->notes);
+	fp_perf_writer_destroy(s->writer);
+	fp_sampler_destroy(s->sampler);
+	fp_select_destroy(s->select);
+	fp_node_destroy(s->node);
+	fpd_targets_release(&s->t);
+	fpd_sampling_release(s);
+	free(s);
+}
+
+int
+fpd_session_close(struct fpd_session *s, int exit_code, bool duration_over)
+{
+	struct fpd_output_totals totals;
+
+	if (s->connected) {
+		interval_report(s, fpd_now_mono_us());
+		fpd_session_settle(&s->source);
+		fpd_session_restore_node(s);
+	}
+	fpd_note(&s->notes, "stopped after %llu samples",
+		 (unsigned long long)s->report.total_samples);
+	fpd_output_finish(s->out);
+	fpd_output_totals(s->out, &totals);
+	/* what the files hold, not what was handed to them */
+	fpd_info("stopped: %llu samples written under %s",
+		 (unsigned long long)totals.written, fpd_output_dir(s->out));
+	if (totals.dropped)
+		fpd_warn("%llu samples dropped on write errors",
+			 (unsigned long long)totals.dropped);
+	if (totals.unrecorded)
+		fpd_warn("%llu samples dropped or skipped after the last file that could be written: no file records them",
+			 (unsigned long long)totals.unrecorded);
+	if (totals.unfinished && exit_code == 0) {
+		fpd_err("%u file(s) could not be finished and stay under their partial names in %s (the next start recovers them)",
+			totals.unfinished, fpd_output_dir(s->out));
+		exit_code = FPD_EXIT_IOERR;
+	}
+	if (totals.fatal && exit_code == 0)
+		exit_code = FPD_EXIT_CANTCREAT;
+	/* A fixed-duration run (CI) says whether it got what it came for. */
+	if (duration_over && exit_code == 0) {
+		if (s->report.total_samples == 0) {
+			fputs("flame_profd: error: the run took no sample at all\n",
+			      stderr);
+			exit_code = FPD_EXIT_NOSAMPLES;
+		} else if (!s->connected) {
+			fprintf(stderr, "flame_profd: error: the connection to %s was lost and not regained before the end\n",
+				s->o->node);
+			exit_code = FPD_EXIT_UNAVAILABLE;
+		}
+	}
+	return exit_code;
+}

@@ -1,0 +1,44 @@
+/*
+ * flame_profd — a node session: the connection to one node and all that
+ * lives on it (the selection, the --pid and --name targets, the sampling
+ * slots or the helper, the requests in flight), with the output, cost
+ * model and interval reports of that node. The loop sees it as a source
+ * (fpd_session_source()).
+ */
+#pragma once
+
+#include <stdbool.h>
+
+#include "flame_profd.h"
+#include "source.h"
+
+struct fpd_session;
+
+/**
+ * A session for o->node, writing to @out (not owned), stopping through
+ * @run; @give_up(@give_up_data) is asked between the slices of a wait
+ * for the node (fp_node_set_give_up()). Not connected yet.
+ */
+struct fpd_session *
+fpd_session_new(const struct fpd_options *o, const char *cookie,
+		struct fpd_output *out, struct fpd_run_state *run,
+		bool (*give_up)(void *data), void *give_up_data);
+
+void
+fpd_session_destroy(struct fpd_session *s);
+
+/** The first connect: 0, or an exit code (struct fpd_exit). */
+int
+fpd_session_start(struct fpd_session *s);
+
+struct fpd_source *
+fpd_session_source(struct fpd_session *s);
+
+/**
+ * The end of the run: the last interval line, the node put back, the
+ * file finished, and what the files hold logged.
+ * @return @exit_code, or the exit code what the run wrote calls for
+ *         (@duration_over: a --duration run that reached its end).
+ */
+int
+fpd_session_close(struct fpd_session *s, int exit_code, bool duration_over);

@@ -1,0 +1,152 @@
+/*
+ * flame_profd — unit tests: the command line (daemon/options.c).
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fp-test.h"
+#include "../daemon/options.h"
+
+#define ARGS_MAX 12
+
+struct options_case {
+	const char *argv[ARGS_MAX];
+	int rc;
+};
+
+/* Exit codes as --help and flame_profd(1) give them. */
+static const struct options_case cases[] = {
+	{ { "--node", "a@b" }, 0 },
+	{ { "-n", "a@b", "-t", "5", "-e", "1s", "-r", "20" }, 0 },
+	{ { "--node", "a@b", "--pid", "0.1.2", "--name", "foo" }, 0 },
+	{ { "--node", "a@b", "--compress", "gzip", "--compress-level", "9" }, 0 },
+	{ { "--node", "a@b", "--key", "k", "--logger-key", "m", "--callers" }, 0 },
+	{ { NULL }, FPD_EXIT_USAGE },				/* no --node */
+	{ { "--nope" }, FPD_EXIT_USAGE },
+	{ { "--node" }, FPD_EXIT_USAGE },			/* no value */
+	{ { "--node", "a@b", "extra" }, FPD_EXIT_USAGE },
+	{ { "--node", "a@b", "--top", "0" }, FPD_EXIT_USAGE },	/* nothing */
+	{ { "--node", "a@b", "--top", "-1" }, FPD_EXIT_USAGE },
+	{ { "--node", "a@b", "--every", "10ms" }, FPD_EXIT_USAGE },
+	{ { "--node", "a@b", "--rate", "0" }, FPD_EXIT_USAGE },
+	{ { "--node", "a@b", "--compress", "gzip", "--compress-level", "12" },
+	  FPD_EXIT_USAGE },
+	{ { "--node", "a@b", "--file-mode", "0400" }, FPD_EXIT_USAGE },
+	{ { "--node", "a@b", "--dir-mode", "0600" }, FPD_EXIT_USAGE },
+	{ { "--node", "a@b", "--key", "$callers" }, FPD_EXIT_USAGE },
+	{ { "--node", "a@b", "--key", "x", "--logger-key", "x" }, FPD_EXIT_USAGE },
+	{ { "--node", "a@b", "--connect", ":4370" }, FPD_EXIT_USAGE },
+	{ { "--node", "a@b", "--request", "rpc" }, FPD_EXIT_USAGE },
+	{ { "--node", "no-host" }, FPD_EXIT_USAGE },
+};
+
+static int
+parse(const char *const *args, struct fpd_options *o)
+{
+	char *argv[ARGS_MAX + 2] = { (char *)"flame_profd" };
+	int argc = 1;
+
+	for (int i = 0; i < ARGS_MAX && args[i]; i++)
+		argv[argc++] = (char *)args[i];
+	optind = 0;	/* glibc: start getopt afresh */
+	return fpd_options_parse(argc, argv, o);
+}
+
+START_TEST(exit_codes)
+{
+	const struct options_case *c = &cases[_i];
+	struct fpd_options o;
+
+	fp_assert_int_eq(parse(c->argv, &o), c->rc);
+	fpd_options_release(&o);
+}
+END_TEST
+
+START_TEST(values)
+{
+	static const char *const args[] = {
+		"-n", "a@b", "--every", "2s", "--connect", "127.0.0.1:4370",
+		"--file-mode", "0600", "-v", "-v", "--no-idle-reuse", NULL,
+	};
+	struct fpd_options o;
+
+	fp_assert_int_eq(parse(args, &o), 0);
+	fp_assert_str_eq(o.node, "a@b");
+	ck_assert_uint_eq(o.every_us, 2000000);
+	fp_assert_str_eq(o.connect_host, "127.0.0.1");
+	fp_assert_int_eq(o.connect_port, 4370);
+	fp_assert_int_eq(o.file_mode, 0600);
+	fp_assert_int_eq(o.verbosity, 2);
+	fp_assert(!o.idle_reuse);
+	/* defaults of what was not given */
+	fp_assert_int_eq(o.top, 100);
+	fp_assert_int_eq(o.compress_level, 3);
+	fpd_options_release(&o);
+}
+END_TEST
+
+/* --pid or --name without --top sample only those. */
+START_TEST(pins_alone)
+{
+	static const char *const args[] = { "-n", "a@b", "-p", "0.1.2", NULL };
+	struct fpd_options o;
+
+	fp_assert_int_eq(parse(args, &o), 0);
+	fp_assert_int_eq(o.top, 0);
+	fp_assert_int_eq(o.npids, 1);
+	fpd_options_release(&o);
+}
+END_TEST
+
+/* Every option flame_profd(1) documents has its lines in --help. */
+START_TEST(help_lists_every_option)
+{
+	static const char *const names[] = {
+		"node", "cookie-file", "timeout", "connect", "top", "every",
+		"pid", "name", "scan-max", "min-reductions", "rate",
+		"backtrace-depth", "lines", "erlang-names", "key", "logger-key",
+		"callers", "max-overhead", "request", "no-idle-reuse",
+		"breaker-run-queue", "out", "rotate", "rotate-size", "compress",
+		"compress-level", "keep-files", "keep-bytes", "keep-age",
+		"duration", "file-mode", "dir-mode", "user", "log-file",
+		"verbose", "quiet", "help", "version",
+	};
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+
+	fpd_options_usage(f);
+	fclose(f);
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		char flag[64];
+
+		snprintf(flag, sizeof(flag), "--%s ", names[i]);
+		if (!strstr(text, flag))
+			snprintf(flag, sizeof(flag), "--%s\n", names[i]);
+		ck_assert_msg(strstr(text, flag) != NULL, "%s not in --help", names[i]);
+	}
+	free(text);
+}
+END_TEST
+
+static Suite *
+suite(void)
+{
+	Suite *s = suite_create("options");
+	TCase *tc = tcase_create("parse");
+
+	tcase_add_loop_test(tc, exit_codes, 0, (int)(sizeof(cases) / sizeof(cases[0])));
+	tcase_add_test(tc, values);
+	tcase_add_test(tc, pins_alone);
+	tcase_add_test(tc, help_lists_every_option);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int
+main(void)
+{
+	return fp_test_run(suite());
+}

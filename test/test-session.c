@@ -1,0 +1,219 @@
+/*
+ * flame_profd — unit tests: how a node session and the loop handle a lost
+ * connection. The session's connection is one end of a socket pair (no
+ * node: the handshake is skipped by setting the descriptor in the node
+ * handle); the test writes half a distribution message into the other
+ * end and closes it.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <ei.h>
+
+#include "fp-test.h"
+#include "fp/perf-file.h"
+#include "node-private.h"
+#include "../daemon/loop.h"
+#include "../daemon/options.h"
+#include "../daemon/session-int.h"
+
+#define NODE "a@b"
+/* A port nothing listens on: reconnects are refused at once. */
+#define REFUSED "127.0.0.1:1"
+
+struct fixture {
+	char dir[64];
+	char log[96];
+	struct fpd_options o;
+	struct fpd_output *out;
+	struct fpd_loop *loop;
+	struct fpd_session *s;
+	int peer;			/* the node's end of the pair */
+};
+
+static void
+fixture_new(struct fixture *fx, const char *duration)
+{
+	const char *args[] = {
+		"flame_profd", "--node", NODE, "--connect", REFUSED, "--compress",
+		"none", "--top", "1", "--duration", duration, "--out", NULL,
+	};
+	struct fpd_output_config oc = { 0 };
+	const char *what = "";
+	int sv[2], err = 0;
+
+	signal(SIGPIPE, SIG_IGN);
+	snprintf(fx->dir, sizeof(fx->dir), "/tmp/fp-session-XXXXXX");
+	fp_assert_ptr_nonnull(mkdtemp(fx->dir));
+	snprintf(fx->log, sizeof(fx->log), "%s/log", fx->dir);
+	args[12] = fx->dir;
+	optind = 0;
+	fp_assert_int_eq(fpd_options_parse(13, (char **)args, &fx->o), 0);
+	fp_assert_int_eq(fpd_log_open(fx->log, 0, 0600), 0);
+
+	oc.dir = fx->dir;
+	oc.node = NODE;
+	oc.header = "# test\n";
+	oc.options_json = "{}";
+	oc.compress = FPD_COMPRESS_NONE;
+	oc.rotate_us = 3600000000u;
+	oc.file_mode = 0600;
+	oc.dir_mode = 0700;
+	fx->out = fpd_output_new(&oc, &err, &what);
+	fp_assert_ptr_nonnull(fx->out);
+	fx->loop = fpd_loop_new(fx->o.duration_us, NULL);
+	fp_assert_ptr_nonnull(fx->loop);
+	fx->s = fpd_session_new(&fx->o, "cookie", fx->out,
+				fpd_loop_run_state(fx->loop), fpd_loop_give_up,
+				fx->loop);
+	fpd_loop_add(fx->loop, fpd_session_source(fx->s));
+
+	/* connected, as after a handshake, with a file open */
+	ei_init();
+	fp_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	fx->s->node->fd = sv[0];
+	fx->peer = sv[1];
+	fx->s->connected = fx->s->ever_connected = true;
+	fp_assert_ptr_nonnull(fpd_notes_stream(&fx->s->notes));
+	fpd_output_sample(fx->out, fpd_now_epoch_us());
+	fp_assert(fpd_output_is_open(fx->out));
+}
+
+static void
+fixture_destroy(struct fixture *fx)
+{
+	fpd_session_destroy(fx->s);
+	fpd_output_destroy(fx->out);
+	fpd_loop_destroy(fx->loop);
+	fpd_log_close();
+	fpd_options_release(&fx->o);
+	if (fx->peer >= 0)
+		close(fx->peer);
+}
+
+/* Finished files in the node's directory. */
+static int
+finished_files(const struct fixture *fx)
+{
+	char path[128];
+	struct dirent *e;
+	DIR *d;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "%s/%s", fx->dir, NODE);
+	d = opendir(path);
+	fp_assert_ptr_nonnull(d);
+	while ((e = readdir(d)))
+		n += fp_perf_name_is_of(e->d_name, NODE);
+	closedir(d);
+	return n;
+}
+
+/* Lines of the log holding @text. */
+static int
+log_count(const struct fixture *fx, const char *text)
+{
+	char line[1024];
+	FILE *f = fopen(fx->log, "r");
+	int n = 0;
+
+	fp_assert_ptr_nonnull(f);
+	while (fgets(line, sizeof(line), f))
+		n += strstr(line, text) != NULL;
+	fclose(f);
+	return n;
+}
+
+/*
+ * A send that fails inside a handler only records the loss: the file
+ * stays open and the connection with it until the loop settles the
+ * session, once, whatever fails after it.
+ */
+START_TEST(loss_in_handler_is_deferred)
+{
+	struct fixture fx;
+	struct fpd_source *src;
+
+	fixture_new(&fx, "1s");
+	src = fpd_session_source(fx.s);
+	fpd_session_check_send(fx.s, -EPIPE, "sample request");
+	fpd_session_check_send(fx.s, -ETIMEDOUT, "selection scan");
+	fp_assert(fx.s->connected);
+	fp_assert(!live(fx.s));
+	fp_assert(fpd_output_is_open(fx.out));
+	fp_assert_int_ge(fp_node_fd(fx.s->node), 0);
+	fp_assert_int_eq(finished_files(&fx), 0);
+
+	src->ops->settle(src);
+	fp_assert(!fx.s->connected);
+	fp_assert_ptr_null(fx.s->lost);
+	fp_assert(!fpd_output_is_open(fx.out));
+	fp_assert_int_eq(fp_node_fd(fx.s->node), -1);
+	fp_assert_int_eq(finished_files(&fx), 1);
+	src->ops->settle(src);
+	fp_assert_int_eq(finished_files(&fx), 1);
+	/* the first reason is the one told */
+	fp_assert_int_eq(log_count(&fx, "lost connection to " NODE ": send failed; reconnecting"), 1);
+	fp_assert_int_eq(log_count(&fx, "lost connection"), 1);
+	fixture_destroy(&fx);
+}
+END_TEST
+
+/*
+ * The node's end closes halfway through a message: the loop reads it,
+ * the session records the loss, the loop settles it (the file finished
+ * once, the connection closed), and reconnects after the backoff: the
+ * first attempt is refused, and the next waits twice as long.
+ */
+START_TEST(loop_handles_closed_mid_reply)
+{
+	/* a 100-byte distribution message of which 10 bytes come */
+	static const unsigned char half[] = { 0, 0, 0, 100, 112, 131, 104, 4,
+					      97, 6, 103, 119, 3, 97 };
+	struct fixture fx;
+	int rc;
+
+	fixture_new(&fx, "1200ms");
+	fp_assert_int_eq(write(fx.peer, half, sizeof(half)), (int)sizeof(half));
+	close(fx.peer);
+	fx.peer = -1;
+
+	rc = fpd_loop_run(fx.loop);
+	fp_assert_int_eq(rc, 0);
+	fp_assert(fpd_loop_duration_over(fx.loop));
+	fp_assert(!fx.s->connected);
+	fp_assert_int_eq(fp_node_fd(fx.s->node), -1);
+	fp_assert_int_eq(finished_files(&fx), 1);
+	fp_assert_int_eq(log_count(&fx, "lost connection to " NODE ": connection closed; reconnecting"), 1);
+	fp_assert_int_eq(log_count(&fx, "lost connection"), 1);
+	/* one reconnect refused (at 500 ms): the next after 1 s */
+	ck_assert_uint_eq(fx.s->backoff_us, 1000000);
+	fp_assert(fx.s->reconnect_at > fpd_now_mono_us());
+	fixture_destroy(&fx);
+}
+END_TEST
+
+static Suite *
+suite(void)
+{
+	Suite *s = suite_create("session");
+	TCase *tc = tcase_create("lost connection");
+
+	tcase_add_test(tc, loss_in_handler_is_deferred);
+	tcase_add_test(tc, loop_handles_closed_mid_reply);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int
+main(void)
+{
+	return fp_test_run(suite());
+}

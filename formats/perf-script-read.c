@@ -259,9 +259,15 @@ parse_event(struct fp_perf_reader *r, const char *line, size_t len)
 		return fp_perf_reader_bad(r, "unknown process status \"%.*s\"",
 					  (int)((sp - line) > 40 ? 40 : (sp - line)), line);
 	c.p = sp + 1;
-	if (!eat(&c, "0.") || !parse_u64(&c, UINT32_MAX, &num) ||
-	    !eat(&c, ".") || !parse_u64(&c, UINT32_MAX, &serial))
-		return fp_perf_reader_bad(r, "bad pid (expected 0.N.N)");
+	/* N/S for <0.N.S>; files of earlier versions have 0.N.S */
+	if (eat(&c, "0.")) {
+		if (!parse_u64(&c, UINT32_MAX, &num) || !eat(&c, ".") ||
+		    !parse_u64(&c, UINT32_MAX, &serial))
+			return fp_perf_reader_bad(r, "bad pid (expected N/S or 0.N.S)");
+	} else if (!parse_u64(&c, UINT32_MAX, &num) || !eat(&c, "/") ||
+		   !parse_u64(&c, UINT32_MAX, &serial)) {
+		return fp_perf_reader_bad(r, "bad pid (expected N/S or 0.N.S)");
+	}
 	rec->pid = (struct fp_pid){ (uint32_t)num, (uint32_t)serial };
 	if (!eat(&c, " [000] "))
 		return fp_perf_reader_bad(r, "expected \" [000] \" after the pid");

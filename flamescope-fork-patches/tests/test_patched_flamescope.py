@@ -25,7 +25,8 @@ METRICS = ['erlang_reductions', 'erlang_memory', 'erlang_message_queue_len',
 
 # --- an independent, strict reader of flame_profd files (docs/FORMAT.md) ---
 
-EVENT_RE = re.compile(r"^(?P<status>[a-z_]+) (?P<pid>\d+\.\d+\.\d+) \[000\] "
+# the pid <0.N.S> as N/S, or 0.N.S in files of earlier versions
+EVENT_RE = re.compile(r"^(?P<status>[a-z_]+) (?:0\.(?P<n0>\d+)\.(?P<s0>\d+)|(?P<n>\d+)/(?P<s>\d+)) \[000\] "
                       r"(?P<ts>\d+\.\d{6}): cpu-clock:(?P<rest>.*)$")
 FRAME_RE = re.compile(r"^\t[0-9a-f]{16} (?P<name>.+) \((?P<file>[^()]*)\)$")
 # the project's writer's golden output (labels, keys and callers, escaped)
@@ -73,7 +74,9 @@ def parse_flame_profd(path):
                         metrics[key[len('metric_'):]] = (int(v), int(d))
                     else:
                         fields[key] = value
-                cur = {'status': m.group('status'), 'pid': m.group('pid'),
+                pid = '0.%s.%s' % ((m.group('n'), m.group('s')) if m.group('n') is not None
+                                   else (m.group('n0'), m.group('s0')))
+                cur = {'status': m.group('status'), 'pid': pid,
                        'ts': float(m.group('ts')), 'metrics': metrics,
                        'name': fields.get('registered_name', ''),
                        'label': unescape_text(fields.get('label', '')),

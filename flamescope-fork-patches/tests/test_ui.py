@@ -137,10 +137,14 @@ def test_heatmap_group_and_label_filters(server, tmp_path):
     for n in (1, 2, 3):
         assert '{rw_pool,%d}' % n in labels
     assert '(no label)' in labels
-    keys = dom[dom.index('id="key-filter-request_id"'):]
-    assert 'req-10' in keys
+    # the pool's processes record no request id: with the label selected
+    # the key's list offers none (only "no value"), without it, the ids
+    keys = dom[dom.index('id="key-filter-request_id"'):dom.index('id="heatmap"')]
+    assert 'req-10' not in keys and '(no value)' in keys
     heatmap = dom[dom.index('id="heatmap"'):]
     assert heatmap.count('<rect') > 50
+    whole = chromium(server + '/#/heatmap/perf/labels.perf?group=label,status', '--dump-dom')
+    assert 'req-10' in whole[whole.index('id="key-filter-request_id"'):whole.index('id="heatmap"')]
     shot = os.path.join(shots_dir(tmp_path), 'heatmap-labels.png')
     chromium(url, '--screenshot=' + shot)
     assert os.path.getsize(shot) > 10000
@@ -163,6 +167,60 @@ def test_flame_graph_grouped_by_label(server, tmp_path):
     shot = os.path.join(shots_dir(tmp_path), 'flamegraph-labels.png')
     chromium(url, '--screenshot=' + shot)
     assert os.path.getsize(shot) > 10000
+
+
+def test_empty_selection_says_so(server, tmp_path):
+    """A selection without samples: a message, no one-colour map with a
+    lone "0" legend, no bare "root" flame graph; the selected status stays
+    in its list (with 0) and the name list offers only names that have
+    samples with it."""
+    url = server + '/#/heatmap/perf/demo.perf?status=garbage_collecting&name=fp_demo_server'
+    dom = chromium(url, '--dump-dom')
+    assert 'id="empty-selection"' in dom and 'No samples in this selection' in dom
+    heatmap = dom[dom.index('id="heatmap"'):]
+    assert '<rect' not in heatmap[:heatmap.index('id="legend"')]
+    status = dom[dom.index('id="status-filter"'):dom.index('id="name-filter"')]
+    assert 'garbage_collecting (0)' in status
+    shot = os.path.join(shots_dir(tmp_path), 'heatmap-empty-selection.png')
+    chromium(url, '--screenshot=' + shot)
+    assert os.path.getsize(shot) > 10000
+    url = server + '/#/flamegraph/perf/demo.perf?name=no_such_process'
+    dom = chromium(url, '--dump-dom')
+    assert 'id="empty-flamegraph"' in dom
+    assert 'name="root"' not in dom[dom.index('id="flamegraph"'):]
+    shot = os.path.join(shots_dir(tmp_path), 'flamegraph-empty-selection.png')
+    chromium(url, '--screenshot=' + shot)
+    assert os.path.getsize(shot) > 10000
+
+
+def test_filter_lists_follow_the_selection(server):
+    """With status=waiting the name and pid lists hold only processes that
+    have waiting samples; the pid list is there, with <0.N.S> pids."""
+    dom = chromium(server + '/#/heatmap/perf/demo.perf', '--dump-dom')
+    names_all = dom[dom.index('id="name-filter"'):dom.index('id="pid-filter"')]
+    pids = dom[dom.index('id="pid-filter"'):dom.index('id="group-picker"')]
+    assert '&lt;0.' in pids and pids.count('class="item') >= 2
+    dom = chromium(server + '/#/heatmap/perf/demo.perf?status=waiting', '--dump-dom')
+    names = dom[dom.index('id="name-filter"'):dom.index('id="pid-filter"')]
+    assert names.count('class="item') < names_all.count('class="item')
+    assert names.count('class="item') >= 1
+
+
+def test_signed_metric_legend(server, tmp_path):
+    """A delta's legend runs from the largest decrease (blue) through 0 to
+    the largest increase (red)."""
+    url = server + '/#/heatmap/perf/demo.perf?metric=erlang_memory_delta'
+    dom = chromium(url, '--dump-dom')
+    legend = dom[dom.index('id="legend"'):]
+    assert 'id="signed-legend"' in legend
+    assert 'decrease' in legend and 'increase' in legend
+    assert '\u2212' in legend                     # negative ticks (d3 writes a minus sign)
+    shot = os.path.join(shots_dir(tmp_path), 'heatmap-signed-legend.png')
+    chromium(url, '--screenshot=' + shot)
+    assert os.path.getsize(shot) > 10000
+    # an unsigned metric keeps the 0..max legend
+    dom = chromium(server + '/#/heatmap/perf/demo.perf?metric=erlang_memory', '--dump-dom')
+    assert 'id="signed-legend"' not in dom
 
 
 # --- the file list, as a user opens flame_profd's output ---------------------

@@ -16,8 +16,15 @@ each through its own code, with the totals and top frames of
     when FLAMEGRAPH_SRC names a FlameGraph checkout and perl is there,
     and is reported skipped otherwise.
 
-Stock Flamescope and the patched series read the same files in
-test_flamescope.py and flamescope-fork-patches/tests.
+  * Netflix Flamescope's and the ebegumisa fork's perf parsers (their
+    own modules, imported from a checkout by Debian's python3): FLAMESCOPE_SRC
+    names a stock checkout, FLAMESCOPE_FORK_SRC one of the fork (its
+    metric branch); each reads every sample, the status as the flame
+    graph's top level with flame_prof's per-status totals, and the fork
+    weighs by metric_erlang_memory to flame_prof's `-w memory` total.
+    Reported skipped without a checkout (Flamescope's code is never part
+    of this repository). test_flamescope.py and flamescope-fork-patches/tests
+    check stock Flamescope's and the patched series' trees frame by frame.
 
 The files: flame_profd's real output in flamescope-fork-patches (300
 samples of the demo node) and test/golden/flame_prof/demo.perf, and the
@@ -168,6 +175,84 @@ def check_stackcollapse(paths):
         check(top_leaves(got) == top_leaves(want), "%s: top frames %s" % (b, top_leaves(want, 3)))
 
 
+# Run with Debian's python3 (Flask, python-magic): the checkout's app.perf
+# modules, without app/__init__.py (which wires the web UI); prints, per
+# file, the sample offsets, the flame graph's per-status totals and, for
+# the fork, the tree weighed by metric_erlang_memory.
+FLAMESCOPE_SCRIPT = r"""
+import importlib, json, os, sys, types
+src = sys.argv[1]
+sys.path.insert(0, src)
+pkg = types.ModuleType("app")
+pkg.__path__ = [os.path.join(src, "app")]
+sys.modules["app"] = pkg
+config = importlib.import_module("app.config")
+heatmap = importlib.import_module("app.perf.heatmap")
+flame_graph = importlib.import_module("app.perf.flame_graph")
+fork = "which" in flame_graph.perf_generate_flame_graph.__code__.co_varnames
+
+
+def total(n):
+    return n.get("v", 0) + sum(total(c) for c in n.get("c", []))
+
+
+def statuses(tree):
+    # the fork puts the samples under 'positive' and 'negative'
+    top = tree["c"]
+    if fork:
+        top = [c for k in top if k["n"] in ("positive", "negative") for c in k["c"]]
+    out = {}
+    for c in top:
+        out[c["n"]] = out.get(c["n"], 0) + total(c)
+    return out
+
+
+out = []
+for path in sys.argv[2:]:
+    config.PROFILE_DIR = os.path.dirname(path)
+    r = {"offsets": len(heatmap.perf_read_offsets(path).offsets)}
+    if fork:
+        r["statuses"] = statuses(flame_graph.perf_generate_flame_graph(path, which="samples"))
+        r["memory"] = total(flame_graph.perf_generate_flame_graph(path, which="erlang_memory"))
+    else:
+        r["statuses"] = statuses(flame_graph.perf_generate_flame_graph(path))
+    out.append(r)
+print(json.dumps({"fork": fork, "files": out}))
+"""
+
+
+def check_flamescopes(paths):
+    py = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+    for env, what in (("FLAMESCOPE_SRC", "stock Flamescope"), ("FLAMESCOPE_FORK_SRC", "the ebegumisa fork")):
+        src = os.environ.get(env)
+        if not src or not os.path.isfile(os.path.join(src, "app", "perf", "flame_graph.py")):
+            skipped.append("%s: set %s to a checkout" % (what, env))
+            print("SKIP " + skipped[-1])
+            continue
+        p = subprocess.run([py, "-c", FLAMESCOPE_SCRIPT, src] + paths, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE)
+        if not check(p.returncode == 0, "%s reads the files" % what, p.stderr.decode()[-1500:]):
+            continue
+        res = json.loads(p.stdout.decode().strip().splitlines()[-1])
+        check(res["fork"] == (env == "FLAMESCOPE_FORK_SRC"), "%s is %s" % (src, what))
+        for path, r in zip(paths, res["files"]):
+            b = os.path.basename(path)
+            want = folded(path)
+            by_status = collections.Counter()
+            for stack, c in want.items():
+                by_status[stack[0]] += c
+            check(r["offsets"] == sum(want.values()), "%s: %s reads %d samples (flame_prof %d)"
+                  % (b, what, r["offsets"], sum(want.values())))
+            check(r["statuses"] == dict(by_status), "%s: %s's statuses %s" % (b, what, r["statuses"]),
+                  dict(by_status))
+            if "memory" in r:
+                p = subprocess.run([FLAME_PROF, "folded", "-w", "memory", path], stdout=subprocess.PIPE,
+                                   check=True)
+                mem = sum(int(line.rpartition(" ")[2]) for line in p.stdout.decode().splitlines())
+                check(r["memory"] == mem, "%s: %s's memory weight %d == flame_prof -w memory %d"
+                      % (b, what, r["memory"], mem))
+
+
 def check_speedscope(paths, shots):
     require(["playwright-core", "speedscope"])
     tmp = tempfile.mkdtemp(prefix="fp-readers.")
@@ -232,6 +317,7 @@ def main():
     shots = os.path.join(BUILD, "perf-readers")
     os.makedirs(shots, exist_ok=True)
     check_stackcollapse(FILES)
+    check_flamescopes(FILES)
     check_speedscope(FILES, shots)
     if failures:
         print("FAIL test_perf_readers.py: %d failed check(s): %s" % (len(failures), "; ".join(failures)))

@@ -109,6 +109,10 @@ escaped(const unsigned char *p, const unsigned char *start,
 	if (c < 0x20 || c == 0x7f || c == ' ' || c == ';' || c == '+' ||
 	    c == '\\' || c == (unsigned char)quote)
 		return true;
+	/* stackcollapse-perf.pl (and inferno) cut a name at its first '(',
+	 * C++ argument lists being no part of a function's name */
+	if (c == '(' || c == ')')
+		return true;
 	/* "->" splits a frame in Flamescope (inlined-frame notation) */
 	if (c == '>' && p > start && p[-1] == '-')
 		return true;

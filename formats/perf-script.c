@@ -384,9 +384,11 @@ fp_perf_write_sample(struct fp_perf_writer *w, FILE *out,
 
 	w->t.len = 0;
 	puts_(w, fp_status_name(s->status));
-	put(w, " 0.", 3);
+	/* <0.N.S> as perf's "PID/TID": the readers of perf script text
+	 * (stackcollapse-perf.pl, speedscope) take digits there */
+	putc_(w, ' ');
 	put_u64(w, s->pid.num);
-	putc_(w, '.');
+	putc_(w, '/');
 	put_u64(w, s->pid.serial);
 	put(w, " [000] ", 7);
 	put_u64(w, s->time_us / 1000000);

@@ -356,7 +356,7 @@ END_TEST
 	"\tmetric_erlang_message_queue_len: 0, 0\tmetric_erlang_total_heap_size: 3, 0" \
 	"\tmetric_erlang_heap_size: 4, 0\tmetric_erlang_stack_size: 5, 0" \
 	"\tmetric_erlang_binary_bytes: 6, 0\tmetric_erlang_minor_gcs: 7, 0"
-#define EVENT "running 0.1.0 [000] 1795248000.000001: cpu-clock:" METRICS
+#define EVENT "running 1/0 [000] 1795248000.000001: cpu-clock:" METRICS
 #define FRAME "\t0123456789abcdef lists:foldl/3 (lists.erl)\n"
 #define HEAD "# flame_profd 0.1.0 perf-script (docs/FORMAT.md)\n"
 
@@ -374,17 +374,21 @@ static const struct {
 	{ "{\"a\": 1}\n", 1, "not a flame_profd" },
 	/* event line fields */
 	{ HEAD "running 1.2.3 [000] 1.000000: cpu-clock:" METRICS "\n\n", 2, "bad pid" },
-	{ HEAD "running <0.1.0> [000] 1.000000: cpu-clock:" METRICS "\n\n", 2, "bad pid" },
+	{ HEAD "running 1/ [000] 1.000000: cpu-clock:" METRICS "\n\n", 2, "bad pid" },
+	{ HEAD "running 1 [000] 1.000000: cpu-clock:" METRICS "\n\n", 2, "bad pid" },
+	{ HEAD "running 0.1/0 [000] 1.000000: cpu-clock:" METRICS "\n\n", 2, "bad pid" },
 	{ HEAD "running 0.1.0 [001] 1.000000: cpu-clock:" METRICS "\n\n", 2, "[000]" },
-	{ HEAD "running 0.1.0 [000] 1.00000: cpu-clock:" METRICS "\n\n", 2, "six digits" },
-	{ HEAD "running 0.1.0 [000] 1.0000001: cpu-clock:" METRICS "\n\n", 2, "six digits" },
-	{ HEAD "running 0.1.0 [000] x.000000: cpu-clock:" METRICS "\n\n", 2, "bad time" },
-	{ HEAD "running 0.1.0 [000] 1.000000: task-clock:" METRICS "\n\n", 2, "cpu-clock" },
-	{ HEAD "running 0.1.0 [000] 1.000000: cpu-clock:\tmetric_erlang_reductions: 1, 0\n\n",
+	{ HEAD "running <0.1.0> [000] 1.000000: cpu-clock:" METRICS "\n\n", 2, "bad pid" },
+	{ HEAD "running 1/0 [001] 1.000000: cpu-clock:" METRICS "\n\n", 2, "[000]" },
+	{ HEAD "running 1/0 [000] 1.00000: cpu-clock:" METRICS "\n\n", 2, "six digits" },
+	{ HEAD "running 1/0 [000] 1.0000001: cpu-clock:" METRICS "\n\n", 2, "six digits" },
+	{ HEAD "running 1/0 [000] x.000000: cpu-clock:" METRICS "\n\n", 2, "bad time" },
+	{ HEAD "running 1/0 [000] 1.000000: task-clock:" METRICS "\n\n", 2, "cpu-clock" },
+	{ HEAD "running 1/0 [000] 1.000000: cpu-clock:\tmetric_erlang_reductions: 1, 0\n\n",
 	  2, "expected metric_erlang_memory" },
-	{ HEAD "running 0.1.0 [000] 1.000000: cpu-clock:\tmetric_erlang_reductions: 1x, 0" METRICS "\n\n",
+	{ HEAD "running 1/0 [000] 1.000000: cpu-clock:\tmetric_erlang_reductions: 1x, 0" METRICS "\n\n",
 	  2, "bad value of metric_erlang_reductions" },
-	{ HEAD "running 0.1.0 [000] 1.000000: cpu-clock:\tmetric_erlang_reductions: 99999999999999999999, 0" METRICS "\n\n",
+	{ HEAD "running 1/0 [000] 1.000000: cpu-clock:\tmetric_erlang_reductions: 99999999999999999999, 0" METRICS "\n\n",
 	  2, "bad value of metric_erlang_reductions" },
 	{ HEAD EVENT "\textra\n\n", 2, "unexpected text after the metrics" },
 	{ HEAD EVENT "\tregistered_name: receive\n\n", 2, "bad registered_name" },
@@ -392,7 +396,7 @@ static const struct {
 	{ HEAD EVENT "\tregistered_name: 'a\\x2b'\n\n", 2, "bad registered_name" },
 	{ HEAD EVENT "\tregistered_name: 'bad\xff'\n\n", 2, "bad registered_name" },
 	{ HEAD EVENT "\tinitial_call: m:f\n\n", 2, "bad initial_call" },
-	{ HEAD "Running 0.1.0 [000] 1.000000: cpu-clock:" METRICS "\n\n", 2, "unknown process status" },
+	{ HEAD "Running 1/0 [000] 1.000000: cpu-clock:" METRICS "\n\n", 2, "unknown process status" },
 	/* frame lines */
 	{ HEAD EVENT "\n\t0123456789ABCDEF lists:foldl/3 (lists.erl)\n\n", 3, "frame address" },
 	{ HEAD EVENT "\n\t0123456789abcde lists:foldl/3 (lists.erl)\n\n", 3, "frame address" },
@@ -445,6 +449,62 @@ START_TEST(grammar_errors)
 	fp_assert(strstr(err, bad_cases[_i].what) != NULL);
 	free(d.text);
 	unlink(path);
+	free(path);
+}
+END_TEST
+
+/* Files of earlier versions write the pid as 0.N.S: the same samples
+ * with the pid as N/S read the same. */
+START_TEST(old_pid_column)
+{
+	char *path = golden_path("flame_prof/edge.perf");
+	struct digest old = { 0 }, now = { 0 };
+	size_t len, n = 0;
+	char *text = slurp(path, &len);
+	char *conv = xzalloc(len + 1), *tmp;
+
+	for (size_t i = 0; i < len;) {
+		size_t eol = i, sp;
+
+		while (eol < len && text[eol] != '\n')
+			eol++;
+		if (eol < len)
+			eol++;
+		sp = i;
+		while (sp < eol && text[sp] != ' ')
+			sp++;
+		if (text[i] != '#' && text[i] != '\t' && text[i] != '\n' &&
+		    sp + 2 < eol && memcmp(text + sp, " 0.", 3) == 0) {
+			const char *dot = memchr(text + sp + 3, '.', eol - sp - 3);
+
+			fp_assert_ptr_nonnull(dot);
+			memcpy(conv + n, text + i, sp + 1 - i);
+			n += sp + 1 - i;
+			memcpy(conv + n, text + sp + 3, (size_t)(dot - (text + sp + 3)));
+			n += (size_t)(dot - (text + sp + 3));
+			conv[n++] = '/';
+			memcpy(conv + n, dot + 1, (size_t)(text + eol - dot - 1));
+			n += (size_t)(text + eol - dot - 1);
+		} else {
+			memcpy(conv + n, text + i, eol - i);
+			n += eol - i;
+		}
+		i = eol;
+	}
+	fp_assert(strstr(text, "\nrunning 0.100.0 [000] ") != NULL);
+	fp_assert(strstr(conv, "\nrunning 100/0 [000] ") != NULL);
+	tmp = write_temp(conv, n);
+	fp_assert_int_eq(read_file(path, &old, NULL, 0), 0);
+	fp_assert_int_eq(read_file(tmp, &now, NULL, 0), 0);
+	fp_assert_int_eq(old.count, 8);
+	fp_assert_int_eq(now.count, old.count);
+	fp_assert_str_eq(now.text, old.text);
+	free(old.text);
+	free(now.text);
+	unlink(tmp);
+	free(tmp);
+	free(conv);
+	free(text);
 	free(path);
 }
 END_TEST
@@ -653,6 +713,7 @@ suite(void)
 	tcase_add_loop_test(tc, writer_golden, 0, 6);
 	tcase_add_loop_test(tc, forms_merge, 0, 2);
 	tcase_add_test(tc, valid_variants);
+	tcase_add_test(tc, old_pid_column);
 	tcase_add_test(tc, callback_stops);
 	tcase_add_test(tc, long_lines);
 	tcase_add_loop_test(tc, written_atoms, 0, N(atom_cases));

@@ -24,6 +24,8 @@ static const struct fp_frame frames_a[] = {
 	{ "Elixir.Kernel", "+", 2, 0, "lib/kernel.ex", 0 },
 	{ "gen_server", "loop", 7, 437, "gen_server.erl", 0 },
 	{ "semi", "a;b", 1, 0, "x\ty.erl", 0 },
+	{ "fp_demo", "with (parens)", 1, 9, "fp_demo.erl", 0 },
+	{ "Elixir.Foo", "f(x)", 0, 3, "lib/foo.ex", 0 },
 };
 
 static const struct fp_frame frames_b[] = {
@@ -229,6 +231,7 @@ static const struct {
 	{ "it's", "'it\\x27s'" },
 	{ "back\\slash", "'back\\x5Cslash'" },
 	{ "semi;colon", "'semi\\x3Bcolon'" },
+	{ "with (parens)", "'with\\x20\\x28parens\\x29'" },
 	{ "tab\tnl\n", "'tab\\x09nl\\x0A'" },
 	{ "receive", "'receive'" },
 	{ "s\xc3\xb6" "k", "'s\xc3\xb6k'" },
@@ -325,6 +328,7 @@ static const struct {
 	{ "Elixir.Foo", "a\"b#{c}'d;", 0, "Foo.\"a\\x22b\\x23{c}'d\\x3B\"/0",
 	  "'Elixir.Foo':'a\"b#{c}\\x27d\\x3B'/0" },
 	{ "Elixir.Foo", "", 0, "Foo.\"\"/0", "'Elixir.Foo':''/0" },
+	{ "Elixir.Foo", "f(x)", 1, "Foo.\"f\\x28x\\x29\"/1", "'Elixir.Foo':'f\\x28x\\x29'/1" },
 	/* unicode: valid UTF-8, quoted in the Elixir form */
 	{ "Elixir.Foo", "s\xc3\xb6k", 1, "Foo.\"s\xc3\xb6k\"/1",
 	  "'Elixir.Foo':'s\xc3\xb6k'/1" },

@@ -25,7 +25,8 @@ METRICS = ['erlang_reductions', 'erlang_memory', 'erlang_message_queue_len',
 
 # --- an independent, strict reader of flame_profd files (docs/FORMAT.md) ---
 
-EVENT_RE = re.compile(r"^(?P<status>[a-z_]+) (?P<pid>\d+\.\d+\.\d+) \[000\] "
+# the pid <0.N.S> as N/S, or 0.N.S in files of earlier versions
+EVENT_RE = re.compile(r"^(?P<status>[a-z_]+) (?:0\.(?P<n0>\d+)\.(?P<s0>\d+)|(?P<n>\d+)/(?P<s>\d+)) \[000\] "
                       r"(?P<ts>\d+\.\d{6}): cpu-clock:(?P<rest>.*)$")
 FRAME_RE = re.compile(r"^\t[0-9a-f]{16} (?P<name>.+) \((?P<file>[^()]*)\)$")
 # the project's writer's golden output (labels, keys and callers, escaped)
@@ -73,7 +74,9 @@ def parse_flame_profd(path):
                         metrics[key[len('metric_'):]] = (int(v), int(d))
                     else:
                         fields[key] = value
-                cur = {'status': m.group('status'), 'pid': m.group('pid'),
+                pid = '0.%s.%s' % ((m.group('n'), m.group('s')) if m.group('n') is not None
+                                   else (m.group('n0'), m.group('s0')))
+                cur = {'status': m.group('status'), 'pid': pid,
                        'ts': float(m.group('ts')), 'metrics': metrics,
                        'name': fields.get('registered_name', ''),
                        'label': unescape_text(fields.get('label', '')),
@@ -259,7 +262,7 @@ def test_one_heatmap_per_request_and_cache(fs, profile_dir, tmp_path):
     assert r.status_code == 200
     body = r.get_json()
     # one heat map, not one per metric
-    assert set(body) == {'rows', 'columns', 'values', 'maxvalue', 'minvalue', 'metric', 'signed'}
+    assert set(body) == {'rows', 'columns', 'values', 'maxvalue', 'minvalue', 'metric', 'signed', 'samples'}
     from app.perf import samples as samples_mod
     calls = []
     orig = samples_mod._read_events
@@ -374,6 +377,37 @@ def test_group_levels(fp_file):
         fg = get(client, q('/flamegraph/', filename=name, type='perf', group=group))
         assert paths(fg) == expected_paths(samples, head=head), group
     assert fs_status(client, q('/flamegraph/', filename=name, type='perf', group='bogus')) == 400
+
+
+def test_fields_within_selection(fp_file):
+    """/fields/ with a selection counts each field's values over the samples
+    the other criteria keep: the lists offer only values with samples."""
+    client, name, samples = fp_file
+    status = sorted({s['status'] for s in samples})[-1]
+    keep = [s for s in samples if s['status'] == status]
+    fields = get(client, q('/fields/', filename=name, type='perf', status=status))
+    assert fields['samples'] == len(samples) and fields['selected'] == len(keep)
+    # the status list leaves the status criterion out: every status is there
+    assert {x['status']: x['samples'] for x in fields['statuses']} == dict(Counter(s['status'] for s in samples))
+    assert {x['name']: x['samples'] for x in fields['names']} == dict(Counter(s['name'] for s in keep if s['name']))
+    assert {x['pid']: x['samples'] for x in fields['pids']} == dict(Counter(s['pid'] for s in keep))
+    assert fields['labels_none'] == sum(1 for s in keep if not s['label'])
+    # a name and a status without common samples: nothing selected, and
+    # the status list names the statuses of that name only
+    only = {}
+    for s in samples:
+        if s['name']:
+            only.setdefault(s['name'], set()).add(s['status'])
+    other = [(n, sts) for n, sts in only.items() if status not in sts]
+    if other:
+        n, sts = other[0]
+        fields = get(client, q('/fields/', filename=name, type='perf', status=status, name=n))
+        assert fields['selected'] == 0
+        assert {x['status'] for x in fields['statuses']} == sts
+        hm = get(client, q('/heatmap/', filename=name, type='perf', status=status, name=n))
+        assert hm['samples'] == 0 and sum(map(sum, hm['values'])) == 0
+    hm = get(client, q('/heatmap/', filename=name, type='perf', status=status, metric='erlang_memory_delta'))
+    assert hm['samples'] == len(keep)
 
 
 def fs_status(client, url):
@@ -500,7 +534,7 @@ def test_golden_labels_read_unescaped(fs, profile_dir):
     value = 'req 7\\\té'
     fields = get(client, q('/fields/', filename=name, type='perf'))
     assert fields['labels'] == [{'label': '{rw_pool,1}', 'samples': 1}]
-    assert fields['keys'] == [{'key': 'request_id', 'samples': 1, 'distinct': 1,
+    assert fields['keys'] == [{'key': 'request_id', 'samples': 1, 'distinct': 1, 'none': 2,
                                'values': [{'value': value, 'samples': 1}]}]
     assert fields['callers']['values'] == [{'callers': '<0.101.0>,<0.90.0>', 'samples': 1}]
     samples = parse_flame_profd(os.path.join(GOLDEN, name))

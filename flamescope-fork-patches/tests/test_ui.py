@@ -1,7 +1,11 @@
 """The patched UI in headless Chromium: the metric picker, a metric heat map
 and a metric flame graph render for a flame_profd file; the group picker,
 the label and key filters offer the labels and keys a file has, and a flame
-graph grouped by label puts label frames at the root.
+graph grouped by label puts label frames at the root. Every file of a
+flame_profd output directory (FP_OUTPUT_DIR, else the fixtures under the
+daemon's names: node@host directories, '@' and dots in the names) opens
+from Flamescope's own file list, clicked with playwright-core (FP_NODE_DIR,
+default the project's build/node: scripts/install-node-deps).
 
 Runs only with FLAMESCOPE_UI=1, a UI built in FLAMESCOPE_SRC (app/public/
 main.js, see README.md: npm ci && npm run webpack) and Chromium (Debian:
@@ -21,6 +25,7 @@ import pytest
 from conftest import FIXTURES
 
 SRC = os.environ.get('FLAMESCOPE_SRC')
+HERE_DIR = os.path.dirname(os.path.abspath(__file__))
 CHROMIUM = shutil.which('chromium') or shutil.which('chromium-browser')
 
 pytestmark = pytest.mark.skipif(
@@ -36,8 +41,9 @@ def free_port():
     return port
 
 
-@pytest.fixture(scope='module')
-def server(tmp_path_factory):
+def serve(profiles):
+    """Run the patched Flamescope on PROFILE_DIR=profiles; yields (base URL,
+    profiles)."""
     if not SRC:
         pytest.skip('FLAMESCOPE_SRC is not set')
     if not os.path.isfile(os.path.join(SRC, 'app', 'public', 'main.js')):
@@ -45,9 +51,6 @@ def server(tmp_path_factory):
                     '(npm ci && NODE_OPTIONS=--openssl-legacy-provider npm run webpack)' % SRC)
     if not CHROMIUM:
         pytest.fail('chromium not found (Debian: apt-get install chromium)')
-    profiles = tmp_path_factory.mktemp('profiles')
-    shutil.copy(os.path.join(FIXTURES, 'flame_profd-demo.perf'), str(profiles / 'demo.perf'))
-    shutil.copy(os.path.join(FIXTURES, 'flame_profd-labels.perf'), str(profiles / 'labels.perf'))
     port = free_port()
     env = dict(os.environ, PROFILE_DIR=str(profiles), PORT=str(port), HOST='127.0.0.1',
                PYTHONPATH=SRC)
@@ -63,10 +66,19 @@ def server(tmp_path_factory):
                 time.sleep(0.1)
         else:
             pytest.fail('Flamescope did not start on %s' % base)
-        yield base
+        yield base, str(profiles)
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+@pytest.fixture(scope='module')
+def server(tmp_path_factory):
+    profiles = tmp_path_factory.mktemp('profiles')
+    shutil.copy(os.path.join(FIXTURES, 'flame_profd-demo.perf'), str(profiles / 'demo.perf'))
+    shutil.copy(os.path.join(FIXTURES, 'flame_profd-labels.perf'), str(profiles / 'labels.perf'))
+    for base, _ in serve(profiles):
+        yield base
 
 
 def chromium(url, *args):
@@ -125,10 +137,14 @@ def test_heatmap_group_and_label_filters(server, tmp_path):
     for n in (1, 2, 3):
         assert '{rw_pool,%d}' % n in labels
     assert '(no label)' in labels
-    keys = dom[dom.index('id="key-filter-request_id"'):]
-    assert 'req-10' in keys
+    # the pool's processes record no request id: with the label selected
+    # the key's list offers none (only "no value"), without it, the ids
+    keys = dom[dom.index('id="key-filter-request_id"'):dom.index('id="heatmap"')]
+    assert 'req-10' not in keys and '(no value)' in keys
     heatmap = dom[dom.index('id="heatmap"'):]
     assert heatmap.count('<rect') > 50
+    whole = chromium(server + '/#/heatmap/perf/labels.perf?group=label,status', '--dump-dom')
+    assert 'req-10' in whole[whole.index('id="key-filter-request_id"'):whole.index('id="heatmap"')]
     shot = os.path.join(shots_dir(tmp_path), 'heatmap-labels.png')
     chromium(url, '--screenshot=' + shot)
     assert os.path.getsize(shot) > 10000
@@ -151,3 +167,182 @@ def test_flame_graph_grouped_by_label(server, tmp_path):
     shot = os.path.join(shots_dir(tmp_path), 'flamegraph-labels.png')
     chromium(url, '--screenshot=' + shot)
     assert os.path.getsize(shot) > 10000
+
+
+def test_empty_selection_says_so(server, tmp_path):
+    """A selection without samples: a message, no one-colour map with a
+    lone "0" legend, no bare "root" flame graph; the selected status stays
+    in its list (with 0) and the name list offers only names that have
+    samples with it."""
+    url = server + '/#/heatmap/perf/demo.perf?status=garbage_collecting&name=fp_demo_server'
+    dom = chromium(url, '--dump-dom')
+    assert 'id="empty-selection"' in dom and 'No samples in this selection' in dom
+    heatmap = dom[dom.index('id="heatmap"'):]
+    assert '<rect' not in heatmap[:heatmap.index('id="legend"')]
+    status = dom[dom.index('id="status-filter"'):dom.index('id="name-filter"')]
+    assert 'garbage_collecting (0)' in status
+    shot = os.path.join(shots_dir(tmp_path), 'heatmap-empty-selection.png')
+    chromium(url, '--screenshot=' + shot)
+    assert os.path.getsize(shot) > 10000
+    url = server + '/#/flamegraph/perf/demo.perf?name=no_such_process'
+    dom = chromium(url, '--dump-dom')
+    assert 'id="empty-flamegraph"' in dom
+    assert 'name="root"' not in dom[dom.index('id="flamegraph"'):]
+    shot = os.path.join(shots_dir(tmp_path), 'flamegraph-empty-selection.png')
+    chromium(url, '--screenshot=' + shot)
+    assert os.path.getsize(shot) > 10000
+
+
+def test_filter_lists_follow_the_selection(server):
+    """With status=waiting the name and pid lists hold only processes that
+    have waiting samples; the pid list is there, with <0.N.S> pids."""
+    dom = chromium(server + '/#/heatmap/perf/demo.perf', '--dump-dom')
+    names_all = dom[dom.index('id="name-filter"'):dom.index('id="pid-filter"')]
+    pids = dom[dom.index('id="pid-filter"'):dom.index('id="group-picker"')]
+    assert '&lt;0.' in pids and pids.count('class="item') >= 2
+    dom = chromium(server + '/#/heatmap/perf/demo.perf?status=waiting', '--dump-dom')
+    names = dom[dom.index('id="name-filter"'):dom.index('id="pid-filter"')]
+    assert names.count('class="item') < names_all.count('class="item')
+    assert names.count('class="item') >= 1
+
+
+def test_signed_metric_legend(server, tmp_path):
+    """A delta's legend runs from the largest decrease (blue) through 0 to
+    the largest increase (red)."""
+    url = server + '/#/heatmap/perf/demo.perf?metric=erlang_memory_delta'
+    dom = chromium(url, '--dump-dom')
+    legend = dom[dom.index('id="legend"'):]
+    assert 'id="signed-legend"' in legend
+    assert 'decrease' in legend and 'increase' in legend
+    assert '\u2212' in legend                     # negative ticks (d3 writes a minus sign)
+    shot = os.path.join(shots_dir(tmp_path), 'heatmap-signed-legend.png')
+    chromium(url, '--screenshot=' + shot)
+    assert os.path.getsize(shot) > 10000
+    # an unsigned metric keeps the 0..max legend
+    dom = chromium(server + '/#/heatmap/perf/demo.perf?metric=erlang_memory', '--dump-dom')
+    assert 'id="signed-legend"' not in dom
+
+
+# --- the file list, as a user opens flame_profd's output ---------------------
+
+NODE_DIR = os.environ.get('FP_NODE_DIR') or os.path.join(
+    os.path.dirname(os.path.dirname(HERE_DIR)), 'build', 'node')
+
+FILE_LIST_DRIVER = r"""
+const path = require('path');
+const { chromium } = require(path.join(process.env.FP_NODE_DIR, 'node_modules', 'playwright-core'));
+const cfg = JSON.parse(process.argv[2]);
+
+(async () => {
+  const out = { errors: [], runs: [] };
+  const browser = await chromium.launch({ executablePath: cfg.chromium, headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+           '--disable-background-networking', '--disable-component-update', '--disable-sync'] });
+  try {
+    for (const [i, name] of cfg.files.entries()) {
+      const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+      page.on('pageerror', e => out.errors.push(String(e)));
+      const bad = [];
+      page.on('response', r => { if (r.status() >= 400) bad.push(r.status() + ' ' + r.url()); });
+      await page.goto(cfg.base + '/#/');
+      /* the row of the file, by its name in the first cell */
+      const row = page.locator('tr', { has: page.locator('td', { hasText: name }) }).first();
+      await row.waitFor({ timeout: 20000 });
+      const listed = await page.evaluate(() =>
+        Array.from(document.querySelectorAll('tbody tr td:first-child')).map(td => td.innerText));
+      await row.getByRole('button', { name: 'Open as Linux Perf' }).click();
+      let cells = 0;
+      for (let k = 0; k < 80 && cells < 10; k++) {
+        await page.waitForTimeout(250);
+        cells = await page.locator('#heatmap rect').count();
+      }
+      const r = { name, listed, url: page.url(), cells, bad,
+                  hasPicker: await page.locator('#metric-picker').count() };
+      await page.screenshot({ path: path.join(cfg.shots, 'file-list-' + i + '-heatmap.png') });
+      /* and on to the flame graph of the whole file */
+      const requests = [];
+      page.on('request', q => { if (q.url().includes('/flamegraph/?')) requests.push(q.url()); });
+      await page.goto(page.url().replace('#/heatmap/', '#/flamegraph/'));
+      let frames = 0;
+      for (let k = 0; k < 80 && frames < 3; k++) {
+        await page.waitForTimeout(250);
+        frames = await page.locator('#flamegraph g').count();
+      }
+      r.frames = frames;
+      r.flamegraphRequests = requests;
+      r.badAfter = bad.slice();
+      await page.screenshot({ path: path.join(cfg.shots, 'file-list-' + i + '-flamegraph.png') });
+      await page.close();
+      out.runs.push(r);
+    }
+  } finally {
+    await browser.close();
+  }
+  console.log(JSON.stringify(out));
+})().catch(e => { console.error(e); process.exit(2); });
+"""
+
+
+def flame_profd_output_dir(root):
+    """A flame_profd output directory: FP_OUTPUT_DIR's when given (a real
+    run), else the real fixtures under the names and node directories the
+    daemon gives them (OUT/<node>/<node>.<time>.perf[.zst])."""
+    out = os.environ.get('FP_OUTPUT_DIR')
+    if out:
+        dst = os.path.join(root, 'out')
+        shutil.copytree(out, dst)
+        return dst
+    demo = os.path.join(root, 'out', 'fp_demo@vm-1.example')
+    labels = os.path.join(root, 'out', 'rw_ex@vm-1.example')
+    os.makedirs(demo)
+    os.makedirs(labels)
+    shutil.copy(os.path.join(FIXTURES, 'flame_profd-demo.perf'),
+                os.path.join(demo, 'fp_demo@vm-1.example.20261125T101500.123Z.perf'))
+    shutil.copy(os.path.join(FIXTURES, 'flame_profd-labels.perf'),
+                os.path.join(labels, 'rw_ex@vm-1.example.20261125T101502.007Z.perf'))
+    if shutil.which('zstd'):
+        subprocess.run(['zstd', '-q', os.path.join(demo, 'fp_demo@vm-1.example.20261125T101500.123Z.perf'),
+                        '-o', os.path.join(demo, 'fp_demo@vm-1.example.20261125T101510.456Z.perf.zst')],
+                       check=True)
+    with open(os.path.join(demo, 'manifest.json'), 'w') as f:
+        f.write('{"flame_profd_version": "0.1.0", "node": "fp_demo@vm-1.example", "files": []}\n')
+    return os.path.join(root, 'out')
+
+
+@pytest.fixture(scope='module')
+def output_server(tmp_path_factory):
+    if not os.path.isdir(os.path.join(NODE_DIR, 'node_modules', 'playwright-core')):
+        pytest.skip('no playwright-core in %s/node_modules (scripts/install-node-deps)' % NODE_DIR)
+    out = flame_profd_output_dir(str(tmp_path_factory.mktemp('fp-output')))
+    yield from serve(out)
+
+
+def test_file_list_opens_flame_profd_files(output_server, tmp_path):
+    """Every finished file of the output directory opens from Flamescope's
+    own file list: a heat map, then its flame graph, with no failed
+    request (names hold '@', dots and the node directory)."""
+    base, out = output_server
+    files = sorted(os.path.relpath(os.path.join(d, n), out)
+                   for d, _, names in os.walk(out) for n in names
+                   if '.perf' in n and not n.startswith('.'))
+    assert files and any('@' in f and '/' in f for f in files)
+    import json
+    shots = shots_dir(tmp_path)
+    js = os.path.join(str(tmp_path), 'drive.js')
+    with open(js, 'w') as f:
+        f.write(FILE_LIST_DRIVER)
+    cfg = {'base': base, 'files': files[:4], 'chromium': CHROMIUM, 'shots': shots}
+    p = subprocess.run(['node', js, json.dumps(cfg)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       env=dict(os.environ, FP_NODE_DIR=os.path.abspath(NODE_DIR)), timeout=300)
+    assert p.returncode == 0, p.stderr.decode()[-2000:]
+    res = json.loads(p.stdout.decode().strip().splitlines()[-1])
+    assert not res['errors'], res['errors']
+    for r in res['runs']:
+        assert r['name'] in r['listed']
+        assert 'manifest.json' not in ' '.join(r['listed'])
+        assert '/error/' not in r['url'], r
+        assert not r['bad'] and not r['badAfter'], r
+        assert r['hasPicker'] == 1 and r['cells'] >= 10, r
+        assert r['frames'] >= 3, r
+        # the request names the file once encoded, not twice
+        assert r['flamegraphRequests'] and all('%25' not in u for u in r['flamegraphRequests']), r

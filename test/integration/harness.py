@@ -792,16 +792,16 @@ RESERVED = {"after", "and", "andalso", "band", "begin", "bnot", "bor", "bsl",
 
 _UNQ = r"[a-z][A-Za-z0-9_@]*"
 # inside quotes: no control chars, space, ; + ' \ (those are \xHH-escaped)
-_QUO = r"'(?:[^\x00-\x20\x7f;+'\\]|\\x[0-9A-F]{2})*'"
+_QUO = r"'(?:[^\x00-\x20\x7f;+'\\()]|\\x[0-9A-F]{2})*'"
 ATOM = r"(?:%s|%s)" % (_QUO, _UNQ)
 ATOM_RE = re.compile(r"^%s$" % ATOM)
 # The Elixir form of names of Elixir modules (docs/FORMAT.md): an alias,
 # a function bare, an operator or quoted "...", "anonymous fn/A in ".
 ALIAS = r"[A-Z][A-Za-z0-9_]*(?:\.[A-Z][A-Za-z0-9_]*)*"
-_EXFUN = (r'(?:"(?:[^\x00-\x20\x7f;+"\\]|\\x[0-9A-F]{2})*"'
+_EXFUN = (r'(?:"(?:[^\x00-\x20\x7f;+"\\()]|\\x[0-9A-F]{2})*"'
           r"|[a-z_][A-Za-z0-9_]*[?!]?|[-&!^@~<>\\:|=*/]+)")
 EX_MFA = r"(?:anonymous fn/\d+ in )?%s\.%s/\d+" % (ALIAS, _EXFUN)
-EVENT_RE = re.compile(r"^(?P<status>[a-z_]+) (?P<pid>\d+\.\d+\.\d+) \[000\] "
+EVENT_RE = re.compile(r"^(?P<status>[a-z_]+) (?P<num>\d+)/(?P<serial>\d+) \[000\] "
                       r"(?P<ts>\d+\.\d{6}): cpu-clock:(?P<rest>\t.*)?$")
 METRIC_RE = re.compile(r"^metric_erlang_(?P<name>[a-z_]+): (?P<value>\d+), (?P<delta>-?\d+)$")
 REGNAME_RE = re.compile(r"^registered_name: (?P<atom>%s|%s)$" % (ATOM, ALIAS))
@@ -834,7 +834,7 @@ def quote_atom(name):
         return name
     out = []
     for ch in name:
-        if ord(ch) < 0x21 or ord(ch) == 0x7f or ch in ";+'\\":
+        if ord(ch) < 0x21 or ord(ch) == 0x7f or ch in ";+'\\()":
             out.append("\\x%02X" % ord(ch))
         else:
             out.append(ch)
@@ -890,7 +890,8 @@ def parse_perf(path):
                 err(i, "expected comment or event line")
             if m.group("status") not in STATUSES:
                 err(i, "unknown status %r" % m.group("status"))
-            cur = {"status": m.group("status"), "pid": m.group("pid"),
+            cur = {"status": m.group("status"),
+                   "pid": "0.%s.%s" % (m.group("num"), m.group("serial")),
                    "ts": float(m.group("ts")), "ts_text": m.group("ts"),
                    "metrics": {}, "fields": {}, "frames": [], "frame_files": [],
                    "frame_addrs": [], "line": i + 1}

@@ -25,7 +25,7 @@ GOOD = (
     "# captured on    : 2026-11-21T07:50:00Z\n"
     "# flame_profd node: demo@vm\n"
     "# ========\n"
-    "running 0.87.0 [000] 1700000000.000100: cpu-clock:\t" + M +
+    "running 87/0 [000] 1700000000.000100: cpu-clock:\t" + M +
     "\tregistered_name: fp_demo_busy\tinitial_call: fp_demo:busy_loop/1\n"
     "\t0000000000000000 fp_demo:'-crunch/1-fun-0-'/2 (/src/fp_demo.erl)\n"
     "\t0000000000000001 lists:foldl_1/3 (lists.erl)\n"
@@ -33,13 +33,13 @@ GOOD = (
     "\t0000000000000003 fp_demo:busy_loop/1 (/src/fp_demo.erl)\n"
     "\n"
     "# flame_profd: interval 2 selected=5\n"
-    "runnable 0.91.0 [000] 1700000000.250000: cpu-clock:\t" + M +
+    "runnable 91/0 [000] 1700000000.250000: cpu-clock:\t" + M +
     "\tregistered_name: fp_demo_quoted\n"
     "\t00000000000000aa fp_demo:deep/2 (/src/fp_demo.erl)\n"
     "\t00000000000000ab fp_demo:'fp+demo;semi\\'q\\\\'/1 (/src/fp_demo.erl)\n"
     "\t00000000000000ac fp_demo:'fp demo quoted'/1 (unknown)\n"
     "\n"
-    "waiting 0.96.0 [000] 1700000000.250000: cpu-clock:\t" + M + "\n"
+    "waiting 96/0 [000] 1700000000.250000: cpu-clock:\t" + M + "\n"
     "\n"
 )
 # GOOD above is written the way Erlang's io_lib would print the atoms;
@@ -53,8 +53,8 @@ BAD = [
     ("missing final blank line", lambda s: s[:-1]),
     ("no trailing newline", lambda s: s[:-2]),
     ("comment inside a sample", lambda s: s.replace("\t0000000000000001", "# x\n\t0000000000000001", 1)),
-    ("unknown status", lambda s: s.replace("runnable 0.91.0", "sleeping 0.91.0", 1)),
-    ("pid with <>", lambda s: s.replace("running 0.87.0", "running <0.87.0>", 1)),
+    ("unknown status", lambda s: s.replace("runnable 91/0", "sleeping 91/0", 1)),
+    ("pid as 0.N.S", lambda s: s.replace("running 87/0", "running 0.87.0", 1)),
     ("3 decimals", lambda s: s.replace("1700000000.000100:", "1700000000.000:", 1)),
     ("cpu index", lambda s: s.replace("[000]", "[001]", 1)),
     ("metric missing", lambda s: s.replace("\tmetric_erlang_minor_gcs: 12, 1", "", 1)),

@@ -209,7 +209,8 @@ static const char usage_head[] =
 
 static const char usage_tail[] =
 "\n"
-"DUR is a number with a unit: 500ms, 5s, 2m, 1h, 7d (a bare number is seconds).\n"
+"DUR is a number with a unit: 250us, 500ms, 5s, 2m, 1h, 7d (a bare number is\n"
+"seconds).\n"
 "SIZE is a number with K, M, G or T (powers of 1024; a bare number is bytes).\n"
 "\n"
 "Signals: SIGINT/SIGTERM finish the sample in flight and the current file, put\n"

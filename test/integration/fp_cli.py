@@ -2,7 +2,9 @@
 and a tally of named checks."""
 import os
 import re
+import shutil
 import subprocess
+import tempfile
 
 FLAME_PROF = os.environ.get("FLAME_PROF") or "build/flame_prof/flame_prof"
 GOLDEN = os.path.join(os.environ.get("FP_GOLDEN_DIR") or "test/golden", "flame_prof")
@@ -48,3 +50,21 @@ def finish():
     """Print the tally; the exit status for it."""
     print("%d checks, %d failed" % (checks, len(failures)))
     return 1 if failures else 0
+
+
+def main(tests):
+    """Run @tests in order (those that take an argument get a temporary
+    directory); 77 without the command, else the tally's status."""
+    if not os.path.exists(FLAME_PROF):
+        print("flame_prof not built at %s" % FLAME_PROF)
+        return 77
+    tmp = tempfile.mkdtemp(prefix="fp-cli-")
+    try:
+        for test in tests:
+            if test.__code__.co_argcount:
+                test(tmp)
+            else:
+                test()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return finish()

@@ -15,7 +15,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 import xml.etree.ElementTree as ET
 
@@ -516,25 +515,19 @@ def test_errors(tmp):
 
 
 def main():
-    if not os.path.exists(FLAME_PROF):
-        print("flame_prof not built at %s" % FLAME_PROF)
-        return 77
-    tmp = tempfile.mkdtemp(prefix="fp-cli-")
-    try:
-        test_golden_outputs()
-        test_svg(tmp)
-        test_heatmap(tmp)
-        test_keys_and_titles(tmp)
-        test_options()
-        test_sign_and_gross()
-        test_procs()
-        test_speedscope_profiles()
-        test_inputs(tmp)
-        test_filters()
-        test_errors(tmp)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return fp_cli.finish()
+    return fp_cli.main([
+        test_golden_outputs,
+        test_svg,
+        test_heatmap,
+        test_keys_and_titles,
+        test_options,
+        test_sign_and_gross,
+        test_procs,
+        test_speedscope_profiles,
+        test_inputs,
+        test_filters,
+        test_errors,
+    ])
 
 
 if __name__ == "__main__":

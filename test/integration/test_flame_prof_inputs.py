@@ -10,7 +10,6 @@ import pty
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
@@ -243,20 +242,15 @@ def test_out_of_memory(tmp):
           "flame_profd" not in err,
           "out of memory: the message names flame_prof", "rc=%s %s" % (rc, err))
 
+
 def main():
-    if not os.path.exists(FLAME_PROF):
-        print("flame_prof not built at %s" % FLAME_PROF)
-        return 77
-    tmp = tempfile.mkdtemp(prefix="fp-cli-")
-    try:
-        test_progress()
-        test_directory_walk(tmp)
-        test_non_regular(tmp)
-        test_limits(tmp)
-        test_out_of_memory(tmp)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return fp_cli.finish()
+    return fp_cli.main([
+        test_progress,
+        test_directory_walk,
+        test_non_regular,
+        test_limits,
+        test_out_of_memory,
+    ])
 
 
 if __name__ == "__main__":

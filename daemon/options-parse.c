@@ -338,6 +338,31 @@ fpd_option_breaker_run_queue(struct fpd_options *o, const char *arg)
 	return 0;
 }
 
+int
+fpd_option_perf(struct fpd_options *o, const char *arg)
+{
+	unsigned long v;
+
+	/* pid_max can be at most 2^22 */
+	if (parse_uint(arg, 4194304, &v) < 0 || v < 1)
+		return fpd_option_bad_value("--perf", arg,
+				 "expected the node's OS process id");
+	o->perf_pid = (pid_t)v;
+	return 0;
+}
+
+int
+fpd_option_perf_freq(struct fpd_options *o, const char *arg)
+{
+	unsigned long v;
+
+	if (parse_uint(arg, 10000, &v) < 0 || v < 1)
+		return fpd_option_bad_value("--perf-freq", arg,
+				 "expected 1 to 10000 samples a second");
+	o->perf_freq = (unsigned)v;
+	return 0;
+}
+
 /* ---- output ------------------------------------------------------------- */
 
 int

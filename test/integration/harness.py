@@ -47,7 +47,7 @@ FP_DEMO_SRC = os.path.join(REPO, "test", "erl", "fp_demo.erl")
 EXIT_PASS, EXIT_FAIL, EXIT_SKIP = 0, 1, 77
 
 STATUSES = ("running", "runnable", "waiting", "garbage_collecting",
-            "suspended", "exiting")
+            "suspended", "exiting", "cpu")
 METRICS = ("reductions", "memory", "message_queue_len", "total_heap_size",
            "heap_size", "stack_size", "binary_bytes", "minor_gcs")
 

@@ -304,6 +304,8 @@ tick(struct fpd_source *src, uint64_t now)
 		fpd_run_fail(s->run, 0);
 	}
 	if (!s->connected) {
+		/* --perf still writes while the node is away */
+		fpd_output_tick(s->out, now);
 		if (!s->run->stopping && now >= s->reconnect_at) {
 			int rc = fpd_session_connect(s, now);
 

@@ -156,7 +156,10 @@ static const struct option_spec options[] = {
 	  "                            memory figures, which cannot have changed, reused\n" },
 	{ "breaker-run-queue", 0, required_argument, fpd_option_breaker_run_queue,
 	  "      --breaker-run-queue N pause sampling while the node's run queues hold more\n"
-	  "                            than N processes (default 50 per scheduler); a\n"
+	  "                            than N processes; by default, while they hold more\n"
+	  "                            than 50 per scheduler and a health probe takes\n"
+	  "                            100 ms or more (long queues alone are a busy node,\n"
+	  "                            such as one full of short-lived workers); a\n"
 	  "                            request timeout pauses it too; probes to resume\n" },
 	{ "perf", 0, required_argument, fpd_option_perf,
 	  "      --perf OSPID          also sample the CPU of the local node's OS process\n"

@@ -9,11 +9,16 @@ A node started with +JPperf true runs fp_demo's busy workers
 - the JIT frames are named from the node's perf map: fp_demo:crunch/1
   is on the stack of many, called from fp_demo:deep/2, and its fun (a
   name the map quotes) is a leaf;
-- the process samples are there as before, and times never go back.
+- the process samples are there as before, and times never go back;
+- the interval lines count the cpu samples (cpu=N), and the manifest's
+  options name the pid and the frequency;
+- a --perf pid that is no process is a bad command line (exit 64).
 Where the kernel refuses to sample another process (not root, no
 CAP_PERFMON, perf_event_paranoid >= 2), the daemon exits 77 saying why.
 """
+import json
 import os
+import subprocess
 import sys
 
 sys.dont_write_bytecode = True     # keep __pycache__ out of the source tree
@@ -69,6 +74,22 @@ def main(t):
     t.check(any(s["frames"] and s["frames"][0].startswith("'beam.smp':") for s in cpu),
             "the VM's C code named from beam.smp's symbols")
     t.check("--perf: sampling" in se, "the daemon says what it samples")
+    counted = sum(int(iv.get("cpu", 0)) for iv in h.intervals(se))
+    t.check(0.9 * len(cpu) <= counted <= len(cpu),
+            "interval lines count %d of the %d cpu samples" % (counted, len(cpu)))
+    with open(os.path.join(out, node.name, "manifest.json")) as f:
+        opts = json.load(f)["options"]
+    t.eq((opts.get("perf_pid"), opts.get("perf_freq")), (node.os_pid, 199),
+         "the manifest's options name --perf and --perf-freq")
+
+    # a pid that was a process a moment ago and is no more
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    rc, _, se = h.run_daemon(h.daemon_args(node, h.mkdtemp("out_"), top=5,
+                                           duration="2s", perf=gone.pid),
+                             timeout=20)
+    t.eq(rc, 64, "--perf of no process: exit 64")
+    t.check("--perf %d" % gone.pid in se, "... naming it")
 
 
 if __name__ == "__main__":

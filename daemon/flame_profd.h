@@ -72,6 +72,8 @@ struct fpd_options {
 	enum fp_request_path request;	/* --request (default rex) */
 	bool idle_reuse;	/* probe processes idle at their last sample */
 	unsigned breaker_run_queue;	/* 0: 50 per scheduler */
+	pid_t perf_pid;		/* --perf: the node's OS pid; 0: off */
+	unsigned perf_freq;	/* --perf-freq, per thread on CPU */
 	uid_t uid;
 	gid_t gid;
 };

@@ -138,13 +138,24 @@ stop(struct fpd_loop *loop)
 	loop->run.stop_mono = fpd_now_mono_us();
 }
 
+static void
+settle(struct fpd_source *src)
+{
+	if (src->ops->settle)
+		src->ops->settle(src);
+}
+
 /* Also called from inside a source's wait (fpd_loop_give_up()): it
  * settles nothing. */
 static void
 rotate_all(struct fpd_loop *loop)
 {
-	for (size_t i = 0; i < loop->nsources; i++)
-		loop->sources[i]->ops->rotate(loop->sources[i]);
+	for (size_t i = 0; i < loop->nsources; i++) {
+		struct fpd_source *src = loop->sources[i];
+
+		if (src->ops->rotate)
+			src->ops->rotate(src);
+	}
 }
 
 static void
@@ -195,9 +206,17 @@ fpd_loop_give_up(void *data)
 static void
 tick(struct fpd_loop *loop)
 {
-	uint64_t now = fpd_now_mono_us();
-	uint64_t expirations;
+	uint64_t expirations, now;
 
+	for (size_t i = 0; i < loop->nsources; i++) {
+		struct fpd_source *src = loop->sources[i];
+
+		if (src->ops->collect) {
+			src->ops->collect(src);
+			settle(src);
+		}
+	}
+	now = fpd_now_mono_us();
 	if (read(loop->tfd, &expirations, sizeof(expirations)) < 0 &&
 	    errno != EAGAIN)
 		fpd_debug("timerfd: %s", strerror(errno));
@@ -208,8 +227,12 @@ tick(struct fpd_loop *loop)
 		loop->duration_over = true;
 	}
 	for (size_t i = 0; i < loop->nsources; i++) {
-		loop->sources[i]->ops->tick(loop->sources[i], now);
-		loop->sources[i]->ops->settle(loop->sources[i]);
+		struct fpd_source *src = loop->sources[i];
+
+		if (src->ops->tick) {
+			src->ops->tick(src, now);
+			settle(src);
+		}
 	}
 }
 
@@ -224,14 +247,20 @@ drained(struct fpd_loop *loop)
 	for (size_t i = 0; i < loop->nsources; i++) {
 		struct fpd_source *src = loop->sources[i];
 
-		src->ops->drain(src, now);
-		src->ops->settle(src);
-		busy |= src->ops->in_flight(src);
+		if (src->ops->drain) {
+			src->ops->drain(src, now);
+			settle(src);
+		}
+		busy |= src->ops->in_flight && src->ops->in_flight(src);
 	}
 	if (busy && now - loop->run.stop_mono < STOP_DRAIN_US)
 		return false;
-	for (size_t i = 0; i < loop->nsources; i++)
-		loop->sources[i]->ops->abandon(loop->sources[i]);
+	for (size_t i = 0; i < loop->nsources; i++) {
+		struct fpd_source *src = loop->sources[i];
+
+		if (src->ops->abandon)
+			src->ops->abandon(src);
+	}
 	return true;
 }
 
@@ -270,7 +299,7 @@ fpd_loop_run(struct fpd_loop *loop)
 			if (!(pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
 				continue;
 			src->ops->input(src);
-			src->ops->settle(src);
+			settle(src);
 		}
 		if (pfd[0].revents & POLLIN)
 			tick(loop);

@@ -170,7 +170,8 @@ fpd_options_json(const struct fpd_options *o)
 		"\"rotate_bytes\": %llu, \"compress\": \"%s\", \"compress_level\": %d, "
 		"\"keep_files\": %u, \"keep_bytes\": %llu, \"keep_age_us\": %llu, "
 		"\"backtrace_depth\": %u, \"lines\": %s, \"duration_us\": %llu, "
-		"\"max_overhead\": %g, \"request\": \"%s\", \"idle_reuse\": %s}",
+		"\"max_overhead\": %g, \"request\": \"%s\", \"idle_reuse\": %s, "
+		"\"perf_pid\": %d, \"perf_freq\": %u}",
 		o->top, (unsigned long long)o->every_us, o->rate, o->npids,
 		o->nnames, o->scan_max, o->min_reductions,
 		(unsigned long long)o->rotate_us,
@@ -180,5 +181,6 @@ fpd_options_json(const struct fpd_options *o)
 		(unsigned long long)o->keep_age_us, o->backtrace_depth,
 		o->lines ? "true" : "false",
 		(unsigned long long)o->duration_us, o->max_overhead,
-		fpd_request_name(o->request), o->idle_reuse ? "true" : "false");
+		fpd_request_name(o->request), o->idle_reuse ? "true" : "false",
+		(int)o->perf_pid, o->perf_freq);
 }

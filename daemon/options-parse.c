@@ -30,6 +30,8 @@
 #define ROTATE_SIZE_MIN 4096
 #define KEEP_FILES_MAX 10000000
 #define RUN_QUEUE_MAX 100000000
+#define PERF_PID_MAX 4194304		/* the kernel's largest pid_max */
+#define PERF_FREQ_MAX 10000
 #define PORT_MAX 65535
 #define KEY_NAME_MAX 100		/* bytes of a --key or --logger-key */
 #define NODE_NAME_MAX 256		/* of a pid's node, '<app@host.C.N.S>' */
@@ -335,6 +337,30 @@ fpd_option_breaker_run_queue(struct fpd_options *o, const char *arg)
 		return fpd_option_bad_value("--breaker-run-queue", arg,
 				 "expected a whole number of at least 1");
 	o->breaker_run_queue = (unsigned)v;
+	return 0;
+}
+
+int
+fpd_option_perf(struct fpd_options *o, const char *arg)
+{
+	unsigned long v;
+
+	if (parse_uint(arg, PERF_PID_MAX, &v) < 0 || v < 1)
+		return fpd_option_bad_value("--perf", arg,
+				 "expected the node's OS process id");
+	o->perf_pid = (pid_t)v;
+	return 0;
+}
+
+int
+fpd_option_perf_freq(struct fpd_options *o, const char *arg)
+{
+	unsigned long v;
+
+	if (parse_uint(arg, PERF_FREQ_MAX, &v) < 0 || v < 1)
+		return fpd_option_bad_value("--perf-freq", arg,
+				 "expected 1 to 10000 samples a second");
+	o->perf_freq = (unsigned)v;
 	return 0;
 }
 

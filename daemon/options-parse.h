@@ -41,6 +41,8 @@ FPD_OPTION_PARSER(max_overhead);
 FPD_OPTION_PARSER(request);
 FPD_OPTION_PARSER(no_idle_reuse);
 FPD_OPTION_PARSER(breaker_run_queue);
+FPD_OPTION_PARSER(perf);
+FPD_OPTION_PARSER(perf_freq);
 FPD_OPTION_PARSER(out);
 FPD_OPTION_PARSER(rotate);
 FPD_OPTION_PARSER(rotate_size);

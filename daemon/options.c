@@ -156,8 +156,20 @@ static const struct option_spec options[] = {
 	  "                            memory figures, which cannot have changed, reused\n" },
 	{ "breaker-run-queue", 0, required_argument, fpd_option_breaker_run_queue,
 	  "      --breaker-run-queue N pause sampling while the node's run queues hold more\n"
-	  "                            than N processes (default 50 per scheduler); a\n"
+	  "                            than N processes; by default, while they hold more\n"
+	  "                            than 50 per scheduler and a health probe takes\n"
+	  "                            100 ms or more (long queues alone are a busy node,\n"
+	  "                            such as one full of short-lived workers); a\n"
 	  "                            request timeout pauses it too; probes to resume\n" },
+	{ "perf", 0, required_argument, fpd_option_perf,
+	  "      --perf OSPID          also sample the CPU of the local node's OS process\n"
+	  "                            OSPID with perf_event_open(2), as samples of status\n"
+	  "                            cpu (a node started with +JPperf true: frames from\n"
+	  "                            its /tmp/perf-OSPID.map); shows handler code,\n"
+	  "                            short-lived processes, BIFs and GC; needs root or\n"
+	  "                            CAP_PERFMON (or perf_event_paranoid <= 1)\n" },
+	{ "perf-freq", 0, required_argument, fpd_option_perf_freq,
+	  "      --perf-freq HZ        samples a second per thread on CPU (default 99)\n" },
 	{ .help = "\n" },
 	{ .help = "Output:\n" },
 	{ "out", 'o', required_argument, fpd_option_out,
@@ -219,7 +231,8 @@ static const char usage_tail[] =
 "\n"
 "Exit status:\n"
 "   0  finished (--duration over, or stopped by SIGINT/SIGTERM)\n"
-"  64  bad command line: unknown flag, bad value, bad node name\n"
+"  64  bad command line: unknown flag, bad value, bad node name, or a\n"
+"      --perf OSPID that is no process\n"
 "  65  a --duration run took no sample at all\n"
 "  66  cookie file missing, unreadable, empty, readable by others or not a\n"
 "      regular file (a FIFO, a device)\n"
@@ -230,7 +243,8 @@ static const char usage_tail[] =
 "  73  output directory cannot be created or written\n"
 "  74  I/O error while writing output\n"
 "  75  another flame_profd is writing to the same output directory\n"
-"  77  the node refused the connection (wrong cookie, or short vs long names)\n";
+"  77  the node refused the connection (wrong cookie, or short vs long names),\n"
+"      or the kernel refused --perf its events\n";
 
 void
 fpd_options_usage(FILE *f)
@@ -248,6 +262,7 @@ set_defaults(struct fpd_options *o)
 		.top = 100,
 		.scan_max = 50000,
 		.min_reductions = 500,
+		.perf_freq = 99,
 		.every_us = 5000000,
 		.rate = 10,
 		.out_dir = ".",

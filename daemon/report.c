@@ -81,10 +81,10 @@ fpd_report_interval(struct fpd_report *r, struct fpd_cost *c,
 		pmax = r->rtt_us[r->nrtt - 1] / 1000.0;
 	}
 	if (said) {
-		char text[512];
+		char text[640];
 
 		snprintf(text, sizeof(text),
-			 "interval: selected=%zu pinned=%zu samples=%llu skipped=%llu gone=%llu dropped=%llu achieved=%.1f/s requested=%.1f/s requests=%llu probes=%llu reused=%llu rtt_ms=%.1f/%.1f/%.1f target_ms=%.1f cost=%.2f%% self_cpu=%.2f%% rate=%g top=%u breaker=%s scanned=%llu scan_bytes=%llu scans_cut=%llu scans_skipped=%llu",
+			 "interval: selected=%zu pinned=%zu samples=%llu skipped=%llu gone=%llu dropped=%llu achieved=%.1f/s requested=%.1f/s requests=%llu probes=%llu reused=%llu rtt_ms=%.1f/%.1f/%.1f target_ms=%.1f cost=%.2f%% self_cpu=%.2f%% rate=%g top=%u breaker=%s scanned=%llu scan_bytes=%llu scans_cut=%llu scans_skipped=%llu cpu=%llu",
 			 nset, pinned,
 			 (unsigned long long)r->samples,
 			 (unsigned long long)r->skipped,
@@ -99,14 +99,15 @@ fpd_report_interval(struct fpd_report *r, struct fpd_cost *c,
 			 (unsigned long long)c->interval.scanned,
 			 (unsigned long long)c->interval.scan_bytes,
 			 (unsigned long long)r->scans_cut,
-			 (unsigned long long)r->scans_skipped);
+			 (unsigned long long)r->scans_skipped,
+			 (unsigned long long)r->cpu);
 		fpd_info("%s", text);
 		fpd_note(notes, "%s", text);
 		log_cache_stats(sampler);
 	}
 	r->interval_mono = now;
 	r->interval_cpu_us = cpu_us;
-	r->samples = r->skipped = r->gone = 0;
+	r->samples = r->skipped = r->gone = r->cpu = 0;
 	r->requests = r->probes = r->reused = 0;
 	r->target_us = 0;
 	r->scans_cut = r->scans_skipped = 0;

@@ -20,6 +20,7 @@ struct fpd_report {
 	uint64_t interval_mono;		/* the interval's start */
 	uint64_t interval_cpu_us;	/* ... and our CPU time then */
 	uint64_t samples, skipped, gone;
+	uint64_t cpu;			/* samples from a CPU sink (--perf) */
 	uint64_t requests;		/* sample requests sent */
 	uint64_t probes, reused;	/* probes sent; samples they gave */
 	uint64_t target_us;		/* node-side time of our requests */

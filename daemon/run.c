@@ -1,6 +1,7 @@
 /*
  * flame_profd — one run of the daemon: the output directory, root
- * dropped, the loop and the node session it drives.
+ * dropped, the loop and the sources it drives: the node session and,
+ * with --perf, the node's CPU samples written into the session's files.
  */
 #include <errno.h>
 #include <grp.h>
@@ -11,6 +12,7 @@
 #include "flame_profd.h"
 #include "loop.h"
 #include "notes.h"
+#include "perf-feed.h"
 #include "session.h"
 
 static struct fpd_output *
@@ -67,6 +69,7 @@ int
 fpd_run(const struct fpd_options *o, const char *cookie)
 {
 	struct fpd_session *session = NULL;
+	struct fpd_perf_feed *feed = NULL;
 	struct fpd_loop *loop = NULL;
 	struct fpd_output *out;
 	int rc = 0;
@@ -74,6 +77,9 @@ fpd_run(const struct fpd_options *o, const char *cookie)
 	out = open_output(o, &rc);
 	if (!out)
 		return rc;
+	rc = fpd_perf_feed_open(o, &feed);
+	if (rc)
+		goto out;
 	if (o->user) {
 		rc = drop_root(o, out);
 		if (rc)
@@ -89,14 +95,20 @@ fpd_run(const struct fpd_options *o, const char *cookie)
 	session = fpd_session_new(o, cookie, out, fpd_loop_run_state(loop),
 				  fpd_loop_give_up, loop);
 	fpd_loop_add(loop, fpd_session_source(session));
+	if (feed) {
+		fpd_perf_feed_attach(feed, fpd_session_cpu_sink(session));
+		fpd_loop_add(loop, fpd_perf_feed_source(feed));
+	}
 	rc = fpd_session_start(session);
 	if (rc)
 		goto out;
 	rc = fpd_loop_run(loop);
+	fpd_perf_feed_finish(feed);
 	rc = fpd_session_close(session, rc, fpd_loop_duration_over(loop));
 out:
 	fpd_output_destroy(out);
 	fpd_session_destroy(session);
+	fpd_perf_feed_destroy(feed);
 	fpd_loop_destroy(loop);
 	return rc;
 }

@@ -182,6 +182,34 @@ next_stamp(struct fpd_session *s, uint64_t stamp)
 	return stamp;
 }
 
+/* A sample of another source, written as it comes; the source hands its
+ * samples over sorted, once a tick, so that holding one to the file's
+ * order moves it by at most a tick. */
+static int
+write_cpu_sample(void *data, const struct fp_sample *smp)
+{
+	struct fpd_session *s = data;
+	struct fp_sample copy = *smp;
+	FILE *f = fpd_notes_stream(&s->notes);
+
+	if (!f) {
+		fpd_report_skipped(&s->report, 1);
+		return 0;
+	}
+	copy.time_us = next_stamp(s, smp->time_us);
+	fp_perf_write_sample(s->writer, f, &copy);
+	fpd_output_sample(s->out, copy.time_us);
+	s->report.cpu++;
+	s->report.total_samples++;
+	return 0;
+}
+
+struct fpd_sink
+fpd_session_cpu_sink(struct fpd_session *s)
+{
+	return (struct fpd_sink){ .write = write_cpu_sample, .data = s };
+}
+
 static size_t
 count_probes(const enum fp_ask *asks, size_t n)
 {

@@ -22,6 +22,8 @@
 /* The breaker's pause starts short again after this many --every
  * without trouble. */
 #define BREAKER_CALM_INTERVALS 6
+/* a health probe this slow, with long run queues, trips the breaker */
+#define BREAKER_SLOW_US 100000u
 
 /* The loss a handler recorded: the file is finished, what was in flight
  * skipped, and a reconnect planned. */
@@ -86,6 +88,23 @@ send_health(struct fpd_session *s, uint64_t now)
 	fpd_session_check_send(s, rc, "health request");
 }
 
+/*
+ * Long run queues alone are a node at work, not a node in trouble: a pool
+ * of short-lived workers keeps hundreds of processes queued while the
+ * node answers in milliseconds, and pausing for that left such nodes with
+ * no sample at all. The queues trip the breaker only when the health
+ * probe, which waits in those queues like any request, is slow to come
+ * back too; a node that answers slowly or not at all (request timeouts)
+ * is still left alone. A limit given with --breaker-run-queue is taken
+ * as it is said: the queues alone trip it.
+ */
+static bool
+runq_trouble(const struct fpd_session *s, int64_t runq, uint64_t rtt)
+{
+	return runq > (int64_t)s->runq_limit &&
+	       (s->o->breaker_run_queue || rtt >= BREAKER_SLOW_US);
+}
+
 static void
 on_health(struct fpd_session *s, const struct fp_reply *reply, uint64_t now)
 {
@@ -97,7 +116,7 @@ on_health(struct fpd_session *s, const struct fp_reply *reply, uint64_t now)
 	s->req_health.active = false;
 	fp_node_decode_int(reply, &runq);
 	if (br->probing) {
-		if (runq >= 0 && runq <= (int64_t)s->runq_limit &&
+		if (runq >= 0 && !runq_trouble(s, runq, rtt) &&
 		    rtt < s->o->timeout_us / 2) {
 			fpd_breaker_close(br, now);
 			fpd_cost_window_start(&s->cost, now, fpd_cpu_us());
@@ -114,9 +133,9 @@ on_health(struct fpd_session *s, const struct fp_reply *reply, uint64_t now)
 		}
 		return;
 	}
-	if (runq > (int64_t)s->runq_limit) {
-		snprintf(why, sizeof(why), "run queues at %lld (limit %u)",
-			 (long long)runq, s->runq_limit);
+	if (runq_trouble(s, runq, rtt)) {
+		snprintf(why, sizeof(why), "run queues at %lld (limit %u), probe %.1f ms",
+			 (long long)runq, s->runq_limit, (double)rtt / 1000.0);
 		trip(s, now, why);
 	}
 }
@@ -304,6 +323,8 @@ tick(struct fpd_source *src, uint64_t now)
 		fpd_run_fail(s->run, 0);
 	}
 	if (!s->connected) {
+		/* --perf still writes while the node is away */
+		fpd_output_tick(s->out, now);
 		if (!s->run->stopping && now >= s->reconnect_at) {
 			int rc = fpd_session_connect(s, now);
 

@@ -35,6 +35,14 @@ struct fpd_source *
 fpd_session_source(struct fpd_session *s);
 
 /**
+ * Where another source writes the node's CPU samples (--perf): into this
+ * session's files, their times held to the files' order, counted in the
+ * interval line's cpu= and in the run's samples.
+ */
+struct fpd_sink
+fpd_session_cpu_sink(struct fpd_session *s);
+
+/**
  * The end of the run: the last interval line, the node put back, the
  * file finished, and what the files hold logged.
  * @return @exit_code, or the exit code what the run wrote calls for

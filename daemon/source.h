@@ -1,8 +1,9 @@
 /*
  * flame_profd — a source of samples, as the loop sees it: something with
  * (at most) one descriptor to wait on, a tick, and work deferred until
- * its handlers have returned. A node session (session.c) is one; the
- * loop knows no more of it than this.
+ * its handlers have returned. A node session (session.c) is one, the
+ * --perf source (perf-feed.c) another; the loop knows no more of them
+ * than this.
  */
 #pragma once
 
@@ -26,13 +27,33 @@ fpd_run_fail(struct fpd_run_state *run, int exit_code)
 	run->stopping = true;
 }
 
+struct fp_sample;
 struct fpd_source;
 
+/*
+ * Where a source that keeps no files of its own writes its samples: a
+ * node session's (fpd_session_cpu_sink()). @write takes one sample (and
+ * what it points to) for the duration of the call, and returns 0.
+ */
+struct fpd_sink {
+	int (*write)(void *data, const struct fp_sample *sample);
+	void *data;
+};
+
+/* fd and input are always given; any other op may be NULL: the source
+ * has nothing to do then (and, for in_flight, nothing in flight). */
 struct fpd_source_ops {
 	/** The descriptor to wait on for input, or -1. */
 	int (*fd)(struct fpd_source *src);
 	/** The descriptor is readable (or hung up). */
 	void (*input)(struct fpd_source *src);
+	/**
+	 * Before every timer tick, ahead of reading the clock @now of
+	 * tick: take in what came without waking the loop. What is written
+	 * here then never opens a file younger than @now, which rotation
+	 * would take for one long due.
+	 */
+	void (*collect)(struct fpd_source *src);
 	/** Every timer tick. */
 	void (*tick)(struct fpd_source *src, uint64_t now);
 	/**

@@ -15,7 +15,7 @@
 
 static const char *const status_names[] = {
 	"running", "runnable", "waiting", "garbage_collecting",
-	"suspended", "exiting", "free", "unknown",
+	"suspended", "exiting", "free", "unknown", "cpu",
 };
 
 /* ---- field parsers over [p, end) ---- */

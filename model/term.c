@@ -16,6 +16,7 @@ static const char *const status_names[FP_STATUS_COUNT] = {
 	[FP_STATUS_SUSPENDED] = "suspended",
 	[FP_STATUS_EXITING] = "exiting",
 	[FP_STATUS_FREE] = "free",
+	[FP_STATUS_CPU] = "cpu",
 };
 
 static const struct {

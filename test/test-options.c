@@ -9,7 +9,7 @@
 #include "fp-test.h"
 #include "../daemon/options.h"
 
-#define ARGS_MAX 12
+#define ARGS_MAX 14
 
 struct options_case {
 	const char *argv[ARGS_MAX];
@@ -40,6 +40,10 @@ static const struct options_case cases[] = {
 	{ { "--node", "a@b", "--connect", ":4370" }, FPD_EXIT_USAGE },
 	{ { "--node", "a@b", "--request", "rpc" }, FPD_EXIT_USAGE },
 	{ { "--node", "no-host" }, FPD_EXIT_USAGE },
+	{ { "--node", "a@b", "--perf", "0" }, FPD_EXIT_USAGE },
+	{ { "--node", "a@b", "--perf", "4194305" }, FPD_EXIT_USAGE },
+	{ { "--node", "a@b", "--perf", "1", "--perf-freq", "0" }, FPD_EXIT_USAGE },
+	{ { "--node", "a@b", "--perf-freq", "10001" }, FPD_EXIT_USAGE },
 };
 
 static int
@@ -68,7 +72,8 @@ START_TEST(values)
 {
 	static const char *const args[] = {
 		"-n", "a@b", "--every", "2s", "--connect", "127.0.0.1:4370",
-		"--file-mode", "0600", "-v", "-v", "--no-idle-reuse", NULL,
+		"--file-mode", "0600", "-v", "-v", "--no-idle-reuse",
+		"--perf", "4321", NULL,
 	};
 	struct fpd_options o;
 
@@ -80,7 +85,9 @@ START_TEST(values)
 	fp_assert_int_eq(o.file_mode, 0600);
 	fp_assert_int_eq(o.verbosity, 2);
 	fp_assert(!o.idle_reuse);
+	fp_assert_int_eq(o.perf_pid, 4321);
 	/* defaults of what was not given */
+	fp_assert_int_eq(o.perf_freq, 99);
 	fp_assert_int_eq(o.top, 100);
 	fp_assert_int_eq(o.compress_level, 3);
 	fpd_options_release(&o);

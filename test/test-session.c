@@ -1,6 +1,6 @@
 /*
  * flame_profd — unit tests: how a node session and the loop handle a lost
- * connection. The session's connection is one end of a socket pair (no
+ * connection, and a source writing through the session's sink. The session's connection is one end of a socket pair (no
  * node: the handshake is skipped by setting the descriptor in the node
  * handle); the test writes half a distribution message into the other
  * end and closes it.
@@ -200,6 +200,91 @@ START_TEST(loop_handles_closed_mid_reply)
 }
 END_TEST
 
+/*
+ * A source that writes a sample of status cpu through the session's sink
+ * before every tick, as --perf does, each one a millisecond older than
+ * the one before (as if from buffers read late).
+ */
+struct cpu_writer {
+	struct fpd_source source;
+	struct fpd_sink sink;
+	uint64_t first_us;		/* the first sample's time */
+	uint64_t collected_mono;	/* the last collect */
+	unsigned writes, ticks, late_ticks;
+};
+
+static int
+writer_fd(struct fpd_source *src)
+{
+	(void)src;
+	return -1;
+}
+
+static void
+writer_collect(struct fpd_source *src)
+{
+	struct cpu_writer *w = (struct cpu_writer *)src;
+	struct fp_frame frame = { .module = "beam.smp", .function = "erts_schedule" };
+	struct fp_sample smp = {
+		.status = FP_STATUS_CPU,
+		.time_us = w->first_us - 1000u * w->writes,
+		.frames = &frame,
+		.nframes = 1,
+	};
+
+	fp_assert_int_eq(w->sink.write(w->sink.data, &smp), 0);
+	w->writes++;
+	w->collected_mono = fpd_now_mono_us();
+}
+
+static void
+writer_tick(struct fpd_source *src, uint64_t now)
+{
+	struct cpu_writer *w = (struct cpu_writer *)src;
+
+	w->ticks++;
+	w->late_ticks += w->collected_mono > now;
+}
+
+static const struct fpd_source_ops writer_ops = {
+	.fd = writer_fd,
+	.input = writer_collect,
+	.collect = writer_collect,
+	.tick = writer_tick,
+};
+
+/*
+ * What a source collects comes before the clock of the tick it precedes:
+ * written into the session's open file, it never makes that file look
+ * older than it is (a file opened after the tick's clock was read would
+ * be rotated at once, every tick). The samples are counted as cpu and
+ * their times held to the file's order.
+ */
+START_TEST(collect_comes_before_the_clock)
+{
+	struct fixture fx;
+	struct cpu_writer w = { .source.ops = &writer_ops };
+	int rc;
+
+	fixture_new(&fx, "300ms");
+	w.sink = fpd_session_cpu_sink(fx.s);
+	w.first_us = fpd_now_epoch_us();
+	fpd_loop_add(fx.loop, &w.source);
+
+	rc = fpd_loop_run(fx.loop);
+	fp_assert_int_eq(rc, 0);
+	fp_assert(w.ticks >= 5);
+	ck_assert_uint_ge(w.writes, w.ticks);
+	fp_assert_int_eq(w.late_ticks, 0);
+	fp_assert(fpd_output_is_open(fx.out));
+	fp_assert_int_eq(finished_files(&fx), 0);
+	ck_assert_uint_eq(fx.s->report.cpu, w.writes);
+	ck_assert_uint_eq(fx.s->report.total_samples, w.writes);
+	ck_assert_uint_eq(fx.s->sm.last_stamp_us, w.first_us);
+	fixture_destroy(&fx);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -208,6 +293,9 @@ suite(void)
 
 	tcase_add_test(tc, loss_in_handler_is_deferred);
 	tcase_add_test(tc, loop_handles_closed_mid_reply);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("other sources");
+	tcase_add_test(tc, collect_comes_before_the_clock);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -83,6 +83,9 @@ enum fp_status {
 	FP_STATUS_SUSPENDED,
 	FP_STATUS_EXITING,
 	FP_STATUS_FREE,
+	/* not a process status: a sample of the node's OS threads on a
+	 * CPU, read with perf (no Erlang process is known) */
+	FP_STATUS_CPU,
 	FP_STATUS_COUNT,
 };
 

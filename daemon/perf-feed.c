@@ -1,0 +1,122 @@
+/*
+ * flame_profd — the --perf source in the loop.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "perf-feed.h"
+#include "source-perf.h"
+#include "util-mem.h"
+
+struct fpd_perf_feed {
+	struct fpd_source source;
+	struct fpd_perf_source *perf;
+	struct fpd_sink sink;
+};
+
+/* Every sample waiting, in time order, on the daemon's wall clock. */
+static void
+take(struct fpd_perf_feed *feed)
+{
+	int64_t epoch_offset_us = (int64_t)(fpd_now_epoch_us() - fpd_now_mono_us());
+
+	fpd_perf_source_read(feed->perf, epoch_offset_us, feed->sink.write,
+			     feed->sink.data);
+}
+
+static int
+fd(struct fpd_source *src)
+{
+	return fpd_perf_source_fd(((struct fpd_perf_feed *)src)->perf);
+}
+
+static void
+input(struct fpd_source *src)
+{
+	take((struct fpd_perf_feed *)src);
+}
+
+static void
+drain(struct fpd_source *src, uint64_t now)
+{
+	(void)now;
+	take((struct fpd_perf_feed *)src);
+}
+
+/* A buffer wakes the loop only when a quarter full: the samples below
+ * that are taken before every tick (collect), and so are late by at most
+ * a tick. Nothing is ever in flight. */
+static const struct fpd_source_ops feed_ops = {
+	.fd = fd,
+	.input = input,
+	.collect = input,
+	.drain = drain,
+};
+
+int
+fpd_perf_feed_open(const struct fpd_options *o, struct fpd_perf_feed **out)
+{
+	struct fpd_perf_source_config pc = {
+		.pid = o->perf_pid, .freq = o->perf_freq,
+	};
+	struct fpd_perf_source *perf;
+	int rc;
+
+	*out = NULL;
+	if (!o->perf_pid)
+		return 0;
+	rc = fpd_perf_source_new(&pc, &perf);
+	if (rc < 0) {
+		fprintf(stderr, "flame_profd: error: --perf %d: cannot sample its threads: %s%s\n",
+			(int)o->perf_pid, strerror(-rc),
+			rc == -EACCES || rc == -EPERM ?
+			" (needs root or CAP_PERFMON, or kernel.perf_event_paranoid <= 1 for a process of the same user)" : "");
+		return rc == -ESRCH ? FPD_EXIT_USAGE :
+		       rc == -EACCES || rc == -EPERM ? FPD_EXIT_NOPERM :
+		       FPD_EXIT_SOFTWARE;
+	}
+	fpd_info("--perf: sampling %u threads of OS process %d at %u Hz%s",
+		 fpd_perf_source_threads(perf), (int)o->perf_pid, o->perf_freq,
+		 fpd_perf_source_user_only(perf) ? " (user mode only)" : "");
+	*out = xnew(struct fpd_perf_feed);
+	(*out)->source.ops = &feed_ops;
+	(*out)->perf = perf;
+	return 0;
+}
+
+void
+fpd_perf_feed_attach(struct fpd_perf_feed *feed, struct fpd_sink sink)
+{
+	feed->sink = sink;
+}
+
+struct fpd_source *
+fpd_perf_feed_source(struct fpd_perf_feed *feed)
+{
+	return &feed->source;
+}
+
+void
+fpd_perf_feed_finish(struct fpd_perf_feed *feed)
+{
+	uint64_t lost;
+
+	if (!feed)
+		return;
+	take(feed);
+	lost = fpd_perf_source_lost(feed->perf);
+	if (lost)
+		fpd_warn("--perf: the kernel dropped %llu samples (buffers full)",
+			 (unsigned long long)lost);
+}
+
+void
+fpd_perf_feed_destroy(struct fpd_perf_feed *feed)
+{
+	if (!feed)
+		return;
+	fpd_perf_source_destroy(feed->perf);
+	free(feed);
+}

@@ -1,0 +1,37 @@
+/*
+ * flame_profd — the --perf source as the loop sees it: the node's CPU
+ * samples (source-perf.c), read when a buffer fills and before every
+ * tick, and written through a node session's sink, into its files.
+ */
+#pragma once
+
+#include "flame_profd.h"
+#include "source.h"
+
+struct fpd_perf_feed;
+
+/**
+ * Open the events on the threads of o->perf_pid (before root is
+ * dropped: opening them is what needs it). *@out is NULL without --perf.
+ * @return 0, or an exit code with the reason on stderr: FPD_EXIT_USAGE
+ *         for a process that does not exist, FPD_EXIT_NOPERM when the
+ *         kernel refuses, FPD_EXIT_SOFTWARE for anything else.
+ */
+int
+fpd_perf_feed_open(const struct fpd_options *o, struct fpd_perf_feed **out);
+
+/** Where its samples go, from before the loop runs. */
+void
+fpd_perf_feed_attach(struct fpd_perf_feed *feed, struct fpd_sink sink);
+
+struct fpd_source *
+fpd_perf_feed_source(struct fpd_perf_feed *feed);
+
+/** After the loop: what is left in the buffers is written, and the
+ * samples the kernel dropped are told. NULL is a no-op. */
+void
+fpd_perf_feed_finish(struct fpd_perf_feed *feed);
+
+/** NULL is a no-op. */
+void
+fpd_perf_feed_destroy(struct fpd_perf_feed *feed);

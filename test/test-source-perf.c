@@ -1,0 +1,218 @@
+/*
+ * flame_profd — unit tests: the perf sample source (--perf) and its
+ * symbol tables, on this very process.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fp-test.h"
+#include "../daemon/perf-symbols.h"
+#include "../daemon/source-perf.h"
+
+static const struct {
+	const char *name;
+	const char *module, *function;
+	uint32_t arity;
+} jit_names[] = {
+	{ "$lists:seq/2", "lists", "seq", 2 },
+	{ "$lists:seq_loop/3-CodeInfoPrologue", "lists", "seq_loop", 3 },
+	{ "$fid_wl:'-busy/1-fun-0-'/1", "fid_wl", "-busy/1-fun-0-", 1 },
+	{ "$init:'-collect/2-lc$^0/1-0-'/2-CodeInfoPrologue", "init",
+	  "-collect/2-lc$^0/1-0-", 2 },
+	{ "$'Elixir.Fid.Wl':call_work/2", "Elixir.Fid.Wl", "call_work", 2 },
+	{ "$'a:b':'c\\'d'/0", "a:b", "c'd", 0 },
+	{ "$global::apply_fun_shared", "$global", "apply_fun_shared", 0 },
+	{ "$zlib::codeHeader", "$zlib", "codeHeader", 0 },
+	{ "erts_beamasm:emit", "[jit]", "erts_beamasm:emit", 0 },
+	{ "$m:f/x", "[jit]", "$m:f/x", 0 },
+};
+
+START_TEST(split_jit)
+{
+	char buf[128];
+	struct fp_frame f;
+
+	snprintf(buf, sizeof(buf), "%s", jit_names[_i].name);
+	fpd_symbols_split_jit(buf, &f);
+	fp_assert_str_eq(f.module, jit_names[_i].module);
+	fp_assert_str_eq(f.function, jit_names[_i].function);
+	fp_assert_int_eq(f.arity, jit_names[_i].arity);
+}
+END_TEST
+
+__attribute__((noinline)) uint64_t fp_test_spin(uint64_t n);
+
+__attribute__((noinline)) uint64_t
+fp_test_spin(uint64_t n)
+{
+	volatile uint64_t x = 0;
+
+	for (uint64_t i = 0; i < n; i++)
+		x += i * i;
+	return x;
+}
+
+/* A perf map of our own, in a directory of its own; the ELF symbols of
+ * the test binary; an address nothing maps. */
+START_TEST(symbols)
+{
+	char dir[] = "/tmp/fp-test-perfmap-XXXXXX", path[128];
+	struct fpd_symbols *syms;
+	struct fp_frame f;
+	FILE *map;
+
+	fp_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/perf-%d.map", dir, (int)getpid());
+	map = fopen(path, "w");
+	fp_assert_ptr_nonnull(map);
+	fprintf(map, "0x1000 100 $fid_wl:call_work/2\n");
+	fclose(map);
+
+	syms = fpd_symbols_new(getpid(), dir);
+	fpd_symbols_lookup(syms, 0x1000 + 0x20, &f);
+	fp_assert_str_eq(f.module, "fid_wl");
+	fp_assert_str_eq(f.function, "call_work");
+	fp_assert_int_eq(f.arity, 2);
+
+	/* the map grows as modules load: read again on a miss */
+	map = fopen(path, "a");
+	fprintf(map, "0x2000 10 $fid_wl:cast_work/2\n");
+	fclose(map);
+	fpd_symbols_lookup(syms, 0x2004, &f);
+	fp_assert_str_eq(f.function, "cast_work");
+
+	fpd_symbols_lookup(syms, (uint64_t)(uintptr_t)fp_test_spin + 4, &f);
+	fp_assert_str_eq(f.function, "fp_test_spin");
+	fp_assert_str_eq(f.module, "test-source-perf");
+	fp_assert_int_eq(f.arity, 0);
+
+	fpd_symbols_lookup(syms, 0x10, &f);
+	fp_assert_str_eq(f.module, "[unknown]");
+	fpd_symbols_destroy(syms);
+
+	unlink(path);
+	rmdir(dir);
+}
+END_TEST
+
+static volatile int spinning;
+
+static void *
+spinner(void *arg)
+{
+	pid_t *tid = arg;
+
+	*tid = (pid_t)syscall(SYS_gettid);
+	while (__atomic_load_n(&spinning, __ATOMIC_RELAXED))
+		fp_test_spin(100000);
+	return NULL;
+}
+
+struct seen {
+	unsigned samples, in_spin, bad;
+	pid_t tid;
+	uint64_t last_us;
+};
+
+static int
+count(void *data, const struct fp_sample *s)
+{
+	struct seen *seen = data;
+
+	seen->samples++;
+	if (s->status != FP_STATUS_CPU || s->pid.num != 0 || !s->label ||
+	    s->time_us < seen->last_us)
+		seen->bad++;
+	seen->last_us = s->time_us;
+	for (uint32_t i = 0; i < s->nframes; i++) {
+		if (strcmp(s->frames[i].function, "fp_test_spin") == 0 &&
+		    s->pid.serial == (uint32_t)seen->tid) {
+			seen->in_spin++;
+			break;
+		}
+	}
+	return 0;
+}
+
+/* The thread starts after the source: found by the rescan. */
+START_TEST(live)
+{
+	struct fpd_perf_source_config c = { .pid = getpid(), .freq = 999 };
+	struct fpd_perf_source *src;
+	struct seen seen = { 0 };
+	struct timespec pause = { 0, 100 * 1000 * 1000 };
+	pthread_t th;
+	int rc;
+
+	rc = fpd_perf_source_new(&c, &src);
+	if (rc == -EACCES || rc == -EPERM || rc == -ENOSYS || rc == -ENOENT ||
+	    rc == -EOPNOTSUPP) {
+		fprintf(stderr, "live: perf events unavailable here (%s): not run\n",
+			strerror(-rc));
+		return;
+	}
+	fp_assert_int_eq(rc, 0);
+	fp_assert(fpd_perf_source_fd(src) >= 0);
+	unsigned before = fpd_perf_source_threads(src);
+
+	spinning = 1;
+	fp_assert_int_eq(pthread_create(&th, NULL, spinner, &seen.tid), 0);
+	/* 1.2 s: the rescan (once a second) opens the new thread */
+	for (int i = 0; i < 24; i++) {
+		nanosleep(&pause, NULL);
+		rc = fpd_perf_source_read(src, 0, count, &seen);
+		fp_assert_int_ge(rc, 0);
+		if (i == 11)
+			fp_assert_int_eq(fpd_perf_source_threads(src), before + 1);
+	}
+	spinning = 0;
+	pthread_join(th, NULL);
+	fp_assert_int_eq(seen.bad, 0);
+	/* ~1 s of one spinning thread at 999 Hz */
+	fp_assert_int_ge(seen.in_spin, 200);
+	fpd_perf_source_destroy(src);
+}
+END_TEST
+
+START_TEST(refused)
+{
+	struct fpd_perf_source_config c = { .pid = getpid(), .freq = 0 };
+	struct fpd_perf_source *src;
+
+	fp_assert_int_eq(fpd_perf_source_new(&c, &src), -EINVAL);
+	fp_assert_ptr_null(src);
+	c = (struct fpd_perf_source_config){ .pid = 0x3ffffff, .freq = 99 };
+	fp_assert_int_eq(fpd_perf_source_new(&c, &src), -ESRCH);
+	fpd_perf_source_destroy(NULL);
+}
+END_TEST
+
+static Suite *
+suite(void)
+{
+	Suite *s = suite_create("source-perf");
+	TCase *tc = tcase_create("symbols");
+
+	tcase_add_loop_test(tc, split_jit, 0,
+			    (int)(sizeof(jit_names) / sizeof(jit_names[0])));
+	tcase_add_test(tc, symbols);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("events");
+	tcase_set_timeout(tc, 20);
+	tcase_add_test(tc, live);
+	tcase_add_test(tc, refused);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int
+main(void)
+{
+	return fp_test_run(suite());
+}

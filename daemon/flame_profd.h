@@ -125,8 +125,10 @@ fpd_cpu_us(void);
 uint64_t
 fpd_now_epoch_us(void);
 
+/* @epoch_us as UTC ISO 8601 with microseconds (2026-11-21T07:56:30.018286Z);
+ * file names carry their own form (fp/perf-file.h). */
 void
-fpd_format_utc(uint64_t epoch_us, char *buf, size_t size, bool compact);
+fpd_format_utc(uint64_t epoch_us, char *buf, size_t size);
 
 /* compress.c: one segment of a file is one zstd frame or gzip member
  * (fp/perf-file.h reads them back) */

@@ -74,7 +74,7 @@ fpd_note(struct fpd_notes *n, const char *format, ...)
 	va_start(args, format);
 	vsnprintf(text, sizeof(text), format, args);
 	va_end(args);
-	fpd_format_utc(fpd_now_epoch_us(), stamp, sizeof(stamp), false);
+	fpd_format_utc(fpd_now_epoch_us(), stamp, sizeof(stamp));
 
 	if (fpd_output_is_open(n->out)) {
 		fp_perf_write_comment(n->writer, fpd_notes_stream(n),
@@ -144,7 +144,7 @@ fpd_file_header(const struct fpd_options *o)
 
 	fpd_format_duration(o->every_us, every, sizeof(every));
 	fpd_format_duration(o->rotate_us, rotate, sizeof(rotate));
-	fpd_format_utc(fpd_now_epoch_us(), stamp, sizeof(stamp), false);
+	fpd_format_utc(fpd_now_epoch_us(), stamp, sizeof(stamp));
 	h = xasprintf("# flame_profd %s perf-script (docs/FORMAT.md)\n"
 		      "# node: %s\n"
 		      "# daemon_started: %s\n"

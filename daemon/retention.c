@@ -229,7 +229,7 @@ commit_file(int dirfd, const char *tmp, const char *name, FILE *f)
 static void
 iso(uint64_t us, char *buf, size_t size)
 {
-	fpd_format_utc(us, buf, size, false);
+	fpd_format_utc(us, buf, size);
 }
 
 int

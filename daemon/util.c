@@ -79,20 +79,14 @@ fpd_now_epoch_us(void)
 }
 
 void
-fpd_format_utc(uint64_t epoch_us, char *buf, size_t size, bool compact)
+fpd_format_utc(uint64_t epoch_us, char *buf, size_t size)
 {
 	time_t secs = (time_t)(epoch_us / 1000000u);
 	struct tm tm;
 	char date[32];
 
 	gmtime_r(&secs, &tm);
-	if (compact) {
-		strftime(date, sizeof(date), "%Y%m%dT%H%M%S", &tm);
-		snprintf(buf, size, "%s.%03lluZ", date,
-			 (unsigned long long)(epoch_us / 1000 % 1000));
-	} else {
-		strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%S", &tm);
-		snprintf(buf, size, "%s.%06lluZ", date,
-			 (unsigned long long)(epoch_us % 1000000));
-	}
+	strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(buf, size, "%s.%06lluZ", date,
+		 (unsigned long long)(epoch_us % 1000000));
 }

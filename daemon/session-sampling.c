@@ -45,20 +45,21 @@ fpd_sampling_release(struct fpd_session *s)
 
 /* ---- the sample set --------------------------------------------------- */
 
-static bool
-in_set(const struct fp_pid *set, size_t n, struct fp_pid pid)
+/* @pid's place in @set, or SIZE_MAX. */
+static size_t
+set_find(const struct fp_pid *set, size_t n, struct fp_pid pid)
 {
 	for (size_t i = 0; i < n; i++) {
 		if (set[i].num == pid.num && set[i].serial == pid.serial)
-			return true;
+			return i;
 	}
-	return false;
+	return SIZE_MAX;
 }
 
 static void
 add_to_set(struct fpd_session *s, struct fp_pid pid)
 {
-	if (s->sm.nset < set_capacity(s->o) && !in_set(s->sm.set, s->sm.nset, pid))
+	if (s->sm.nset < set_capacity(s->o) && set_find(s->sm.set, s->sm.nset, pid) == SIZE_MAX)
 		s->sm.set[s->sm.nset++] = pid;
 }
 
@@ -96,15 +97,9 @@ fpd_sampling_rebuild(struct fpd_session *s)
 		if (!slot->r.active || slot->r.late)
 			continue;
 		for (size_t i = 0; i < slot->n; i++) {
-			slot->idx[i] = SIZE_MAX;
-			for (size_t j = 0; j < sm->nset; j++) {
-				if (sm->set[j].num == slot->pids[i].num &&
-				    sm->set[j].serial == slot->pids[i].serial) {
-					sm->busy[j] = true;
-					slot->idx[i] = j;
-					break;
-				}
-			}
+			slot->idx[i] = set_find(sm->set, sm->nset, slot->pids[i]);
+			if (slot->idx[i] != SIZE_MAX)
+				sm->busy[slot->idx[i]] = true;
 		}
 		slot->gen = sm->set_gen;
 	}
@@ -139,24 +134,32 @@ fpd_sampling_abandon(struct fpd_session *s)
 
 /* ---- writing ----------------------------------------------------------- */
 
+/* Write @smp to the file being written, or count it skipped when there
+ * is none; whether it was written. */
+static bool
+write_one(struct fpd_session *s, const struct fp_sample *smp)
+{
+	FILE *f = fpd_notes_stream(&s->notes);
+
+	if (!f) {
+		fpd_report_skipped(&s->report, 1);
+		return false;
+	}
+	fp_perf_write_sample(s->writer, f, smp);
+	fpd_output_sample(s->out, smp->time_us);
+	s->report.total_samples++;
+	return true;
+}
+
 static void
 write_samples(struct fpd_session *s)
 {
 	const struct fp_sample *smp;
 	size_t n;
-	FILE *f = fpd_notes_stream(&s->notes);
 
 	smp = fp_sampler_samples(s->sampler, &n);
-	if (!f) {
-		fpd_report_skipped(&s->report, n);
-		return;
-	}
-	for (size_t i = 0; i < n; i++) {
-		fp_perf_write_sample(s->writer, f, &smp[i]);
-		fpd_output_sample(s->out, smp[i].time_us);
-		s->report.samples++;
-		s->report.total_samples++;
-	}
+	for (size_t i = 0; i < n; i++)
+		s->report.samples += write_one(s, &smp[i]);
 }
 
 /* A decode of @probes probes and the rest in full went well: count it
@@ -190,17 +193,9 @@ write_cpu_sample(void *data, const struct fp_sample *smp)
 {
 	struct fpd_session *s = data;
 	struct fp_sample copy = *smp;
-	FILE *f = fpd_notes_stream(&s->notes);
 
-	if (!f) {
-		fpd_report_skipped(&s->report, 1);
-		return 0;
-	}
 	copy.time_us = next_stamp(s, smp->time_us);
-	fp_perf_write_sample(s->writer, f, &copy);
-	fpd_output_sample(s->out, copy.time_us);
-	s->report.cpu++;
-	s->report.total_samples++;
+	s->report.cpu += write_one(s, &copy);
 	return 0;
 }
 

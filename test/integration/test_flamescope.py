@@ -18,7 +18,8 @@ For every output file:
   * the idle field (docs/FORMAT.md "Idle samples") on exactly the samples
     of the rule that ships (status waiting or suspended)
   * perf_read_offsets(): one offset per sample not marked idle, equal to
-    their times, and the heat map's start at the first sample of all
+    their times, as many as `flame_prof heatmap` counts in its cells, and
+    the heat map's start at the first sample of all
   * perf_generate_flame_graph(): root children are exactly the process
     statuses seen, and the whole tree (names and counts) equals the tree
     built from this harness's strict parse -- so FlameScope split every
@@ -35,6 +36,8 @@ Usage: test_flamescope.py                 run a demo node + flame_profd, check i
 import importlib
 import importlib.util
 import os
+import re
+import subprocess
 import sys
 import time
 import types
@@ -59,6 +62,8 @@ sys.dont_write_bytecode = True     # keep __pycache__ out of the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
 
+FLAME_PROF = os.environ.get("FLAME_PROF") or os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "..", "build", "flame_prof", "flame_prof")
 # the rule fp_sample_is_idle() ships (model/term.c)
 IDLE_STATUSES = ("waiting", "suspended")
 
@@ -149,6 +154,16 @@ def tree_diff(a, b, path=()):
     return None
 
 
+def flame_prof_heatmap_count(path):
+    """The samples `flame_prof heatmap` counts in its cells (unweighted,
+    no --status: what stock Flamescope's heat map counts)."""
+    p = subprocess.run([FLAME_PROF, "heatmap", path],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if p.returncode != 0:
+        h.fail("flame_prof heatmap %s: %s" % (path, p.stderr.decode()[-500:]))
+    return sum(int(v) for v in re.findall(r'data-v="(-?[0-9]+)"', p.stdout.decode()))
+
+
 def check_files(t, fs, profile_dir, paths):
     fs["app.config"].PROFILE_DIR = profile_dir
     get_type = fs["app.common.fileutil"].get_profile_type
@@ -173,6 +188,8 @@ def check_files(t, fs, profile_dir, paths):
         off = read_offsets(p)
         t.eq(len(off.offsets), len(counted), "%s: one FlameScope heat-map offset per sample not "
              "marked idle (%d of %d)" % (b, len(counted), len(samples)))
+        t.eq(len(off.offsets), flame_prof_heatmap_count(p),
+             "%s: FlameScope's heat map counts what flame_prof heatmap counts" % b)
         t.check(off.offsets == [s["ts"] for s in counted], "%s: offsets are their times" % b)
         t.check(off.start == samples[0]["ts"] and off.end == samples[-1]["ts"],
                 "%s: FlameScope start/end" % b)

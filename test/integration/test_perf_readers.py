@@ -28,9 +28,9 @@ each through its own code, with the totals and top frames of
     check stock Flamescope's and the patched series' trees frame by frame.
 
 The files: flame_profd's real output in flamescope-fork-patches (300
-samples of the demo node) and test/golden/flame_prof/demo.perf, and the
-writer's golden basic.perf (quoted names with spaces, '+', ';' and
-parentheses). Screenshots go to $FP_BUILD_ROOT/perf-readers/.
+samples of the demo node; 150 with the idle field) and
+test/golden/flame_prof/demo.perf, and the writer's golden basic.perf
+(quoted names with spaces, '+', ';' and parentheses, an idle sample). Screenshots go to $FP_BUILD_ROOT/perf-readers/.
 """
 import collections
 import functools
@@ -50,6 +50,7 @@ from browser import BUILD, FLAME_PROF, require, run_driver  # noqa: E402
 
 SOURCE = os.environ.get("FP_SOURCE_ROOT") or os.path.join(os.path.dirname(__file__), "..", "..")
 FILES = [os.path.join(SOURCE, "flamescope-fork-patches", "tests", "fixtures", "flame_profd-demo.perf"),
+         os.path.join(SOURCE, "flamescope-fork-patches", "tests", "fixtures", "flame_profd-idle.perf"),
          os.path.join(SOURCE, "test", "golden", "flame_prof", "demo.perf"),
          os.path.join(SOURCE, "test", "golden", "basic.perf")]
 

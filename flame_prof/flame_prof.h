@@ -275,6 +275,10 @@ struct fpp_run {
 	size_t ngroups;
 	bool groups_by_table;		/* top: no group frame */
 	struct fp_heatmap *heatmap;
+	/* heatmap: idle samples (fp_perf_record.idle) stand in the span
+	 * but not in the cells, as in stock Flamescope's heat map */
+	bool heatmap_skips_idle;
+	uint64_t idle_left_out;
 	struct fp_speedscope *speedscope;
 	/* any other consumer of the accepted samples (procs) */
 	void (*sink)(void *data, const struct fp_perf_record *rec);

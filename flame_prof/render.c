@@ -111,6 +111,9 @@ fpp_cmd_render(const struct fpp_options *o, char *const *args, size_t nargs)
 		break;
 	case FPP_CMD_HEATMAP:
 		r.heatmap = fp_heatmap_new(o->rows ? o->rows : 50);
+		/* count what stock Flamescope's heat map counts, unless the
+		 * user chose the statuses or a weight: then what they chose */
+		r.heatmap_skips_idle = o->weight < 0 && !o->status_filter;
 		break;
 	case FPP_CMD_TOP:
 		r.table = fp_func_table_new();
@@ -160,13 +163,18 @@ fpp_cmd_render(const struct fpp_options *o, char *const *args, size_t nargs)
 							out.f));
 		break;
 	case FPP_CMD_HEATMAP: {
+		char idle[96];
 		struct fp_heatmap_options ho = {
 			.title = o->title,
-			.subtitle = o->weight < 0 ? NULL : fpp_weight_label(o),
+			.subtitle = o->weight >= 0 ? fpp_weight_label(o) :
+				    r.idle_left_out ? idle : NULL,
 			.unit = fpp_weight_label(o),
 			.command = "flame_prof svg",
 		};
 
+		snprintf(idle, sizeof(idle), "%" PRIu64 " idle sample%s left out "
+			 "(--status counts them)", r.idle_left_out,
+			 r.idle_left_out == 1 ? "" : "s");
 		ex = fpp_output_close(&out, fp_heatmap_write(r.heatmap, &ho, out.f));
 		break;
 	}

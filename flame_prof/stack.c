@@ -365,8 +365,12 @@ on_record(void *data, const struct fp_perf_record *rec)
 		r->last_us = rec->time_us;
 	r->matched++;
 
-	if (r->heatmap)
+	if (r->heatmap && rec->idle && r->heatmap_skips_idle) {
+		fp_heatmap_cover(r->heatmap, rec->time_us);
+		r->idle_left_out++;
+	} else if (r->heatmap) {
 		fp_heatmap_add(r->heatmap, rec->time_us, w);
+	}
 
 	placed = build_stack(r, rec, w, &n, &ngroups, &mag,
 			     !o->no_status && !(r->speedscope &&

@@ -47,7 +47,11 @@ static const char *const command_help[FPP_CMD_COUNT] = {
 "Write an SVG sub-second heat map: a column per second, a row per\n"
 "fraction of the second, coloured by samples or by the summed weight\n"
 "(negative sums in blue; a legend gives the scale). Click two cells\n"
-"for the --from/--to of the range.\n",
+"for the --from/--to of the range. Unweighted and without --status,\n"
+"it counts what stock Flamescope's heat map counts: samples the\n"
+"writer marked idle (a process waiting in receive or suspended) are\n"
+"left out of the cells, so that density follows the node's work;\n"
+"with --status or --weight it counts every sample selected.\n",
 	[FPP_CMD_TOP] =
 "Write a table of the hottest functions: self (the leaf frame) and\n"
 "total (anywhere on the stack, once per sample) samples, and with\n"

@@ -33,6 +33,7 @@ struct fp_heatmap {
 	unsigned rows;
 	struct point *points;
 	size_t count, cap;
+	uint64_t tmin, tmax;	/* of every sample added or covered */
 	bool saturated;		/* a cell's sum, from the last write */
 };
 
@@ -88,6 +89,7 @@ fp_heatmap_new(unsigned rows)
 	struct fp_heatmap *m = xnew(struct fp_heatmap);
 
 	m->rows = rows < 1 ? 1 : rows > 1000 ? 1000 : rows;
+	m->tmin = UINT64_MAX;
 	return m;
 }
 
@@ -108,6 +110,16 @@ fp_heatmap_add(struct fp_heatmap *m, uint64_t time_us, int64_t value)
 		m->points = xrealloc(m->points, m->cap * sizeof(*m->points));
 	}
 	m->points[m->count++] = (struct point){ time_us, value };
+	fp_heatmap_cover(m, time_us);
+}
+
+void
+fp_heatmap_cover(struct fp_heatmap *m, uint64_t time_us)
+{
+	if (time_us < m->tmin)
+		m->tmin = time_us;
+	if (time_us > m->tmax)
+		m->tmax = time_us;
 }
 
 static void
@@ -210,7 +222,7 @@ int
 fp_heatmap_write(struct fp_heatmap *m,
 		 const struct fp_heatmap_options *o, FILE *out)
 {
-	uint64_t tmin = UINT64_MAX, tmax = 0, s0, ncols, maxabs = 0, step;
+	uint64_t tmin = m->tmin, tmax = m->tmax, s0, ncols, maxabs = 0, step;
 	int64_t *sum = NULL, vmin = 0;
 	bool zero_cells = false;
 	uint64_t *cnt = NULL;
@@ -219,14 +231,8 @@ fp_heatmap_write(struct fp_heatmap *m,
 	char t0[64], fill[48];
 	int rc = 0;
 
-	for (size_t i = 0; i < m->count; i++) {
-		if (m->points[i].time_us < tmin)
-			tmin = m->points[i].time_us;
-		if (m->points[i].time_us > tmax)
-			tmax = m->points[i].time_us;
-	}
-	if (m->count == 0)
-		tmin = tmax = 0;
+	if (tmin > tmax)
+		tmin = tmax = 0;	/* nothing added or covered */
 	s0 = tmin / 1000000;
 	ncols = tmax / 1000000 - s0 + 1;
 	if (ncols * m->rows > MAX_CELLS)

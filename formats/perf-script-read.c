@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fp/perf-script.h"
 #include "perf-script-read-private.h"
 #include "util-mem.h"
 
@@ -313,6 +314,7 @@ parse_event(struct fp_perf_reader *r, const char *line, size_t len)
 	}
 	if (parse_tags(r, &c) < 0)
 		return -EBADMSG;
+	rec->idle = eat(&c, FP_PERF_IDLE_FIELD);
 	if (c.p != c.end)
 		return fp_perf_reader_bad(r, "unexpected text after the metrics");
 	return 0;

@@ -422,6 +422,8 @@ fp_perf_write_sample(struct fp_perf_writer *w, FILE *out,
 	}
 	if (s->callers)
 		put_tag(w, "callers", 7, NULL, s->callers);
+	if (fp_sample_is_idle(s))
+		put(w, FP_PERF_IDLE_FIELD, sizeof(FP_PERF_IDLE_FIELD) - 1);
 	putc_(w, '\n');
 	put_stack(w, s);
 	putc_(w, '\n');

@@ -79,6 +79,7 @@ sampler_apply_history(struct fp_sampler *s, const char *buf, size_t i,
 		smp->delta[m] = d;
 		st->prev[m] = v;
 	}
+	smp->has_delta = st->have_prev;
 	st->have_prev = true;
 
 	/* The node's own initial_call names proc_lib for every OTP

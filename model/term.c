@@ -63,6 +63,16 @@ fp_metric_is_counter(enum fp_metric metric)
 	return metrics[metric].counter;
 }
 
+bool
+fp_sample_is_idle(const struct fp_sample *sample)
+{
+	/* Parked in receive or suspended, the process holds no scheduler
+	 * and asks for none: at rest as the kernel's idle task is on a
+	 * CPU. */
+	return sample->status == FP_STATUS_WAITING ||
+	       sample->status == FP_STATUS_SUSPENDED;
+}
+
 static int
 parse_u32(const char **p, uint32_t *out)
 {

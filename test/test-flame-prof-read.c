@@ -40,9 +40,10 @@ collect(void *data, const struct fp_perf_record *rec)
 	for (int m = 0; m < FP_METRIC_COUNT; m++)
 		fprintf(d->f, " %lld/%lld", (long long)rec->value[m],
 			(long long)rec->delta[m]);
-	fprintf(d->f, " reg=%s init=%s\n",
+	fprintf(d->f, " reg=%s init=%s%s\n",
 		rec->registered_name ? rec->registered_name : "-",
-		rec->initial_call ? rec->initial_call : "-");
+		rec->initial_call ? rec->initial_call : "-",
+		rec->idle ? " idle" : "");
 	if (rec->label || rec->callers || rec->nkeys) {
 		fprintf(d->f, "  tags label=[%s]", rec->label ? rec->label : "-");
 		for (uint32_t i = 0; i < rec->nkeys; i++)
@@ -183,15 +184,18 @@ START_TEST(writer_golden)
 	fp_assert(strstr(d.text, "  erlang:'\\x2B'/2 (unknown)\n") != NULL);
 	fp_assert(strstr(d.text, "  semi:'a\\x3Bb'/1 (x\\x09y.erl)\n") != NULL);
 	if (d.erlang_names) {
-		fp_assert(strstr(d.text, "reg='Elixir.Registry' init=-\n") != NULL);
+		fp_assert(strstr(d.text, "reg='Elixir.Registry' init=- idle\n") != NULL);
 		fp_assert(strstr(d.text, "  'Elixir.Kernel':'\\x2B'/2 (lib/kernel.ex)\n") != NULL);
 	} else {
-		fp_assert(strstr(d.text, "reg=Registry init=-\n") != NULL);
+		fp_assert(strstr(d.text, "reg=Registry init=- idle\n") != NULL);
 		fp_assert(strstr(d.text, "  Kernel.\"\\x2B\"/2 (lib/kernel.ex)\n") != NULL);
 		fp_assert(strstr(d.text, "  anonymous fn/1 in MyApp.Worker.loop/1") != NULL);
 	}
 	if (_i >= 2)
 		fp_assert(strstr(d.text, "  lists:foldl_1/3:1263 (lists.erl)\n") != NULL);
+	/* only the waiting sample is marked idle */
+	fp_assert(strstr(d.text, "reg=my_server init=my_server:init/1\n") != NULL);
+	fp_assert(strstr(d.text, "reg=- init=-\n") != NULL);
 	/* label, keys and callers unescaped; a key without a value absent */
 	fp_assert(strstr(d.text, "  tags label=[{rw_pool,1}] key.request_id=[req 7\\\t\xc3\xa9] "
 				 "callers=[<0.101.0>,<0.90.0>]\n") != NULL);
@@ -396,6 +400,13 @@ static const struct {
 	{ HEAD EVENT "\tregistered_name: 'a\\x2b'\n\n", 2, "bad registered_name" },
 	{ HEAD EVENT "\tregistered_name: 'bad\xff'\n\n", 2, "bad registered_name" },
 	{ HEAD EVENT "\tinitial_call: m:f\n\n", 2, "bad initial_call" },
+	/* the idle field is the last, and only in its one spelling */
+	{ HEAD EVENT "\tidle: swapper/cpu_idle\tregistered_name: x\n\n", 2,
+	  "unexpected text after the metrics" },
+	{ HEAD EVENT "\tidle: swapper/cpu_idle\tidle: swapper/cpu_idle\n\n", 2,
+	  "unexpected text after the metrics" },
+	{ HEAD EVENT "\tidle: swapper\n\n", 2, "unexpected text after the metrics" },
+	{ HEAD EVENT "\tidle: \n\n", 2, "unexpected text after the metrics" },
 	{ HEAD "Running 1/0 [000] 1.000000: cpu-clock:" METRICS "\n\n", 2, "unknown process status" },
 	/* frame lines */
 	{ HEAD EVENT "\n\t0123456789ABCDEF lists:foldl/3 (lists.erl)\n\n", 3, "frame address" },

@@ -588,6 +588,28 @@ START_TEST(heatmap_too_big)
 }
 END_TEST
 
+/* A covered time widens the columns and fills no cell: idle samples
+ * left out of the map still stand in its span. */
+START_TEST(heatmap_cover)
+{
+	struct fp_heatmap *h = fp_heatmap_new(10);
+	struct fp_heatmap_options o = { 0 };
+	struct mem m;
+	char *svg;
+
+	fp_heatmap_cover(h, 1795248000500000ULL);
+	fp_heatmap_add(h, 1795248001000000ULL, 1);
+	fp_heatmap_cover(h, 1795248003999999ULL);
+	fp_assert_int_eq(fp_heatmap_write(h, &o, mem_open(&m)), 0);
+	svg = mem_close(&m);
+	fp_assert_int_eq(count(svg, "<rect class=\"c\""), 1);
+	fp_assert(strstr(svg, "data-c=\"1\" data-r=\"0\" data-v=\"1\"") != NULL);
+	fp_assert(strstr(svg, "4 s from 2026-11-21T08:00:00.000Z") != NULL);
+	free(svg);
+	fp_heatmap_destroy(h);
+}
+END_TEST
+
 /* An empty tree still makes a valid document. */
 START_TEST(svg_empty)
 {
@@ -734,6 +756,7 @@ suite(void)
 	tcase_add_test(tc, svg_label_cut);
 	tcase_add_test(tc, heatmap_structure);
 	tcase_add_test(tc, heatmap_too_big);
+	tcase_add_test(tc, heatmap_cover);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("errors");

@@ -4,6 +4,7 @@
  * frame names in the Elixir and the Erlang form.
  */
 #include <errno.h>
+#include <regex.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -472,6 +473,68 @@ START_TEST(name_process)
 }
 END_TEST
 
+/*
+ * Which statuses are idle, and that stock Flamescope's idle pattern
+ * (app/perf/regexp.py idle_regexp, searched in the event line and the
+ * frames joined) matches the event line of exactly those samples, also
+ * with a label, keys and callers on it.
+ */
+static const struct {
+	enum fp_status status;
+	bool idle;
+} idle_cases[] = {
+	{ FP_STATUS_RUNNING, false },
+	{ FP_STATUS_RUNNABLE, false },
+	{ FP_STATUS_WAITING, true },
+	{ FP_STATUS_GARBAGE_COLLECTING, false },
+	{ FP_STATUS_SUSPENDED, true },
+	{ FP_STATUS_EXITING, false },
+	{ FP_STATUS_FREE, false },
+	{ FP_STATUS_UNKNOWN, false },
+	{ FP_STATUS_CPU, false },
+};
+
+START_TEST(idle_field)
+{
+	static const char *const key_names[] = { "tenant" };
+	static const char *const keys[] = { "swapper" };
+	struct fp_perf_options o = { .key_names = key_names, .nkeys = 1 };
+	struct fp_perf_writer *w = fp_perf_writer_new(&o);
+	struct fp_sample s;
+	regex_t flamescope_idle;
+	char *text, *eol;
+
+	fp_assert_int_eq(regcomp(&flamescope_idle,
+				 "swapper.*(cpuidle|cpu_idle|cpu_bringup_and_idle|"
+				 "native_safe_halt|xen_hypercall_sched_op|"
+				 "xen_hypercall_vcpu_op)", REG_EXTENDED | REG_NOSUB), 0);
+	fill(&s, frames_b, 1);
+	s.status = idle_cases[_i].status;
+	s.label = "{rw_pool,1}";
+	s.keys = keys;
+	s.nkeys = 1;
+	s.callers = "<0.101.0>";
+	for (int first = 0; first < 2; first++) {
+		/* the status rule: the first sample of a process too */
+		s.has_delta = !first;
+		fp_assert_int_eq(fp_sample_is_idle(&s), idle_cases[_i].idle);
+		text = write_one(w, &s);
+		eol = strchr(text, '\n');
+		fp_assert_ptr_nonnull(eol);
+		*eol = '\0';
+		fp_assert_int_eq(regexec(&flamescope_idle, text, 0, NULL, 0) == 0,
+				 idle_cases[_i].idle);
+		fp_assert_int_eq(strlen(text) > strlen(FP_PERF_IDLE_FIELD) &&
+				 strcmp(text + strlen(text) - strlen(FP_PERF_IDLE_FIELD),
+					FP_PERF_IDLE_FIELD) == 0,
+				 idle_cases[_i].idle);
+		free(text);
+	}
+	regfree(&flamescope_idle);
+	fp_perf_writer_destroy(w);
+}
+END_TEST
+
 /* Output goes through stdio: a full device shows as an error, not silence. */
 START_TEST(write_error)
 {
@@ -516,6 +579,10 @@ suite(void)
 	tcase_add_test(tc, name_anonymous_to_erlang);
 	tcase_add_loop_test(tc, name_bad, 0, N(bad_names));
 	tcase_add_test(tc, name_process);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("idle");
+	tcase_add_loop_test(tc, idle_field, 0, N(idle_cases));
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("errors");

@@ -411,6 +411,7 @@ START_TEST(decode_deltas)
 	for (int round = 0; round < 3; round++) {
 		r = reply_procs(&x, (const struct proc *[]){ &p }, 1);
 		out = decode_expect(s, &r, &pid, NULL, 1, 1, 1, &n);
+		fp_assert_int_eq(out[0].has_delta, round > 0);
 		if (round == 1) {
 			/* counters grow, gauges go down: signed deltas */
 			fp_assert_int_eq(out[0].delta[FP_METRIC_REDUCTIONS], 500);

@@ -75,7 +75,8 @@ def profile_dir(fs):
 def flame_profd_files():
     """The bundled fixtures plus every finished file under FP_OUTPUT_DIR."""
     files = [os.path.join(FIXTURES, 'flame_profd-demo.perf'),
-             os.path.join(FIXTURES, 'flame_profd-labels.perf')]
+             os.path.join(FIXTURES, 'flame_profd-labels.perf'),
+             os.path.join(FIXTURES, 'flame_profd-idle.perf')]
     out = os.environ.get('FP_OUTPUT_DIR')
     if out:
         for root, dirs, names in os.walk(out):

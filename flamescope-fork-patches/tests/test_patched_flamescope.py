@@ -83,6 +83,7 @@ def parse_flame_profd(path):
                        'callers': unescape_text(fields.get('callers', '')),
                        'keys': {k[4:]: unescape_text(v) for k, v in fields.items()
                                 if k.startswith('key.')},
+                       'idle': fields.get('idle') == 'swapper/cpu_idle',
                        'frames': []}
                 samples.append(cur)
                 continue
@@ -90,6 +91,15 @@ def parse_flame_profd(path):
             assert m and cur is not None, 'unexpected line %r' % line
             cur['frames'].append(m.group('name'))
     return samples
+
+
+def counted(samples, args=None):
+    """The samples a count heat map (no metric) with request arguments
+    `args` draws: without status= it leaves out the samples marked idle,
+    as stock Flamescope does; with status= (or a metric) every one."""
+    if args and args.get('status'):
+        return list(samples)
+    return [s for s in samples if not s['idle']]
 
 
 def weight(sample, metric):
@@ -232,7 +242,7 @@ def test_heatmap_cells_sum_the_metric(fp_file, metric):
     hm = get(client, q('/heatmap/', **args))
     start = floor(min(s['ts'] for s in samples))
     want = defaultdict(int)
-    for s in samples:
+    for s in (samples if metric else counted(samples)):
         col = int(floor(s['ts'] - start))
         row = rows - int(floor(rows * (s['ts'] % 1))) - 1
         want[(col, row)] += weight(s, metric)
@@ -249,7 +259,8 @@ def test_count_heatmap_unchanged_shape(fp_file):
     client, name, samples = fp_file
     hm = get(client, q('/heatmap/', filename=name, type='perf'))
     assert {'rows', 'columns', 'values', 'maxvalue'} <= set(hm)
-    assert sum(map(sum, hm['values'])) == len(samples)
+    assert sum(map(sum, hm['values'])) == hm['samples'] == len(counted(samples))
+    assert hm['idle'] == len(samples) - len(counted(samples))
 
 
 def test_one_heatmap_per_request_and_cache(fs, profile_dir, tmp_path):
@@ -262,7 +273,8 @@ def test_one_heatmap_per_request_and_cache(fs, profile_dir, tmp_path):
     assert r.status_code == 200
     body = r.get_json()
     # one heat map, not one per metric
-    assert set(body) == {'rows', 'columns', 'values', 'maxvalue', 'minvalue', 'metric', 'signed', 'samples'}
+    assert set(body) == {'rows', 'columns', 'values', 'maxvalue', 'minvalue', 'metric', 'signed', 'samples',
+                         'idle'}
     from app.perf import samples as samples_mod
     calls = []
     orig = samples_mod._read_events
@@ -360,7 +372,7 @@ def test_filters(fp_file):
     for args, keep in cases:
         kept = [s for s in samples if keep(s)]
         hm = get(client, q('/heatmap/', filename=name, type='perf', **args))
-        assert sum(map(sum, hm['values'])) == len(kept), args
+        assert sum(map(sum, hm['values'])) == len(counted(kept, args)), args
         fg = get(client, q('/flamegraph/', filename=name, type='perf', metric='erlang_memory_delta', **args))
         assert paths(fg, 'd') == expected_paths(kept, 'erlang_memory_delta', 'net'), args
 
@@ -483,7 +495,7 @@ def test_label_key_callers_filters(fp_file):
         kept = [s for s in samples if keep(s)]
         assert kept or args.get('status'), args
         hm = get(client, q('/heatmap/', filename=name, type='perf', doseq=True, **args))
-        assert sum(map(sum, hm['values'])) == len(kept), args
+        assert sum(map(sum, hm['values'])) == len(counted(kept, args)), args
         fg = get(client, q('/flamegraph/', filename=name, type='perf', doseq=True, **args))
         assert paths(fg) == expected_paths(kept), args
         fg = get(client, q('/flamegraph/', filename=name, type='perf', metric='erlang_memory_delta',
@@ -544,11 +556,19 @@ def test_golden_labels_read_unescaped(fs, profile_dir):
         'request_id:' + s['keys'].get('request_id', '-'), 'label:' + (s['label'] or '-')))
     top = sorted(c['n'] for c in fg['c'])
     assert top == ['request_id:-', 'request_id:' + value]
-    for args, n in [({'key.request_id': value}, 1), ({'key.request_id': 'req\\x207\\x5C\\x09é'}, 0),
-                    ({'label': '{rw_pool,1}'}, 1), ({'label': '-'}, 2),
-                    ({'callers': '<0.101.0>,<0.90.0>'}, 1)]:
+    # the sample with the label, key and callers is the idle one: a count
+    # heat map leaves it out unless statuses are chosen
+    assert [s['idle'] for s in samples] == [False, True, False]
+    for args, n, idle in [({'key.request_id': value}, 0, 1), ({'key.request_id': 'req\\x207\\x5C\\x09é'}, 0, 0),
+                          ({'label': '{rw_pool,1}'}, 0, 1), ({'label': '-'}, 2, 0),
+                          ({'callers': '<0.101.0>,<0.90.0>'}, 0, 1),
+                          ({'callers': '<0.101.0>,<0.90.0>', 'status': 'waiting'}, 1, 0),
+                          ({'label': '{rw_pool,1}', 'metric': 'erlang_reductions'}, 0, 0)]:
         hm = get(client, q('/heatmap/', filename=name, type='perf', **args))
-        assert sum(map(sum, hm['values'])) == n, args
+        assert sum(map(sum, hm['values'])) == n and hm['idle'] == idle, args
+    # weighted, the idle sample is drawn (its weight is 0 in the golden)
+    hm = get(client, q('/heatmap/', filename=name, type='perf', label='{rw_pool,1}', metric='erlang_reductions'))
+    assert hm['samples'] == 1
 
 
 # --- 5: upstream defects ---
@@ -624,6 +644,44 @@ def test_idle_filter_only_for_kernel_idle(fs, profile_dir, tmp_path):
         assert sum(map(sum, hm['values'])) == n, name
         assert sum(paths(fg).values()) == n, name
         assert 'swapper' not in [c['n'] for c in fg['c']]
+
+
+# --- 18: samples marked idle left out of count heat maps, as in stock ---
+
+IDLE_FIXTURE = 'flame_profd-idle.perf'
+
+
+def test_marked_idle_only_out_of_count_heatmaps(fp_file):
+    client, name, samples = fp_file
+    idle = [s for s in samples if s['idle']]
+    if name == IDLE_FIXTURE:
+        assert idle and len(idle) < len(samples)
+    # the rule the writer ships: waiting and suspended samples are idle
+    assert all(s['idle'] == (s['status'] in ('waiting', 'suspended')) for s in samples) or not idle
+    hm = get(client, q('/heatmap/', filename=name, type='perf'))
+    assert hm['samples'] == sum(map(sum, hm['values'])) == len(samples) - len(idle)
+    assert hm['idle'] == len(idle)
+    # the span is every sample's, as stock's
+    start = floor(min(s['ts'] for s in samples))
+    assert len(hm['columns']) == int(floor(max(s['ts'] for s in samples)) - start) + 1
+    # statuses chosen: what they select, idle ones too
+    statuses = ','.join(sorted({s['status'] for s in samples}))
+    hm = get(client, q('/heatmap/', filename=name, type='perf', status=statuses))
+    assert hm['samples'] == sum(map(sum, hm['values'])) == len(samples) and hm['idle'] == 0
+    # weighted: every sample selected (the metric fork sees all the data)
+    hm = get(client, q('/heatmap/', filename=name, type='perf', metric='erlang_reductions'))
+    assert hm['samples'] == len(samples) and hm['idle'] == 0
+    assert sum(map(sum, hm['values'])) == sum(s['metrics']['erlang_reductions'][0] for s in samples)
+    # flame graphs and /fields/ count every sample
+    fg = get(client, q('/flamegraph/', filename=name, type='perf'))
+    assert sum(paths(fg).values()) == len(samples)
+    assert get(client, q('/fields/', filename=name, type='perf'))['samples'] == len(samples)
+    # the offsets reader counts like stock Flamescope's
+    from app.perf.heatmap import perf_read_offsets
+    import app.config
+    off = perf_read_offsets(os.path.join(app.config.PROFILE_DIR, name))
+    assert off.offsets == [s['ts'] for s in samples if not s['idle']]
+    assert off.start == min(s['ts'] for s in samples)
 
 
 # --- 6: ordinary Linux perf files as before ---

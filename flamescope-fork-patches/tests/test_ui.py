@@ -77,6 +77,7 @@ def server(tmp_path_factory):
     profiles = tmp_path_factory.mktemp('profiles')
     shutil.copy(os.path.join(FIXTURES, 'flame_profd-demo.perf'), str(profiles / 'demo.perf'))
     shutil.copy(os.path.join(FIXTURES, 'flame_profd-labels.perf'), str(profiles / 'labels.perf'))
+    shutil.copy(os.path.join(FIXTURES, 'flame_profd-idle.perf'), str(profiles / 'idle.perf'))
     for base, _ in serve(profiles):
         yield base
 
@@ -191,6 +192,29 @@ def test_empty_selection_says_so(server, tmp_path):
     shot = os.path.join(shots_dir(tmp_path), 'flamegraph-empty-selection.png')
     chromium(url, '--screenshot=' + shot)
     assert os.path.getsize(shot) > 10000
+
+
+def test_idle_samples_left_out_says_so(server, tmp_path):
+    """The count heat map of a file with samples marked idle leaves them
+    out, as stock Flamescope does, and says how many; statuses chosen, or
+    a file without the mark, no such note."""
+    idle = sum(1 for line in open(os.path.join(FIXTURES, 'flame_profd-idle.perf'))
+               if line.rstrip('\n').endswith('\tidle: swapper/cpu_idle'))
+    assert idle
+    url = server + '/#/heatmap/perf/idle.perf'
+    dom = chromium(url, '--dump-dom')
+    assert 'id="idle-left-out"' in dom and '%d idle samples left out' % idle in dom
+    assert 'id="empty-selection"' not in dom
+    heatmap = dom[dom.index('id="heatmap"'):]
+    assert heatmap.count('<rect') > 50
+    shot = os.path.join(shots_dir(tmp_path), 'heatmap-idle-left-out.png')
+    chromium(url, '--screenshot=' + shot)
+    assert os.path.getsize(shot) > 10000
+    # only idle samples selected: said so, not "no samples"
+    dom = chromium(server + '/#/heatmap/perf/idle.perf?status=waiting', '--dump-dom')
+    assert 'id="idle-left-out"' not in dom and 'id="empty-selection"' not in dom
+    dom = chromium(server + '/#/heatmap/perf/demo.perf', '--dump-dom')
+    assert 'id="idle-left-out"' not in dom
 
 
 def test_filter_lists_follow_the_selection(server):

@@ -87,6 +87,7 @@ REGNAME_RE = re.compile(r"^registered_name: (?P<atom>%s|%s)$" % (ATOM, ALIAS))
 TAG_RE = re.compile(r"^(?P<name>label|callers|key\.[A-Za-z0-9_@.$-]+): (?P<text>[^\x00-\x20\x7f]+)$")
 INITCALL_RE = re.compile(r"^initial_call: (?P<mfa>(?P<m>%s):(?P<f>%s)/(?P<a>\d+)|%s)$"
                          % (ATOM, ATOM, EX_MFA))
+IDLE_FIELD = "idle: swapper/cpu_idle"
 FRAME_RE = re.compile(r"^\t(?P<addr>[0-9a-fA-F]{16}) "
                       r"(?P<name>(?:(?P<m>%s):(?P<f>%s)/(?P<a>\d+)|%s)(?::(?P<line>\d+))?) "
                       r"\((?P<file>[^\t]+)\)$" % (ATOM, ATOM, EX_MFA))
@@ -210,6 +211,10 @@ def parse_perf(path):
                     rest = rest[1:]
                     if want != "key.":
                         break
+            # docs/FORMAT.md "Idle samples"
+            cur["idle"] = bool(rest) and rest[0] == IDLE_FIELD
+            if cur["idle"]:
+                rest = rest[1:]
             if rest:
                 err(i, "unexpected fields %r" % rest)
             continue
@@ -237,5 +242,6 @@ def parse_perf(path):
 def read_samples(path):
     """List of sample dicts: status, pid, ts (float), ts_text, metrics
     {name: (value, delta)}, fields {registered_name, initial_call},
+    idle (the event line ends in the idle field),
     frames [names, leaf first], frame_files, frame_addrs, line."""
     return parse_perf(path).samples

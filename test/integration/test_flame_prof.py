@@ -183,6 +183,20 @@ def test_heatmap(tmp):
     root = ET.parse(out).getroot()
     check(sum(int(r.get("data-v")) for r in root.iter(SVG + "rect") if r.get("class") == "c") == 36,
           "heatmap: cells add up to the samples")
+    # the writer's golden: 3 samples, the waiting one marked idle
+    # (docs/FORMAT.md "Idle samples"), left out as stock Flamescope does
+    # unless statuses are chosen
+    basic = os.path.join(os.path.dirname(fp_cli.GOLDEN), "basic.perf")
+    for args, want, said in ((["heatmap"], 2, True),
+                             (["heatmap", "--status", "running,waiting,garbage_collecting"], 3, False),
+                             (["heatmap", "--status", "waiting"], 1, False)):
+        rc, _, err = run(args + ["-o", out, basic])
+        root, texts = svg_texts(out)
+        n = sum(int(r.get("data-v")) for r in root.iter(SVG + "rect") if r.get("class") == "c")
+        check(rc == 0 and n == want and any("1 idle sample left out" in t for t in texts) == said,
+              "%s: %d of the 3 samples counted%s" % (" ".join(args), want,
+                                                     ", the idle one said left out" if said else ""),
+              repr((rc, n, texts[:2], err)))
 
 
 def svg_texts(path):

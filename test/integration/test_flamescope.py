@@ -15,14 +15,18 @@ package is set up without running it; the perf modules are unchanged.
 
 For every output file:
   * get_profile_type() == 'perf'
-  * perf_read_offsets(): one offset per sample, equal to the sample times
+  * the idle field (docs/FORMAT.md "Idle samples") on exactly the samples
+    of the rule that ships (status waiting or suspended)
+  * perf_read_offsets(): one offset per sample not marked idle, equal to
+    their times, as many as `flame_prof heatmap` counts in its cells, and
+    the heat map's start at the first sample of all
   * perf_generate_flame_graph(): root children are exactly the process
     statuses seen, and the whole tree (names and counts) equals the tree
     built from this harness's strict parse -- so FlameScope split every
     frame exactly as we did (no '+' truncation, no '->' splitting)
   * every file has at least one sample (FlameScope classifies a
     comment-only file as 'trace_event' and cannot open it)
-Across files: fp_demo:deep/2 is a frame; the quoted names
+Across files: both idle and counted samples are there; fp_demo:deep/2 is a frame; the quoted names
 fp_demo:'fp\\x20demo\\x20quoted'/1 and fp_demo:'fp\\x2Bdemo\\x3Bsemi\\x27q\\x5C'/1
 survive intact.
 
@@ -32,6 +36,8 @@ Usage: test_flamescope.py                 run a demo node + flame_profd, check i
 import importlib
 import importlib.util
 import os
+import re
+import subprocess
 import sys
 import time
 import types
@@ -55,6 +61,11 @@ if (os.environ.get("FLAMESCOPE_SRC") and _deps_missing()
 sys.dont_write_bytecode = True     # keep __pycache__ out of the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
+
+FLAME_PROF = os.environ.get("FLAME_PROF") or os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "..", "build", "flame_prof", "flame_prof")
+# the rule fp_sample_is_idle() ships (model/term.c)
+IDLE_STATUSES = ("waiting", "suspended")
 
 QUOTED = ["fp_demo:" + h.quote_atom("fp demo quoted") + "/1",
           "fp_demo:" + h.quote_atom("fp+demo;semi'q\\") + "/1"]
@@ -143,12 +154,23 @@ def tree_diff(a, b, path=()):
     return None
 
 
+def flame_prof_heatmap_count(path):
+    """The samples `flame_prof heatmap` counts in its cells (unweighted,
+    no --status: what stock Flamescope's heat map counts)."""
+    p = subprocess.run([FLAME_PROF, "heatmap", path],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if p.returncode != 0:
+        h.fail("flame_prof heatmap %s: %s" % (path, p.stderr.decode()[-500:]))
+    return sum(int(v) for v in re.findall(r'data-v="(-?[0-9]+)"', p.stdout.decode()))
+
+
 def check_files(t, fs, profile_dir, paths):
     fs["app.config"].PROFILE_DIR = profile_dir
     get_type = fs["app.common.fileutil"].get_profile_type
     read_offsets = fs["app.perf.heatmap"].perf_read_offsets
     flame = fs["app.perf.flame_graph"].perf_generate_flame_graph
     all_names = set()
+    idle_total = counted_total = 0
     for p in paths:
         b = os.path.basename(p)
         samples = h.read_samples(p)
@@ -156,10 +178,19 @@ def check_files(t, fs, profile_dir, paths):
             t.eq(get_type(p), "trace_event", "%s: (FlameScope sees a sample-less file as)" % b)
             continue
         t.eq(get_type(p), "perf", "%s: FlameScope profile type" % b)
+        wrong = [(s["line"], s["status"]) for s in samples
+                 if s["idle"] != (s["status"] in IDLE_STATUSES)]
+        t.check(not wrong, "%s: idle field on the samples of %s only" % (b, "/".join(IDLE_STATUSES)),
+                str(wrong[:5]))
+        counted = [s for s in samples if not s["idle"]]
+        idle_total += len(samples) - len(counted)
+        counted_total += len(counted)
         off = read_offsets(p)
-        t.eq(len(off.offsets), len(samples), "%s: one FlameScope offset per sample (%d)"
-             % (b, len(samples)))
-        t.check(off.offsets == [s["ts"] for s in samples], "%s: offsets are the sample times" % b)
+        t.eq(len(off.offsets), len(counted), "%s: one FlameScope heat-map offset per sample not "
+             "marked idle (%d of %d)" % (b, len(counted), len(samples)))
+        t.eq(len(off.offsets), flame_prof_heatmap_count(p),
+             "%s: FlameScope's heat map counts what flame_prof heatmap counts" % b)
+        t.check(off.offsets == [s["ts"] for s in counted], "%s: offsets are their times" % b)
         t.check(off.start == samples[0]["ts"] and off.end == samples[-1]["ts"],
                 "%s: FlameScope start/end" % b)
         tree = flame(p)
@@ -172,6 +203,8 @@ def check_files(t, fs, profile_dir, paths):
         d = tree_diff(mine, fs_tree)
         t.check(d is None, "%s: FlameScope tree == tree from our parse" % b, d or "")
         all_names |= set(names_in(fs_tree))
+    t.check(idle_total and counted_total, "idle samples (%d) left out of the heat maps and samples "
+            "counted (%d)" % (idle_total, counted_total))
     t.check("fp_demo:deep/2" in all_names, "fp_demo:deep/2 is a FlameScope frame")
     for q in QUOTED:
         t.check(q in all_names, "quoted name %s intact in FlameScope" % q,

@@ -19,17 +19,18 @@ each through its own code, with the totals and top frames of
   * Netflix Flamescope's and the ebegumisa fork's perf parsers (their
     own modules, imported from a checkout by Debian's python3): FLAMESCOPE_SRC
     names a stock checkout, FLAMESCOPE_FORK_SRC one of the fork (its
-    metric branch); each reads every sample, the status as the flame
-    graph's top level with flame_prof's per-status totals, and the fork
-    weighs by metric_erlang_memory to flame_prof's `-w memory` total.
+    metric branch); each heat map counts the samples `flame_prof heatmap`
+    counts (those not marked idle), each flame graph every sample, the
+    status as its top level with flame_prof's per-status totals, and the
+    fork weighs by metric_erlang_memory to flame_prof's `-w memory` total.
     Reported skipped without a checkout (Flamescope's code is never part
     of this repository). test_flamescope.py and flamescope-fork-patches/tests
     check stock Flamescope's and the patched series' trees frame by frame.
 
 The files: flame_profd's real output in flamescope-fork-patches (300
-samples of the demo node) and test/golden/flame_prof/demo.perf, and the
-writer's golden basic.perf (quoted names with spaces, '+', ';' and
-parentheses). Screenshots go to $FP_BUILD_ROOT/perf-readers/.
+samples of the demo node; 150 with the idle field) and
+test/golden/flame_prof/demo.perf, and the writer's golden basic.perf
+(quoted names with spaces, '+', ';' and parentheses, an idle sample). Screenshots go to $FP_BUILD_ROOT/perf-readers/.
 """
 import collections
 import functools
@@ -49,6 +50,7 @@ from browser import BUILD, FLAME_PROF, require, run_driver  # noqa: E402
 
 SOURCE = os.environ.get("FP_SOURCE_ROOT") or os.path.join(os.path.dirname(__file__), "..", "..")
 FILES = [os.path.join(SOURCE, "flamescope-fork-patches", "tests", "fixtures", "flame_profd-demo.perf"),
+         os.path.join(SOURCE, "flamescope-fork-patches", "tests", "fixtures", "flame_profd-idle.perf"),
          os.path.join(SOURCE, "test", "golden", "flame_prof", "demo.perf"),
          os.path.join(SOURCE, "test", "golden", "basic.perf")]
 
@@ -109,6 +111,13 @@ def folded(path):
         stack, _, n = line.rpartition(" ")
         out[tuple(stack.split(";"))] += int(n)
     return out
+
+
+def heatmap_count(path):
+    """The samples flame_prof heatmap counts (unweighted, no --status):
+    those not marked idle (docs/FORMAT.md "Idle samples")."""
+    p = subprocess.run([FLAME_PROF, "heatmap", path], stdout=subprocess.PIPE, check=True)
+    return sum(int(v) for v in re.findall(r'data-v="(-?[0-9]+)"', p.stdout.decode("utf-8")))
 
 
 def processes(path):
@@ -241,8 +250,11 @@ def check_flamescopes(paths):
             by_status = collections.Counter()
             for stack, c in want.items():
                 by_status[stack[0]] += c
-            check(r["offsets"] == sum(want.values()), "%s: %s reads %d samples (flame_prof %d)"
-                  % (b, what, r["offsets"], sum(want.values())))
+            # the heat map leaves out the samples marked idle, the flame
+            # graph holds every sample
+            counted = heatmap_count(path)
+            check(r["offsets"] == counted, "%s: %s's heat map counts %d of %d samples "
+                  "(flame_prof heatmap %d)" % (b, what, r["offsets"], sum(want.values()), counted))
             check(r["statuses"] == dict(by_status), "%s: %s's statuses %s" % (b, what, r["statuses"]),
                   dict(by_status))
             if "memory" in r:

@@ -36,12 +36,21 @@ void
 fp_heatmap_add(struct fp_heatmap *map, uint64_t time_us, int64_t value);
 
 /**
+ * Widen the time axis to @time_us without adding to a cell: a sample the
+ * caller leaves out of the map (an idle one) still stands in the span,
+ * as in Flamescope, whose heat map spans every sample of the file.
+ */
+void
+fp_heatmap_cover(struct fp_heatmap *map, uint64_t time_us);
+
+/**
  * Write the SVG. Columns run from the first to the last second holding
- * a sample; empty cells are left blank. Positive sums are shaded white
- * to red, negative ones white to blue, both against the largest
- * magnitude. Cells are <rect class="c"> with data-c (column), data-r
- * (row) and data-v (sum). A cell's sum that leaves the 64-bit range is
- * held at INT64_MAX/INT64_MIN; fp_heatmap_saturated() says so afterwards.
+ * a sample (added or covered); empty cells are left blank. Positive
+ * sums are shaded white to red, negative ones white to blue, both
+ * against the largest magnitude. Cells are <rect class="c"> with data-c
+ * (column), data-r (row) and data-v (sum). A cell's sum that leaves the
+ * 64-bit range is held at INT64_MAX/INT64_MIN; fp_heatmap_saturated()
+ * says so afterwards.
  *
  * @return 0, or a negative errno on a write error.
  */

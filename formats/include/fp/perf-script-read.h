@@ -40,6 +40,10 @@ struct fp_perf_record {
 	const char *const *key_names;		/* "key.NAME: TEXT" fields: */
 	const char *const *key_values;		/* NAME and TEXT (unescaped) */
 	uint32_t nkeys;
+	/* the event line ends in FP_PERF_IDLE_FIELD (fp/perf-script.h):
+	 * the writer found the process idle; false in files written
+	 * before the field existed */
+	bool idle;
 	const char *const *frames;		/* MFA[:LINE], leaf first; never
 						 * NULL, also with no frames */
 	const char *const *files;		/* FILE field of each frame */

@@ -15,6 +15,14 @@
 
 struct fp_perf_writer;
 
+/*
+ * The last field of the event line of a sample fp_sample_is_idle() calls
+ * idle. Stock Flamescope leaves a sample out of its heat map when
+ * "swapper.*(cpuidle|cpu_idle|...)" matches its text (the kernel's idle
+ * task): this text matches, and holds nothing our escaping would touch.
+ */
+#define FP_PERF_IDLE_FIELD "\tidle: swapper/cpu_idle"
+
 struct fp_perf_options {
 	bool lines;		/* append :LINE to frame names */
 	/*
@@ -40,7 +48,8 @@ void
 fp_perf_writer_destroy(struct fp_perf_writer *writer);
 
 /**
- * Write one sample: event line, frames leaf first, blank line.
+ * Write one sample: event line, frames leaf first, blank line. The event
+ * line ends in FP_PERF_IDLE_FIELD when fp_sample_is_idle(@sample).
  *
  * @return 0, or a negative errno if the stream reports an error.
  */

@@ -140,6 +140,11 @@ struct fp_sample {
 	enum fp_status status;
 	int64_t value[FP_METRIC_COUNT];
 	int64_t delta[FP_METRIC_COUNT];
+	/* delta is the change since the previous sample of this process;
+	 * false for its first sample (and the first after it re-enters the
+	 * selection), whose delta is 0 for want of a baseline, and for
+	 * samples that have no process (FP_STATUS_CPU) */
+	bool has_delta;
 	const char *registered_name;	/* NULL when not registered */
 	bool has_initial_call;
 	struct fp_frame initial_call;
@@ -160,3 +165,18 @@ struct fp_sample {
 
 /* The longest text a label or key value is written as (bytes, UTF-8). */
 #define FP_TAG_MAX 200
+
+/**
+ * Whether @sample shows its process idle: parked, not working and not
+ * asking for a scheduler. The writer marks such samples on their event
+ * line (docs/FORMAT.md, "Idle samples") so that stock Flamescope leaves
+ * them out of its heat map, whose density then follows the node's work.
+ *
+ * The one place the rule lives: it may use the status, the metrics and
+ * their deltas (sample->has_delta says whether a delta is meaningful).
+ * `waiting` (parked in receive) and `suspended` are idle; `running`,
+ * `runnable`, `garbage_collecting` and `exiting` are work or demand for
+ * it; a `cpu` sample (--perf) is a thread on a CPU and never idle.
+ */
+bool
+fp_sample_is_idle(const struct fp_sample *sample);

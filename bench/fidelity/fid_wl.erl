@@ -68,7 +68,7 @@
 
 %% start(Workloads) with Workloads a list of call | cast | pool | cpu (or
 %% [all]); start/2 takes a map of overrides (call_us, cast_us, cast_period,
-%% pool_rate, worker_us, clients). Returns {ok, Info}.
+%% pool_rate, worker_us, clients; tick, the phases pacers' period in ms). Returns {ok, Info}.
 start(Ws) -> start(Ws, #{}).
 
 start(Ws0, Opts) ->
@@ -169,10 +169,11 @@ owner(Parent, Ws, Opts) ->
                      Level = atomics:new(1, []),
                      persistent_term:put(?LEVEL, Level),
                      BurnN = max(1, round(PerUs * 1000)),
-                     spawn_link(?MODULE, phase_pacer, [{cpu, 1000, BurnN}]),
-                     spawn_link(?MODULE, phase_pacer, [{call, 60, C}]),
-                     spawn_link(?MODULE, phase_pacer, [{cast, 5000, C}]),
-                     spawn_link(?MODULE, phase_pacer, [{pool, 200, {C, WorkerN}}]),
+                     Tick = maps:get(tick, Opts, 10),
+                     [spawn_link(?MODULE, phase_pacer, [{Kind, UnitUs, Arg, Tick}])
+                      || {Kind, UnitUs, Arg} <- [{cpu, 1000, BurnN}, {call, 60, C},
+                                                 {cast, 5000, C},
+                                                 {pool, 200, {C, WorkerN}}]],
                      spawn_link(?MODULE, monitor_loop, [C]),
                      spawn_link(?MODULE, phase_conductor, [Level]),
                      I#{call_iter => CallN, cast_iter => CastN, worker_iter => WorkerN,
@@ -319,21 +320,21 @@ phase_conductor(Level, [{L, D} | Rest], T) ->
     phase_conductor(Level, Rest, Next).
 
 %% A quarter of the level, in units of UnitUs microseconds of work: every
-%% 10 ms the pacer earns the time since its last tick times its share of
-%% schedulers, and does as many whole units as that buys. Credit is held
-%% to 100 ms of work, so a pacer held off by a busy host does not make up
-%% for it in one burst.
-phase_pacer({Kind, UnitUs, Arg}) ->
-    phase_pacer(Kind, UnitUs, Arg, erlang:monotonic_time(microsecond), 0.0).
+%% Tick ms (the start option tick, default 10) the pacer earns the time
+%% since its last tick times its share of schedulers, and does as many
+%% whole units as that buys. Credit is held to ten ticks of work, so a
+%% pacer held off by a busy host does not make up for it in one burst.
+phase_pacer({Kind, UnitUs, Arg, Tick}) ->
+    phase_pacer(Kind, UnitUs, Arg, Tick, erlang:monotonic_time(microsecond), 0.0).
 
-phase_pacer(Kind, UnitUs, Arg, Last, Credit0) ->
+phase_pacer(Kind, UnitUs, Arg, Tick, Last, Credit0) ->
     Now = erlang:monotonic_time(microsecond),
     Share = atomics:get(persistent_term:get(?LEVEL), 1) / 16,
-    Credit = min(Credit0 + (Now - Last) * Share, max(UnitUs, 100000 * Share)),
+    Credit = min(Credit0 + (Now - Last) * Share, max(UnitUs, 10000 * Tick * Share)),
     N = trunc(Credit / UnitUs),
     phase_do(Kind, N, Arg),
-    receive after 10 -> ok end,
-    phase_pacer(Kind, UnitUs, Arg, Now, Credit - N * UnitUs).
+    receive after Tick -> ok end,
+    phase_pacer(Kind, UnitUs, Arg, Tick, Now, Credit - N * UnitUs).
 
 phase_do(_, 0, _) -> ok;
 phase_do(cpu, N, BurnN) ->

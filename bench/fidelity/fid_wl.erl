@@ -23,6 +23,13 @@
 %%   all   call, cast, pool and cpu together.
 %%   excall  the call workload in Elixir (bench/fidelity/fid_wl.ex:
 %%         Fid.Wl.CallServer, Fid.Wl.call_client/1), when elixirc is there.
+%%   phases  a load that changes over time (bench/fidelity/heatmap): phases
+%%         of 0, 1/4, 1/2, 1 and 2 schedulers' worth of work, 1-3 s each,
+%%         in the fixed order of PHASES, repeated. A level is split evenly
+%%         between four pacers (fid_wl:phase_pacer/1): a CPU loop (1 ms
+%%         bursts of cpu_burn/2), a client of fid_wl_call_server (~60 us
+%%         calls), a client of fid_wl_cast_server (~5 ms casts) and a
+%%         spawner of short_worker/1 (~200 us each, at most 200 alive).
 %%
 %% The work functions are self-recursive integer loops (no BIF, no
 %% allocation beyond the stack), so that perf's self time lands in them and
@@ -39,6 +46,7 @@
 -export([call_client/1, cast_client/1, pool_spawner/1, short_worker/1,
          cpu_loop/1, monitor_loop/1]).
 -export([call_work/2, cast_work/2, short_work/2, cpu_burn/2]).
+-export([phase_conductor/1, phase_pacer/1]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
 
 -define(CALL_SERVER, fid_wl_call_server).
@@ -47,12 +55,20 @@
 -define(OWNER, fid_wl_owner).
 -define(TAB, fid_wl_tab).
 -define(POOL_MAX, 200).
+-define(LEVEL, fid_wl_level).
+
+%% {Level, Seconds}: Level in quarters of a scheduler (0, 1, 2, 4, 8 are
+%% 0, 1/4, 1/2, 1 and 2 schedulers' worth of work); each level three
+%% times, for 1, 2 and 3 s, shuffled once (30 s in all). Fixed, so that
+%% every run and every reader sees the same pattern.
+-define(PHASES, [{0, 2}, {4, 1}, {1, 3}, {8, 2}, {2, 1}, {0, 3}, {8, 1}, {4, 3},
+                 {1, 2}, {2, 3}, {0, 1}, {4, 2}, {8, 3}, {1, 1}, {2, 2}]).
 
 %% ---- control ------------------------------------------------------------
 
 %% start(Workloads) with Workloads a list of call | cast | pool | cpu (or
 %% [all]); start/2 takes a map of overrides (call_us, cast_us, cast_period,
-%% pool_rate, worker_us, clients). Returns {ok, Info}.
+%% pool_rate, worker_us, clients; tick, the phases pacers' period in ms). Returns {ok, Info}.
 start(Ws) -> start(Ws, #{}).
 
 start(Ws0, Opts) ->
@@ -75,7 +91,9 @@ stop() ->
     end.
 
 %% The workload's counters and the pool's alive-worker series:
-%% #{calls, casts, spawned, finished, alive_series => [{UnixMs, Alive}]}.
+%% #{calls, casts, spawned, finished, alive_series => [{UnixMs, Alive}],
+%%   phase_series => [{UnixMs, Level}]} (the phases workload's changes of
+%%   level, Level in quarters of a scheduler).
 stats() ->
     ?OWNER ! {stats, self()},
     receive {fid_wl_stats, S} -> S after 10000 -> timeout end.
@@ -139,22 +157,44 @@ owner(Parent, Ws, Opts) ->
                      I#{excall_iter => N};
                 (cpu, I) ->
                      spawn_link(?MODULE, cpu_loop, [1]),
-                     I
+                     I;
+                (phases, I) ->
+                     CallN = It(call_us, 60),
+                     CastN = It(cast_us, 5000),
+                     WorkerN = It(worker_us, 200),
+                     {ok, _} = gen_server:start_link({local, ?CALL_SERVER}, ?MODULE,
+                                                     {call, CallN}, []),
+                     {ok, _} = gen_server:start_link({local, ?CAST_SERVER}, ?MODULE,
+                                                     {cast, CastN}, []),
+                     Level = atomics:new(1, []),
+                     persistent_term:put(?LEVEL, Level),
+                     BurnN = max(1, round(PerUs * 1000)),
+                     Tick = maps:get(tick, Opts, 10),
+                     [spawn_link(?MODULE, phase_pacer, [{Kind, UnitUs, Arg, Tick}])
+                      || {Kind, UnitUs, Arg} <- [{cpu, 1000, BurnN}, {call, 60, C},
+                                                 {cast, 5000, C},
+                                                 {pool, 200, {C, WorkerN}}]],
+                     spawn_link(?MODULE, monitor_loop, [C]),
+                     spawn_link(?MODULE, phase_conductor, [Level]),
+                     I#{call_iter => CallN, cast_iter => CastN, worker_iter => WorkerN,
+                        burn_iter_per_ms => BurnN}
              end, Info0, Ws),
     Parent ! {self(), started, Info},
-    owner_loop([]).
+    owner_loop([], []).
 
-owner_loop(Series) ->
+owner_loop(Series, Phases) ->
     receive
-        {alive, T, N} -> owner_loop([{T, N} | Series]);
+        {alive, T, N} -> owner_loop([{T, N} | Series], Phases);
+        {phase, T, L} -> owner_loop(Series, [{T, L} | Phases]);
         {stats, From} ->
             C = persistent_term:get(?TAB),
             From ! {fid_wl_stats,
                     #{calls => counters:get(C, 1), casts => counters:get(C, 2),
                       spawned => counters:get(C, 3), finished => counters:get(C, 4),
-                      alive_series => lists:reverse(Series)}},
-            owner_loop(Series);
-        {'EXIT', _, _} -> owner_loop(Series)
+                      alive_series => lists:reverse(Series),
+                      phase_series => lists:reverse(Phases)}},
+            owner_loop(Series, Phases);
+        {'EXIT', _, _} -> owner_loop(Series, Phases)
     end.
 
 %% ---- call: a short handle_call does the work ----------------------------
@@ -261,6 +301,55 @@ monitor_loop(C) ->
     ?OWNER ! {alive, erlang:system_time(millisecond), counters:get(C, 5)},
     receive after 100 -> ok end,
     monitor_loop(C).
+
+%% ---- phases: a load that follows a known pattern -------------------------
+
+%% Sets the level of each phase in turn, on the monotonic clock (a late
+%% wake-up shortens the next phase rather than shifting the pattern), and
+%% tells the owner the wall-clock time of each change.
+phase_conductor(Level) ->
+    phase_conductor(Level, ?PHASES, erlang:monotonic_time(millisecond)).
+
+phase_conductor(Level, [], T) ->
+    phase_conductor(Level, ?PHASES, T);
+phase_conductor(Level, [{L, D} | Rest], T) ->
+    atomics:put(Level, 1, L),
+    ?OWNER ! {phase, erlang:system_time(millisecond), L},
+    Next = T + D * 1000,
+    receive after max(0, Next - erlang:monotonic_time(millisecond)) -> ok end,
+    phase_conductor(Level, Rest, Next).
+
+%% A quarter of the level, in units of UnitUs microseconds of work: every
+%% Tick ms (the start option tick, default 10) the pacer earns the time
+%% since its last tick times its share of schedulers, and does as many
+%% whole units as that buys. Credit is held to ten ticks of work, so a
+%% pacer held off by a busy host does not make up for it in one burst.
+phase_pacer({Kind, UnitUs, Arg, Tick}) ->
+    phase_pacer(Kind, UnitUs, Arg, Tick, erlang:monotonic_time(microsecond), 0.0).
+
+phase_pacer(Kind, UnitUs, Arg, Tick, Last, Credit0) ->
+    Now = erlang:monotonic_time(microsecond),
+    Share = atomics:get(persistent_term:get(?LEVEL), 1) / 16,
+    Credit = min(Credit0 + (Now - Last) * Share, max(UnitUs, 10000 * Tick * Share)),
+    N = trunc(Credit / UnitUs),
+    phase_do(Kind, N, Arg),
+    receive after Tick -> ok end,
+    phase_pacer(Kind, UnitUs, Arg, Tick, Now, Credit - N * UnitUs).
+
+phase_do(_, 0, _) -> ok;
+phase_do(cpu, N, BurnN) ->
+    _ = [cpu_burn(BurnN, K) || K <- lists:seq(1, N)],
+    ok;
+phase_do(call, N, C) ->
+    _ = [gen_server:call(?CALL_SERVER, work, infinity) || _ <- lists:seq(1, N)],
+    counters:add(C, 1, N);
+phase_do(cast, N, _) ->
+    _ = [gen_server:cast(?CAST_SERVER, work) || _ <- lists:seq(1, N)],
+    ok;
+phase_do(pool, N0, {C, _} = Arg) ->
+    N = min(N0, max(0, ?POOL_MAX - counters:get(C, 5))),
+    _ = [spawn(?MODULE, short_worker, [Arg]) || _ <- lists:seq(1, N)],
+    counters:add(C, 3, N).
 
 %% ---- cpu: a plain CPU loop -------------------------------------------------
 

@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""--perf auto: the node tells its OS pid; the daemon checks it here.
+
+- A node started with +JPperf true: the daemon finds its OS pid (the
+  log names it), writes cpu samples of the node's threads, and the
+  manifest's options record that pid.
+- A node started without +JPperf: no perf map; exit 78 with one line
+  saying to start it with +JPperf true, and no cpu sample written.
+- A node in its own pid namespace (unshare --pid): the pid it tells
+  (1) is another process here; exit 78 saying so.
+- --perf auto with --user: a bad command line (exit 64), before any
+  connect.
+"""
+import json
+import os
+import shutil
+import sys
+
+sys.dont_write_bytecode = True     # keep __pycache__ out of the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness as h  # noqa: E402
+
+
+def run_auto(node, duration="3s", **opts):
+    out = h.mkdtemp("out_")
+    rc, _, se = h.run_daemon(h.daemon_args(node, out, top=5, rate=10, every="1s",
+                                           duration=duration, compress="none",
+                                           perf="auto", **opts),
+                             timeout=40)
+    return rc, se, out
+
+
+def cpu_samples(out, node):
+    final, _, _ = h.output_files(out, node.name)
+    return [s for f in final for s in h.read_samples(f) if s["status"] == "cpu"]
+
+
+def refused(t, rc, se, what, words):
+    t.eq(rc, 78, "%s: exit 78" % what)
+    errs = h.error_lines(se)
+    t.check(len(errs) == 1 and all(w in errs[0] for w in words),
+            "%s: one error line naming the problem" % what, se[-2000:])
+
+
+def main(t):
+    node = h.start_node(busy=2, idle=20, erl_args=["+JPperf", "true"])
+    rc, se, out = run_auto(node, duration="4s", perf_freq=199)
+    t.eq(rc, 0, "--perf auto on a +JPperf node exits 0")
+    t.check("--perf auto: %s is OS process %d" % (node.name, node.os_pid) in se,
+            "the daemon says which OS process the node is", se[-2000:])
+    t.check("--perf: sampling" in se, "... and samples its threads")
+    h.check_output(t, out, node)
+    cpu = cpu_samples(out, node)
+    tids = set(os.listdir("/proc/%d/task" % node.os_pid))
+    t.check(len(cpu) >= 50, "cpu samples: %d" % len(cpu))
+    t.check(all(s["pid"][4:] in tids for s in cpu), "... all of the node's threads")
+    t.check(any("fp_demo:crunch/1" in s["frames"] for s in cpu),
+            "... with the JIT frames named from its perf map")
+    with open(os.path.join(out, node.name, "manifest.json")) as f:
+        opts = json.load(f)["options"]
+    t.eq(opts.get("perf_pid"), node.os_pid, "the manifest records the pid found")
+
+    plain = h.start_node(busy=1, idle=5)
+    rc, se, out = run_auto(plain)
+    refused(t, rc, se, "a node without +JPperf",
+            [plain.name, "no perf map", "/tmp/perf-%d.map" % plain.os_pid,
+             "+JPperf true"])
+    t.check(not os.path.isdir(os.path.join(out, plain.name)) or not cpu_samples(out, plain),
+            "... and no cpu sample written")
+
+    unshare = shutil.which("unshare")
+    if unshare:
+        boxed = h.Node(busy=1, idle=5, erl_args=["+JPperf", "true"],
+                       wrapper=[unshare, "--pid", "--fork", "--kill-child"]).start()
+        t.eq(boxed.os_pid, 1, "a node in its own pid namespace is pid 1 there")
+        rc, se, _ = run_auto(boxed)
+        refused(t, rc, se, "a node in another pid namespace",
+                [boxed.name, "OS pid is 1", "-sname or -name", "--perf OSPID"])
+    else:
+        h.log("  (no unshare(1): the pid namespace case is not run)")
+
+    rc, _, se = h.run_daemon(h.daemon_args(node, h.mkdtemp("out_"), perf="auto",
+                                           user="nobody", duration="2s"),
+                             timeout=20)
+    t.eq(rc, 64, "--perf auto with --user: exit 64")
+    t.check("--perf auto cannot be used with --user" in se, "... saying why", se)
+
+
+if __name__ == "__main__":
+    h.run(main)

@@ -3,7 +3,9 @@
 
 - A node started with +JPperf true: the daemon finds its OS pid (the
   log names it), writes cpu samples of the node's threads, and the
-  manifest's options record that pid.
+  manifest's options record that pid; flame_prof procs names the
+  threads' rows by the threads' names (1_scheduler on OTP 25,
+  erts_sched_1 later).
 - A node started without +JPperf: no perf map; exit 78 with one line
   saying to start it with +JPperf true, and no cpu sample written.
 - A node in its own pid namespace (unshare --pid): the pid it tells
@@ -18,6 +20,7 @@ import sys
 
 sys.dont_write_bytecode = True     # keep __pycache__ out of the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fp_cli  # noqa: E402
 import harness as h  # noqa: E402
 
 
@@ -33,6 +36,11 @@ def run_auto(node, duration="3s", **opts):
 def cpu_samples(out, node):
     final, _, _ = h.output_files(out, node.name)
     return [s for f in final for s in h.read_samples(f) if s["status"] == "cpu"]
+
+
+def thread_name(node, tid):
+    with open("/proc/%d/task/%s/comm" % (node.os_pid, tid)) as f:
+        return f.read().strip()
 
 
 def refused(t, rc, se, what, words):
@@ -59,6 +67,11 @@ def main(t):
     with open(os.path.join(out, node.name, "manifest.json")) as f:
         opts = json.load(f)["options"]
     t.eq(opts.get("perf_pid"), node.os_pid, "the manifest records the pid found")
+    rc, table, err = fp_cli.run(["procs", "--limit", "0", os.path.join(out, node.name)])
+    rows = [l.split() for l in table.splitlines() if l.startswith("<0.0.")]
+    t.check(rc == 0 and rows and all(r[6] == thread_name(node, r[0][5:-1]) for r in rows),
+            "flame_prof procs names the threads' rows by the threads' names",
+            table[-2000:] + err)
 
     plain = h.start_node(busy=1, idle=5)
     rc, se, out = run_auto(plain)

@@ -209,11 +209,19 @@ fpd_session_perf_pid(struct fpd_session *s, pid_t *pid)
 	if (!s->connected)
 		return 0;
 	if (!fp_node_is_local(s->node)) {
-		fprintf(stderr, "flame_profd: error: --perf auto: %s runs on another host; --perf samples a node on this host only\n",
+		fprintf(stderr, "flame_profd: error: --perf auto: %s is not on this host (its address is none of ours); --perf samples a node on this host only\n",
 			node);
 		return FPD_EXIT_CONFIG;
 	}
 	rc = fp_node_os_pid(s->node, timeout_ms(s), pid, &us);
+	/* stopped while waiting, the connection closed: the run ends as
+	 * any stopped run does */
+	if (rc == -ECANCELED) {
+		s->connected = false;
+		fpd_cost_set_node(&s->cost, fp_node_request_path(s->node), 0, false);
+		*pid = 0;
+		return 0;
+	}
 	if (rc < 0) {
 		fprintf(stderr, "flame_profd: error: --perf auto: %s did not tell its OS pid: %s\n",
 			node, rc == -EPROTO ? "it answered os:getpid/0 with no pid" :

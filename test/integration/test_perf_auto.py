@@ -10,12 +10,18 @@
   saying to start it with +JPperf true, and no cpu sample written.
 - A node in its own pid namespace (unshare --pid): the pid it tells
   (1) is another process here; exit 78 saying so.
+- A node on another host: the +JPperf node reached through a network
+  namespace (a veth pair, a TCP relay in the namespace to the node's
+  distribution port, --connect to the relay), so that its address is
+  none of ours; exit 78 saying so, before anything is asked of it.
 - --perf auto with --user: a bad command line (exit 64), before any
   connect.
 """
 import json
 import os
+import re
 import shutil
+import subprocess
 import sys
 
 sys.dont_write_bytecode = True     # keep __pycache__ out of the source tree
@@ -36,6 +42,72 @@ def run_auto(node, duration="3s", **opts):
 def cpu_samples(out, node):
     final, _, _ = h.output_files(out, node.name)
     return [s for f in final for s in h.read_samples(f) if s["status"] == "cpu"]
+
+
+# A TCP relay: LISTEN_ADDR LISTEN_PORT TO_ADDR TO_PORT; "ready" once
+# listening.
+RELAY = r"""
+import socket, sys, threading
+ls = socket.socket()
+ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+ls.bind((sys.argv[1], int(sys.argv[2])))
+ls.listen(4)
+print("ready", flush=True)
+def pump(a, b):
+    try:
+        while True:
+            d = a.recv(65536)
+            if not d:
+                break
+            b.sendall(d)
+    except OSError:
+        pass
+    for s in (a, b):
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+while True:
+    c, _ = ls.accept()
+    u = socket.create_connection((sys.argv[3], int(sys.argv[4])))
+    for x, y in ((c, u), (u, c)):
+        threading.Thread(target=pump, args=(x, y), daemon=True).start()
+"""
+HOST_END, NS_END = "10.231.0.1", "10.231.0.2"
+
+
+def ip(*args):
+    subprocess.run(["ip"] + list(args), check=True, capture_output=True, timeout=10)
+
+
+def remote_case(t, node):
+    if os.geteuid() != 0 or not shutil.which("ip"):
+        h.log("  (not root, or no ip(8): the other-host case is not run)")
+        return
+    ns = "fpt%d" % os.getpid()
+    ip("netns", "add", ns)
+    h.on_cleanup("netns " + ns, lambda: subprocess.run(["ip", "netns", "del", ns]))
+    ip("link", "add", ns + "a", "type", "veth", "peer", "name", ns + "b")
+    h.on_cleanup("veth " + ns, lambda: subprocess.run(["ip", "link", "del", ns + "a"],
+                                                      capture_output=True))
+    ip("link", "set", ns + "b", "netns", ns)
+    ip("addr", "add", HOST_END + "/30", "dev", ns + "a")
+    ip("link", "set", ns + "a", "up")
+    ip("-n", ns, "addr", "add", NS_END + "/30", "dev", ns + "b")
+    ip("-n", ns, "link", "set", ns + "b", "up")
+    names = subprocess.run(["epmd", "-port", h.child_env()["ERL_EPMD_PORT"], "-names"],
+                           capture_output=True, text=True).stdout
+    m = re.search(r"name %s at port (\d+)" % re.escape(node.sname), names)
+    t.require(m, "the node's distribution port from epmd -names")
+    relay = subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, "-c", RELAY,
+                              NS_END, "4370", HOST_END, m.group(1)],
+                             stdout=subprocess.PIPE, text=True,
+                             preexec_fn=h._die_with_parent)
+    h.on_cleanup("relay", lambda: h._kill_pid_and_wait(relay, 0))
+    t.require(relay.stdout.readline().strip() == "ready", "the relay listens")
+    rc, se, _ = run_auto(node, connect=NS_END + ":4370")
+    refused(t, rc, se, "a node on another host", [node.name, "not on this host"])
+    t.check("OS process" not in se, "... refused before its pid is asked")
 
 
 def thread_name(node, tid):
@@ -72,6 +144,8 @@ def main(t):
     t.check(rc == 0 and rows and all(r[6] == thread_name(node, r[0][5:-1]) for r in rows),
             "flame_prof procs names the threads' rows by the threads' names",
             table[-2000:] + err)
+
+    remote_case(t, node)
 
     plain = h.start_node(busy=1, idle=5)
     rc, se, out = run_auto(plain)

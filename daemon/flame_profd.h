@@ -26,6 +26,7 @@ enum fpd_exit {
 	FPD_EXIT_IOERR = 74,		/* write error on output */
 	FPD_EXIT_TEMPFAIL = 75,		/* output directory locked by another daemon */
 	FPD_EXIT_NOPERM = 77,		/* node refused us: wrong cookie */
+	FPD_EXIT_CONFIG = 78,		/* --perf auto: the node's process not usable */
 };
 
 struct fpd_options {
@@ -72,7 +73,8 @@ struct fpd_options {
 	enum fp_request_path request;	/* --request (default rex) */
 	bool idle_reuse;	/* probe processes idle at their last sample */
 	unsigned breaker_run_queue;	/* 0: 50 per scheduler */
-	pid_t perf_pid;		/* --perf: the node's OS pid; 0: off */
+	pid_t perf_pid;		/* --perf: the node's OS pid; 0: off or auto */
+	bool perf_auto;		/* --perf auto: asked of the node once connected */
 	unsigned perf_freq;	/* --perf-freq, per thread on CPU */
 	uid_t uid;
 	gid_t gid;
@@ -233,6 +235,11 @@ fpd_output_dir(const struct fpd_output *out);
 
 void
 fpd_output_set_otp_release(struct fpd_output *out, const char *release);
+
+/** The options the manifest records from now on (a copy is kept):
+ * with --perf auto, the pid the node told. */
+void
+fpd_output_set_options_json(struct fpd_output *out, const char *json);
 
 /** Give the node directory and its bookkeeping files to @uid:@gid (before
  * dropping root), so the daemon can go on writing there. */

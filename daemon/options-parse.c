@@ -345,10 +345,16 @@ fpd_option_perf(struct fpd_options *o, const char *arg)
 {
 	unsigned long v;
 
+	if (strcmp(arg, "auto") == 0) {
+		o->perf_auto = true;
+		o->perf_pid = 0;
+		return 0;
+	}
 	if (parse_uint(arg, PERF_PID_MAX, &v) < 0 || v < 1)
 		return fpd_option_bad_value("--perf", arg,
-				 "expected the node's OS process id");
+				 "expected the node's OS process id, or auto");
 	o->perf_pid = (pid_t)v;
+	o->perf_auto = false;
 	return 0;
 }
 

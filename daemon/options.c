@@ -162,12 +162,16 @@ static const struct option_spec options[] = {
 	  "                            such as one full of short-lived workers); a\n"
 	  "                            request timeout pauses it too; probes to resume\n" },
 	{ "perf", 0, required_argument, fpd_option_perf,
-	  "      --perf OSPID          also sample the CPU of the local node's OS process\n"
+	  "      --perf OSPID|auto     also sample the CPU of the local node's OS process\n"
 	  "                            OSPID with perf_event_open(2), as samples of status\n"
 	  "                            cpu (a node started with +JPperf true: frames from\n"
 	  "                            its /tmp/perf-OSPID.map); shows handler code,\n"
 	  "                            short-lived processes, BIFs and GC; needs root or\n"
-	  "                            CAP_PERFMON (or perf_event_paranoid <= 1)\n" },
+	  "                            CAP_PERFMON (or perf_event_paranoid <= 1). auto:\n"
+	  "                            the node tells its pid once connected (os:getpid/0),\n"
+	  "                            used only if that process here has the node's\n"
+	  "                            name on its command line and a perf map; not with\n"
+	  "                            --user\n" },
 	{ "perf-freq", 0, required_argument, fpd_option_perf_freq,
 	  "      --perf-freq HZ        samples a second per thread on CPU (default 99)\n" },
 	{ .help = "\n" },
@@ -231,8 +235,8 @@ static const char usage_tail[] =
 "\n"
 "Exit status:\n"
 "   0  finished (--duration over, or stopped by SIGINT/SIGTERM)\n"
-"  64  bad command line: unknown flag, bad value, bad node name, or a\n"
-"      --perf OSPID that is no process\n"
+"  64  bad command line: unknown flag, bad value, bad node name, a --perf\n"
+"      OSPID that is no process, or --perf auto with --user\n"
 "  65  a --duration run took no sample at all\n"
 "  66  cookie file missing, unreadable, empty, readable by others or not a\n"
 "      regular file (a FIFO, a device)\n"
@@ -244,7 +248,11 @@ static const char usage_tail[] =
 "  74  I/O error while writing output\n"
 "  75  another flame_profd is writing to the same output directory\n"
 "  77  the node refused the connection (wrong cookie, or short vs long names),\n"
-"      or the kernel refused --perf its events\n";
+"      or the kernel refused --perf its events\n"
+"  78  --perf auto cannot use the node's process: the node runs on another\n"
+"      host, the pid it tells is no process here or one without the node's\n"
+"      name on its command line (another pid namespace), or the node has no\n"
+"      perf map (not started with +JPperf true)\n";
 
 void
 fpd_options_usage(FILE *f)
@@ -346,6 +354,12 @@ check_together(struct fpd_options *o)
 		o->key_names[o->nkeys + i] = o->logger_keys[i];
 	if ((o->npids || o->nnames) && !o->top_set)
 		o->top = 0;
+	/* the events are opened as root, before --user drops it, and the
+	 * pid auto finds is known only once connected, after the drop */
+	if (o->perf_auto && o->user) {
+		fprintf(stderr, "flame_profd: error: --perf auto cannot be used with --user: give the node's OS pid (--perf OSPID), or run as that user with CAP_PERFMON\n");
+		return FPD_EXIT_USAGE;
+	}
 	if (o->top == 0 && !o->npids && !o->nnames) {
 		fprintf(stderr, "flame_profd: error: nothing to sample: --top 0 and no --pid or --name\n");
 		return FPD_EXIT_USAGE;

@@ -321,6 +321,13 @@ fpd_output_set_otp_release(struct fpd_output *out, const char *release)
 }
 
 void
+fpd_output_set_options_json(struct fpd_output *out, const char *json)
+{
+	free((char *)out->cfg.options_json);
+	out->cfg.options_json = xstrdup(json);
+}
+
+void
 fpd_output_totals(const struct fpd_output *out, struct fpd_output_totals *t)
 {
 	t->written = out->written_total;

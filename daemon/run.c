@@ -1,7 +1,9 @@
 /*
  * flame_profd — one run of the daemon: the output directory, root
  * dropped, the loop and the sources it drives: the node session and,
- * with --perf, the node's CPU samples written into the session's files.
+ * with --perf, the node's CPU samples written into the session's files
+ * (with --perf auto, from when the first connect has found the node's
+ * OS pid).
  */
 #include <errno.h>
 #include <grp.h>
@@ -65,6 +67,31 @@ drop_root(const struct fpd_options *o, struct fpd_output *out)
 	return 0;
 }
 
+/* The events on the pid the node tells, written where the session
+ * writes; the manifest records that pid. */
+static int
+open_perf_auto(const struct fpd_options *o, struct fpd_session *session,
+	       struct fpd_output *out, struct fpd_loop *loop,
+	       struct fpd_perf_feed **feed)
+{
+	struct fpd_options found = *o;
+	char *json;
+	int rc;
+
+	rc = fpd_session_perf_pid(session, &found.perf_pid);
+	if (rc || !found.perf_pid)
+		return rc;
+	rc = fpd_perf_feed_open(&found, feed);
+	if (rc)
+		return rc;
+	json = fpd_options_json(&found);
+	fpd_output_set_options_json(out, json);
+	free(json);
+	fpd_perf_feed_attach(*feed, fpd_session_cpu_sink(session));
+	fpd_loop_add(loop, fpd_perf_feed_source(*feed));
+	return 0;
+}
+
 int
 fpd_run(const struct fpd_options *o, const char *cookie)
 {
@@ -102,6 +129,13 @@ fpd_run(const struct fpd_options *o, const char *cookie)
 	rc = fpd_session_start(session);
 	if (rc)
 		goto out;
+	if (o->perf_auto) {
+		rc = open_perf_auto(o, session, out, loop, &feed);
+		if (rc) {
+			rc = fpd_session_close(session, rc, false);
+			goto out;
+		}
+	}
 	rc = fpd_loop_run(loop);
 	fpd_perf_feed_finish(feed);
 	rc = fpd_session_close(session, rc, fpd_loop_duration_over(loop));

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "perf-pid.h"
 #include "session-int.h"
 
 /* The breaker trips when the run queues pass this many per scheduler
@@ -195,6 +196,59 @@ fpd_session_connect(struct fpd_session *s, uint64_t now)
 		fpd_helper_sync(s);
 	}
 	return 0;
+}
+
+int
+fpd_session_perf_pid(struct fpd_session *s, pid_t *pid)
+{
+	const char *node = fp_node_name(s->node);
+	uint64_t us = 0;
+	int rc;
+
+	*pid = 0;
+	if (!s->connected)
+		return 0;
+	if (!fp_node_is_local(s->node)) {
+		fprintf(stderr, "flame_profd: error: --perf auto: %s is not on this host (its address is none of ours); --perf samples a node on this host only\n",
+			node);
+		return FPD_EXIT_CONFIG;
+	}
+	rc = fp_node_os_pid(s->node, timeout_ms(s), pid, &us);
+	/* stopped while waiting, the connection closed: the run ends as
+	 * any stopped run does */
+	if (rc == -ECANCELED) {
+		s->connected = false;
+		fpd_cost_set_node(&s->cost, fp_node_request_path(s->node), 0, false);
+		*pid = 0;
+		return 0;
+	}
+	if (rc < 0) {
+		fprintf(stderr, "flame_profd: error: --perf auto: %s did not tell its OS pid: %s\n",
+			node, rc == -EPROTO ? "it answered os:getpid/0 with no pid" :
+			strerror(-rc));
+		*pid = 0;
+		return rc == -EPROTO ? FPD_EXIT_SOFTWARE : FPD_EXIT_UNAVAILABLE;
+	}
+	fpd_cost_other(&s->cost, us);
+	switch (fpd_perf_pid_check(NULL, NULL, *pid, node)) {
+	case FPD_PERF_PID_OK:
+		fpd_info("--perf auto: %s is OS process %d", node, (int)*pid);
+		return 0;
+	case FPD_PERF_PID_NONE:
+		fprintf(stderr, "flame_profd: error: --perf auto: %s says its OS pid is %d, and there is no process %d here (is the node in another pid namespace, a container?)\n",
+			node, (int)*pid, (int)*pid);
+		break;
+	case FPD_PERF_PID_OTHER:
+		fprintf(stderr, "flame_profd: error: --perf auto: %s says its OS pid is %d, and process %d here was not started with -sname or -name naming it (another pid namespace, or a node named at run time): give --perf OSPID\n",
+			node, (int)*pid, (int)*pid);
+		break;
+	case FPD_PERF_PID_NO_MAP:
+		fprintf(stderr, "flame_profd: error: --perf auto: %s (OS pid %d) has no perf map /tmp/perf-%d.map: start the node with +JPperf true (or the daemon does not see the node's /tmp)\n",
+			node, (int)*pid, (int)*pid);
+		break;
+	}
+	*pid = 0;
+	return FPD_EXIT_CONFIG;
 }
 
 /* Leave the janitor now rather than when the connection closes, so that

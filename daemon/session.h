@@ -43,6 +43,20 @@ struct fpd_sink
 fpd_session_cpu_sink(struct fpd_session *s);
 
 /**
+ * --perf auto, after fpd_session_start(): the node's OS pid, asked of
+ * the node (one request, counted as node work) and checked on this
+ * host (perf-pid.h). *@pid is 0 when the start was stopped before a
+ * connection.
+ * @return 0, or an exit code with the reason on stderr:
+ *         FPD_EXIT_CONFIG for a node on another host, a pid that is not
+ *         the node's process here, or a node without a perf map;
+ *         FPD_EXIT_SOFTWARE when the node's answer is no pid;
+ *         FPD_EXIT_UNAVAILABLE when it does not answer.
+ */
+int
+fpd_session_perf_pid(struct fpd_session *s, pid_t *pid);
+
+/**
  * The end of the run: the last interval line, the node put back, the
  * file finished, and what the files hold logged.
  * @return @exit_code, or the exit code what the run wrote calls for

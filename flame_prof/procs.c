@@ -2,7 +2,8 @@
  * flame_prof procs — a table of the sampled processes.
  *
  * A row per pid: its registered name (the last one seen) or initial
- * call, samples by status, the reductions it did (the sum of its
+ * call, or for an OS thread of the node (the cpu samples of --perf, pid
+ * <0.0.TID>) the thread's name, its label; samples by status, the reductions it did (the sum of its
  * reductions_delta), the longest mailbox and the largest memory seen in
  * its samples. Text for people; CSV and JSON for scripts.
  */
@@ -26,6 +27,7 @@ struct proc {
 	struct fp_pid pid;
 	char *name;		/* registered, the last seen; or NULL */
 	char *initial_call;	/* the first seen, or NULL */
+	char *thread;		/* cpu samples' label, the last seen, or NULL */
 	uint64_t samples;
 	uint64_t status[FP_STATUS_COUNT];
 	int64_t reductions;
@@ -92,6 +94,16 @@ proc_of(struct procs *t, const struct fp_pid *pid)
 	return p;
 }
 
+/* @text, when given, replaces what *@slot held */
+static void
+keep_last(char **slot, const char *text)
+{
+	if (text && (!*slot || strcmp(*slot, text) != 0)) {
+		free(*slot);
+		*slot = xstrdup(text);
+	}
+}
+
 static void
 procs_add(void *data, const struct fp_perf_record *rec)
 {
@@ -108,13 +120,12 @@ procs_add(void *data, const struct fp_perf_record *rec)
 		p->mailbox_max = mailbox;
 	if (memory > p->memory_max)
 		p->memory_max = memory;
-	if (rec->registered_name &&
-	    (!p->name || strcmp(p->name, rec->registered_name) != 0)) {
-		free(p->name);
-		p->name = xstrdup(rec->registered_name);
-	}
+	keep_last(&p->name, rec->registered_name);
 	if (rec->initial_call && !p->initial_call)
 		p->initial_call = xstrdup(rec->initial_call);
+	/* a process's label is a term of its own; a thread's is its name */
+	if (rec->status == FP_STATUS_CPU)
+		keep_last(&p->thread, rec->label);
 }
 
 static int
@@ -130,7 +141,8 @@ pid_cmp(const struct proc *x, const struct proc *y)
 static const char *
 display_name(const struct proc *p)
 {
-	return p->name ? p->name : p->initial_call ? p->initial_call : "-";
+	return p->name ? p->name : p->initial_call ? p->initial_call :
+	       p->thread ? p->thread : "-";
 }
 
 /* largest first, then by pid */
@@ -329,6 +341,7 @@ free_procs:
 	for (size_t i = 0; i < t.count; i++) {
 		free(t.procs[i].name);
 		free(t.procs[i].initial_call);
+		free(t.procs[i].thread);
 	}
 	free(t.procs);
 	free(t.slots);

@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -226,6 +227,53 @@ bool
 fp_node_is_local(const struct fp_node *node)
 {
 	return node->local;
+}
+
+/* An OS pid is a decimal string well under this. */
+#define OS_PID_TEXT_MAX 16
+
+int
+fp_node_os_pid(struct fp_node *node, unsigned timeout_ms, pid_t *os_pid,
+	       uint64_t *us)
+{
+	struct fp_reply reply;
+	char text[OS_PID_TEXT_MAX], *end;
+	ei_x_buff args;
+	int rc, index, type, size;
+	long v;
+
+	/* timer:tc(os, getpid, []): timed like the other node work the
+	 * cost model counts */
+	ei_x_new(&args);
+	ei_x_encode_list_header(&args, 3);
+	ei_x_encode_atom(&args, "os");
+	ei_x_encode_atom(&args, "getpid");
+	ei_x_encode_empty_list(&args);
+	ei_x_encode_empty_list(&args);
+	rc = node_call(node, "timer", "tc", &args, timeout_ms, &reply);
+	if (rc < 0)
+		goto out;
+	if (fp_reply_take_time(&reply, us) < 0) {
+		rc = -EPROTO;
+		goto out;
+	}
+	index = reply.index;
+	if (ei_get_type(reply.buf, &index, &type, &size) < 0 ||
+	    type != ERL_STRING_EXT || size < 1 || size >= OS_PID_TEXT_MAX ||
+	    ei_decode_string(reply.buf, &index, text) < 0) {
+		rc = -EPROTO;
+		goto out;
+	}
+	errno = 0;
+	v = strtol(text, &end, 10);
+	if (errno || *end || end == text || v <= 0 || v > INT_MAX) {
+		rc = -EPROTO;
+		goto out;
+	}
+	*os_pid = (pid_t)v;
+out:
+	ei_x_free(&args);
+	return rc;
 }
 
 /* erlang:system_info(@what), checked */

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fp-test.h"
 #include "../daemon/options.h"
@@ -44,6 +45,9 @@ static const struct options_case cases[] = {
 	{ { "--node", "a@b", "--perf", "4194305" }, FPD_EXIT_USAGE },
 	{ { "--node", "a@b", "--perf", "1", "--perf-freq", "0" }, FPD_EXIT_USAGE },
 	{ { "--node", "a@b", "--perf-freq", "10001" }, FPD_EXIT_USAGE },
+	{ { "--node", "a@b", "--perf", "auto" }, 0 },
+	{ { "--node", "a@b", "--perf", "Auto" }, FPD_EXIT_USAGE },
+	{ { "--node", "a@b", "--perf", "auto1" }, FPD_EXIT_USAGE },
 };
 
 static int
@@ -91,6 +95,68 @@ START_TEST(values)
 	fp_assert_int_eq(o.top, 100);
 	fp_assert_int_eq(o.compress_level, 3);
 	fpd_options_release(&o);
+}
+END_TEST
+
+/* --perf auto and --perf OSPID: the last one given counts. */
+static const struct {
+	const char *argv[ARGS_MAX];
+	bool perf_auto;
+	pid_t perf_pid;
+} perf_cases[] = {
+	{ { "-n", "a@b", "--perf", "4321", "--perf", "auto" }, true, 0 },
+	{ { "-n", "a@b", "--perf", "auto", "--perf", "4321" }, false, 4321 },
+};
+
+START_TEST(perf_auto)
+{
+	struct fpd_options o;
+
+	fp_assert_int_eq(parse(perf_cases[_i].argv, &o), 0);
+	fp_assert_int_eq(o.perf_auto, perf_cases[_i].perf_auto);
+	fp_assert_int_eq(o.perf_pid, perf_cases[_i].perf_pid);
+	fpd_options_release(&o);
+}
+END_TEST
+
+/* The events are opened before --user drops root, and auto knows the
+ * pid only once connected: refused together (--user needs root). */
+START_TEST(perf_auto_user)
+{
+	static const char *const args[] = {
+		"-n", "a@b", "--perf", "auto", "--user", "nobody", NULL,
+	};
+	struct fpd_options o;
+
+	if (geteuid() != 0)
+		return;
+	fp_assert_int_eq(parse(args, &o), FPD_EXIT_USAGE);
+	fpd_options_release(&o);
+}
+END_TEST
+
+/* Every exit code flame_profd(1) lists is in --help's list. */
+START_TEST(help_lists_every_exit_code)
+{
+	static const int codes[] = {
+		FPD_EXIT_OK, FPD_EXIT_USAGE, FPD_EXIT_NOSAMPLES,
+		FPD_EXIT_NOINPUT, FPD_EXIT_UNAVAILABLE, FPD_EXIT_SOFTWARE,
+		FPD_EXIT_CANTCREAT, FPD_EXIT_IOERR, FPD_EXIT_TEMPFAIL,
+		FPD_EXIT_NOPERM, FPD_EXIT_CONFIG,
+	};
+	char *text = NULL, line[16];
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+
+	fpd_options_usage(f);
+	fclose(f);
+	for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++) {
+		snprintf(line, sizeof(line), "\n%4d  ", codes[i]);
+		ck_assert_msg(strstr(text, line) != NULL, "exit %d not in --help",
+			      codes[i]);
+	}
+	fp_assert(strstr(text, "--perf OSPID|auto") != NULL);
+	free(text);
 }
 END_TEST
 
@@ -148,6 +214,10 @@ suite(void)
 	tcase_add_test(tc, values);
 	tcase_add_test(tc, pins_alone);
 	tcase_add_test(tc, help_lists_every_option);
+	tcase_add_loop_test(tc, perf_auto, 0,
+			    (int)(sizeof(perf_cases) / sizeof(perf_cases[0])));
+	tcase_add_test(tc, perf_auto_user);
+	tcase_add_test(tc, help_lists_every_exit_code);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -7,11 +7,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "fp-test.h"
+#include "../daemon/perf-pid.h"
 #include "../daemon/perf-symbols.h"
 #include "../daemon/source-perf.h"
 
@@ -193,6 +195,92 @@ START_TEST(refused)
 }
 END_TEST
 
+/* Command lines as /proc gives them (arguments NUL-separated, spaces
+ * here), the node's name, whether it has a perf map. */
+static const struct {
+	const char *args;
+	const char *node;
+	bool map;
+	enum fpd_perf_pid_state want;
+} pid_cases[] = {
+	/* erl -sname, as beam.smp gets it from erlexec */
+	{ "/usr/lib/erlang/erts-13.1.5/bin/beam.smp -- -root /usr/lib/erlang "
+	  "-progname erl -- -home /root -- -sname app -noshell",
+	  "app@vm", true, FPD_PERF_PID_OK },
+	{ "beam.smp -- -- -sname app@vm", "app@vm", true, FPD_PERF_PID_OK },
+	{ "beam.smp -- -- -name app@10.0.0.5", "app@10.0.0.5", true, FPD_PERF_PID_OK },
+	{ "beam.smp -- -- -name app", "app@host.example.com", true, FPD_PERF_PID_OK },
+	/* elixir --sname, and a release, after the -pa lists */
+	{ "beam.smp -- -- -pa /usr/lib/elixir/lib/elixir/ebin -noshell -s elixir "
+	  "start_cli -sname extest -extra -e IO.puts(1)",
+	  "extest@vm", true, FPD_PERF_PID_OK },
+	/* no map: not started with +JPperf true */
+	{ "beam.smp -- -- -sname app", "app@vm", false, FPD_PERF_PID_NO_MAP },
+	/* another node, a prefix of its name, another host */
+	{ "beam.smp -- -- -sname other", "app@vm", true, FPD_PERF_PID_OTHER },
+	{ "beam.smp -- -- -sname ap", "app@vm", true, FPD_PERF_PID_OTHER },
+	{ "beam.smp -- -- -sname app@elsewhere", "app@vm", true, FPD_PERF_PID_OTHER },
+	/* the last name given is the one in force */
+	{ "beam.smp -- -- -sname app -sname other", "app@vm", true, FPD_PERF_PID_OTHER },
+	/* after -extra the words are the program's */
+	{ "beam.smp -- -- -noshell -extra -sname app", "app@vm", true, FPD_PERF_PID_OTHER },
+	/* no name at all (net_kernel:start/1 at run time), a flag last */
+	{ "beam.smp -- -- -noshell", "app@vm", true, FPD_PERF_PID_OTHER },
+	{ "beam.smp -- -- -sname", "app@vm", true, FPD_PERF_PID_OTHER },
+	/* no such process */
+	{ NULL, "app@vm", true, FPD_PERF_PID_NONE },
+};
+
+/* A /proc of one process and a map directory, in a directory of their own. */
+START_TEST(perf_pid)
+{
+	char dir[] = "/tmp/fp-test-perfpid-XXXXXX", path[256];
+	const pid_t pid = 4242;
+	FILE *f;
+
+	fp_assert_ptr_nonnull(mkdtemp(dir));
+	if (pid_cases[_i].args) {
+		snprintf(path, sizeof(path), "%s/%d", dir, (int)pid);
+		fp_assert_int_eq(mkdir(path, 0700), 0);
+		snprintf(path, sizeof(path), "%s/%d/cmdline", dir, (int)pid);
+		f = fopen(path, "w");
+		fp_assert_ptr_nonnull(f);
+		for (const char *a = pid_cases[_i].args; *a; a++)
+			fputc(*a == ' ' ? '\0' : *a, f);
+		fputc('\0', f);
+		fclose(f);
+	}
+	if (pid_cases[_i].map) {
+		snprintf(path, sizeof(path), "%s/perf-%d.map", dir, (int)pid);
+		f = fopen(path, "w");
+		fp_assert_ptr_nonnull(f);
+		fclose(f);
+	}
+
+	fp_assert_int_eq(fpd_perf_pid_check(dir, dir, pid, pid_cases[_i].node),
+			 pid_cases[_i].want);
+
+	snprintf(path, sizeof(path), "%s/perf-%d.map", dir, (int)pid);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/%d/cmdline", dir, (int)pid);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/%d", dir, (int)pid);
+	rmdir(path);
+	fp_assert_int_eq(rmdir(dir), 0);
+}
+END_TEST
+
+/* This process, through the real /proc: its command line has no node
+ * name. */
+START_TEST(perf_pid_self)
+{
+	fp_assert_int_eq(fpd_perf_pid_check(NULL, NULL, getpid(), "app@vm"),
+			 FPD_PERF_PID_OTHER);
+	fp_assert_int_eq(fpd_perf_pid_check(NULL, NULL, 0x3ffffff, "app@vm"),
+			 FPD_PERF_PID_NONE);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -207,6 +295,11 @@ suite(void)
 	tcase_set_timeout(tc, 20);
 	tcase_add_test(tc, live);
 	tcase_add_test(tc, refused);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("auto");
+	tcase_add_loop_test(tc, perf_pid, 0,
+			    (int)(sizeof(pid_cases) / sizeof(pid_cases[0])));
+	tcase_add_test(tc, perf_pid_self);
 	suite_add_tcase(s, tc);
 	return s;
 }

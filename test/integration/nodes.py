@@ -58,10 +58,12 @@ class Node:
     name: short name (unique by default); cookie: random by default.
     The cookie is in self.cookie_file (0400) and in HOME/.erlang.cookie of
     the node's private HOME, so it never appears on a command line.
+    wrapper: a command erl runs under (e.g. unshare); then os_pid is what
+    the node says, not the spawned pid.
     """
 
     def __init__(self, name=None, cookie=None, idle=1000, busy=4, opts=None,
-                 erl_args=(), demo=True, longname=False):
+                 erl_args=(), demo=True, longname=False, wrapper=()):
         self.sname = name or _unique("fpt")
         if not re.match(r"^[A-Za-z0-9_-]+$", self.sname):
             raise ValueError("bad node short name %r" % self.sname)
@@ -72,6 +74,7 @@ class Node:
         # "+S 1:1" to keep a noisy 2-core machine responsive
         self.erl_args = os.environ.get("FP_TEST_ERL_ARGS", "").split() + list(erl_args)
         self.longname = longname
+        self.wrapper = list(wrapper)
         self.demo = demo
         self.dir = mkdtemp("node_%s_" % self.sname)
         self.home = os.path.join(self.dir, "home")
@@ -109,7 +112,7 @@ class Node:
               % (start, _erl_string(self.ready_path)))
         name_flag = (["-name", self.sname + "@127.0.0.1"] if self.longname
                      else ["-sname", self.sname])
-        cmd = ([erl] + name_flag + ["-start_epmd", "false", "-noshell",
+        cmd = (self.wrapper + [erl] + name_flag + ["-start_epmd", "false", "-noshell",
                 "-noinput", "-pa", demo_ebin()] + self.erl_args + ["-eval", ev])
         vlog("node: " + " ".join(cmd))
         logf = open(self.log_path, "ab")
@@ -141,7 +144,7 @@ class Node:
             time.sleep(0.1)
         else:
             fail("node %s not up after %ss; log:\n%s" % (self.sname, timeout, self.log_tail()))
-        if self.os_pid != self.proc.pid:
+        if not self.wrapper and self.os_pid != self.proc.pid:
             fail("node os pid %s != spawned pid %s" % (self.os_pid, self.proc.pid))
         # the node is distributed from boot; check it answers remote calls
         while True:

@@ -13,6 +13,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "fp/term.h"
 
@@ -147,6 +148,21 @@ fp_node_wordsize(const struct fp_node *node);
 /** erlang:system_info(schedulers_online) at connect (at least 1). */
 unsigned
 fp_node_schedulers(const struct fp_node *node);
+
+/**
+ * Ask the node for its OS process id (os:getpid/0 through rex, inside
+ * timer:tc/3). Synchronous; one request. The pid is the node's own
+ * view: in another pid namespace it names another process here, or
+ * none.
+ *
+ * @param[out] os_pid the pid
+ * @param[out] us     what the call took on the node, for the cost model
+ * @return 0, -EPROTO (the node answered with something else, or
+ *         {badrpc, _}), or as fp_node_receive() (-ECANCELED included).
+ */
+int
+fp_node_os_pid(struct fp_node *node, unsigned timeout_ms, pid_t *os_pid,
+	       uint64_t *us);
 
 /**
  * Whether the node runs on this host: its end of the connection has our

@@ -169,9 +169,9 @@ static const struct option_spec options[] = {
 	  "                            short-lived processes, BIFs and GC; needs root or\n"
 	  "                            CAP_PERFMON (or perf_event_paranoid <= 1). auto:\n"
 	  "                            the node tells its pid once connected (os:getpid/0),\n"
-	  "                            used only if that process here has the node's\n"
-	  "                            name on its command line and a perf map; not with\n"
-	  "                            --user\n" },
+	  "                            used only if that process here is the node (holds\n"
+	  "                            its end of the connection, or has its name on its\n"
+	  "                            command line) and has a perf map; not with --user\n" },
 	{ "perf-freq", 0, required_argument, fpd_option_perf_freq,
 	  "      --perf-freq HZ        samples a second per thread on CPU (default 99)\n" },
 	{ .help = "\n" },
@@ -250,9 +250,9 @@ static const char usage_tail[] =
 "  77  the node refused the connection (wrong cookie, or short vs long names),\n"
 "      or the kernel refused --perf its events\n"
 "  78  --perf auto cannot use the node's process: the node runs on another\n"
-"      host, the pid it tells is no process here or one without the node's\n"
-"      name on its command line (another pid namespace), or the node has no\n"
-"      perf map (not started with +JPperf true)\n";
+"      host, the pid it tells is no process here or another process (another\n"
+"      pid namespace), or the node has no perf map of its own (not started\n"
+"      with +JPperf true)\n";
 
 void
 fpd_options_usage(FILE *f)

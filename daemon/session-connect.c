@@ -230,7 +230,7 @@ fpd_session_perf_pid(struct fpd_session *s, pid_t *pid)
 		return rc == -EPROTO ? FPD_EXIT_SOFTWARE : FPD_EXIT_UNAVAILABLE;
 	}
 	fpd_cost_other(&s->cost, us);
-	switch (fpd_perf_pid_check(NULL, NULL, *pid, node)) {
+	switch (fpd_perf_pid_check(NULL, NULL, *pid, node, fp_node_fd(s->node))) {
 	case FPD_PERF_PID_OK:
 		fpd_info("--perf auto: %s is OS process %d", node, (int)*pid);
 		return 0;
@@ -239,7 +239,11 @@ fpd_session_perf_pid(struct fpd_session *s, pid_t *pid)
 			node, (int)*pid, (int)*pid);
 		break;
 	case FPD_PERF_PID_OTHER:
-		fprintf(stderr, "flame_profd: error: --perf auto: %s says its OS pid is %d, and process %d here was not started with -sname or -name naming it (another pid namespace, or a node named at run time): give --perf OSPID\n",
+		fprintf(stderr, "flame_profd: error: --perf auto: %s says its OS pid is %d, and process %d here is not that node (it does not hold the node's end of the connection, or, where that cannot be seen, was not started with -sname or -name naming it): is the node in another pid namespace? give --perf OSPID\n",
+			node, (int)*pid, (int)*pid);
+		break;
+	case FPD_PERF_PID_STALE_MAP:
+		fprintf(stderr, "flame_profd: error: --perf auto: %s (OS pid %d) has no perf map of its own: /tmp/perf-%d.map is older than the process, left by an earlier one of that pid; start the node with +JPperf true\n",
 			node, (int)*pid, (int)*pid);
 		break;
 	case FPD_PERF_PID_NO_MAP:

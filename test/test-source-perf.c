@@ -2,11 +2,16 @@
  * flame_profd — unit tests: the perf sample source (--perf) and its
  * symbol tables, on this very process.
  */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -257,7 +262,7 @@ START_TEST(perf_pid)
 		fclose(f);
 	}
 
-	fp_assert_int_eq(fpd_perf_pid_check(dir, dir, pid, pid_cases[_i].node),
+	fp_assert_int_eq(fpd_perf_pid_check(dir, dir, pid, pid_cases[_i].node, -1),
 			 pid_cases[_i].want);
 
 	snprintf(path, sizeof(path), "%s/perf-%d.map", dir, (int)pid);
@@ -274,10 +279,166 @@ END_TEST
  * name. */
 START_TEST(perf_pid_self)
 {
-	fp_assert_int_eq(fpd_perf_pid_check(NULL, NULL, getpid(), "app@vm"),
+	fp_assert_int_eq(fpd_perf_pid_check(NULL, NULL, getpid(), "app@vm", -1),
 			 FPD_PERF_PID_OTHER);
-	fp_assert_int_eq(fpd_perf_pid_check(NULL, NULL, 0x3ffffff, "app@vm"),
+	fp_assert_int_eq(fpd_perf_pid_check(NULL, NULL, 0x3ffffff, "app@vm", -1),
 			 FPD_PERF_PID_NONE);
+}
+END_TEST
+
+/* A map file @dir/perf-@pid.map last written at @mtime (seconds since
+ * the epoch). */
+static void
+make_map(const char *dir, pid_t pid, time_t mtime)
+{
+	struct timespec ts[2] = { { mtime, 0 }, { mtime, 0 } };
+	char path[256];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/perf-%d.map", dir, (int)pid);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	fp_assert_int_ge(fd, 0);
+	fp_assert_int_eq(futimens(fd, ts), 0);
+	close(fd);
+}
+
+static void
+remove_map(const char *dir, pid_t pid)
+{
+	char path[256];
+
+	snprintf(path, sizeof(path), "%s/perf-%d.map", dir, (int)pid);
+	fp_assert_int_eq(unlink(path), 0);
+}
+
+/* A listening loopback socket of @family and a connection to it:
+ * @lfd, @cfd (the daemon's end) and @afd (the node's end). False when
+ * this machine has no loopback of that family. */
+static bool
+loopback_pair(int family, int *lfd, int *cfd, int *afd)
+{
+	struct sockaddr_storage ss = { .ss_family = (sa_family_t)family };
+	socklen_t len = family == AF_INET ? sizeof(struct sockaddr_in) :
+					    sizeof(struct sockaddr_in6);
+
+	if (family == AF_INET)
+		((struct sockaddr_in *)&ss)->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	else
+		((struct sockaddr_in6 *)&ss)->sin6_addr = in6addr_loopback;
+	*lfd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (*lfd < 0 || bind(*lfd, (struct sockaddr *)&ss, len) < 0) {
+		if (*lfd >= 0)
+			close(*lfd);
+		return false;
+	}
+	fp_assert_int_eq(listen(*lfd, 1), 0);
+	fp_assert_int_eq(getsockname(*lfd, (struct sockaddr *)&ss, &len), 0);
+	*cfd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	fp_assert_int_ge(*cfd, 0);
+	fp_assert_int_eq(connect(*cfd, (struct sockaddr *)&ss, len), 0);
+	*afd = accept4(*lfd, NULL, NULL, SOCK_CLOEXEC);
+	fp_assert_int_ge(*afd, 0);
+	return true;
+}
+
+/* A node named at run time has no name on its command line, but holds
+ * its end of our connection: a real TCP connection over loopback (IPv4,
+ * then IPv6 where the machine has it), whose accepted end this process
+ * holds (pid 1 does not, and its command line names no node). */
+START_TEST(perf_pid_socket)
+{
+	static const int families[] = { AF_INET, AF_INET6 };
+	char dir[] = "/tmp/fp-test-perfsock-XXXXXX";
+	int lfd, cfd, afd;
+
+	fp_assert_ptr_nonnull(mkdtemp(dir));
+	make_map(dir, getpid(), time(NULL));
+	make_map(dir, 1, time(NULL));
+	for (size_t f = 0; f < sizeof(families) / sizeof(families[0]); f++) {
+		if (!loopback_pair(families[f], &lfd, &cfd, &afd)) {
+			fp_assert_int_eq(families[f], AF_INET6);
+			continue;
+		}
+		fp_assert_int_eq(fpd_perf_pid_check(NULL, dir, getpid(), "app@vm", cfd),
+				 FPD_PERF_PID_OK);
+		/* without the connection, the command line decides */
+		fp_assert_int_eq(fpd_perf_pid_check(NULL, dir, getpid(), "app@vm", -1),
+				 FPD_PERF_PID_OTHER);
+		fp_assert_int_eq(fpd_perf_pid_check(NULL, dir, 1, "app@vm", cfd),
+				 FPD_PERF_PID_OTHER);
+		/* our own end is not the node's: the check looks for the
+		 * peer's */
+		close(afd);
+		fp_assert_int_eq(fpd_perf_pid_check(NULL, dir, getpid(), "app@vm", cfd),
+				 FPD_PERF_PID_OTHER);
+		close(cfd);
+		close(lfd);
+	}
+	remove_map(dir, getpid());
+	remove_map(dir, 1);
+	fp_assert_int_eq(rmdir(dir), 0);
+}
+END_TEST
+
+/* The VM leaves its map behind: a map last written before the process
+ * started is an earlier process's of that pid. The fake /proc gives the
+ * process's start (field 22 of stat, clock ticks after boot) and the
+ * boot time (btime). */
+START_TEST(perf_pid_stale_map)
+{
+	char dir[] = "/tmp/fp-test-perfstale-XXXXXX", path[256];
+	const pid_t pid = 4242;
+	const time_t boot = 1700000000;
+	long hz = sysconf(_SC_CLK_TCK);
+	FILE *f;
+
+	fp_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/%d", dir, (int)pid);
+	fp_assert_int_eq(mkdir(path, 0700), 0);
+	snprintf(path, sizeof(path), "%s/%d/cmdline", dir, (int)pid);
+	f = fopen(path, "w");
+	fp_assert_ptr_nonnull(f);
+	fputs("beam.smp", f);
+	fputc('\0', f);
+	fputs("-sname", f);
+	fputc('\0', f);
+	fputs("app", f);
+	fputc('\0', f);
+	fclose(f);
+	/* started 1000 s after boot; a command name with ") " in it */
+	snprintf(path, sizeof(path), "%s/%d/stat", dir, (int)pid);
+	f = fopen(path, "w");
+	fp_assert_ptr_nonnull(f);
+	fprintf(f, "%d (be) am) S 1 %d %d 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 "
+		"30 0 %ld 1000 100\n", (int)pid, (int)pid, (int)pid, 1000 * hz);
+	fclose(f);
+	snprintf(path, sizeof(path), "%s/stat", dir);
+	f = fopen(path, "w");
+	fp_assert_ptr_nonnull(f);
+	fprintf(f, "cpu  1 2 3 4\nintr 0\nctxt 5\nbtime %lld\nprocesses 9\n",
+		(long long)boot);
+	fclose(f);
+
+	make_map(dir, pid, boot + 500);
+	fp_assert_int_eq(fpd_perf_pid_check(dir, dir, pid, "app@vm", -1),
+			 FPD_PERF_PID_STALE_MAP);
+	make_map(dir, pid, boot + 1000);
+	fp_assert_int_eq(fpd_perf_pid_check(dir, dir, pid, "app@vm", -1),
+			 FPD_PERF_PID_OK);
+	make_map(dir, pid, boot + 5000);
+	fp_assert_int_eq(fpd_perf_pid_check(dir, dir, pid, "app@vm", -1),
+			 FPD_PERF_PID_OK);
+
+	remove_map(dir, pid);
+	snprintf(path, sizeof(path), "%s/stat", dir);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/%d/stat", dir, (int)pid);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/%d/cmdline", dir, (int)pid);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/%d", dir, (int)pid);
+	rmdir(path);
+	fp_assert_int_eq(rmdir(dir), 0);
 }
 END_TEST
 
@@ -300,6 +461,8 @@ suite(void)
 	tcase_add_loop_test(tc, perf_pid, 0,
 			    (int)(sizeof(pid_cases) / sizeof(pid_cases[0])));
 	tcase_add_test(tc, perf_pid_self);
+	tcase_add_test(tc, perf_pid_socket);
+	tcase_add_test(tc, perf_pid_stale_map);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -60,10 +60,13 @@ class Node:
     the node's private HOME, so it never appears on a command line.
     wrapper: a command erl runs under (e.g. unshare); then os_pid is what
     the node says, not the spawned pid.
+    runtime_name: no -sname/-name on the command line; the node names
+    itself with net_kernel:start/1 once up (as RabbitMQ does).
     """
 
     def __init__(self, name=None, cookie=None, idle=1000, busy=4, opts=None,
-                 erl_args=(), demo=True, longname=False, wrapper=()):
+                 erl_args=(), demo=True, longname=False, wrapper=(),
+                 runtime_name=False):
         self.sname = name or _unique("fpt")
         if not re.match(r"^[A-Za-z0-9_-]+$", self.sname):
             raise ValueError("bad node short name %r" % self.sname)
@@ -75,6 +78,7 @@ class Node:
         self.erl_args = os.environ.get("FP_TEST_ERL_ARGS", "").split() + list(erl_args)
         self.longname = longname
         self.wrapper = list(wrapper)
+        self.runtime_name = runtime_name
         self.demo = demo
         self.dir = mkdtemp("node_%s_" % self.sname)
         self.home = os.path.join(self.dir, "home")
@@ -112,6 +116,10 @@ class Node:
               % (start, _erl_string(self.ready_path)))
         name_flag = (["-name", self.sname + "@127.0.0.1"] if self.longname
                      else ["-sname", self.sname])
+        if self.runtime_name:
+            ev = ("{ok, _} = net_kernel:start(['%s', %s]), %s"
+                  % (name_flag[1], "longnames" if self.longname else "shortnames", ev))
+            name_flag = []
         cmd = (self.wrapper + [erl] + name_flag + ["-start_epmd", "false", "-noshell",
                 "-noinput", "-pa", demo_ebin()] + self.erl_args + ["-eval", ev])
         vlog("node: " + " ".join(cmd))

@@ -6,6 +6,9 @@
   manifest's options record that pid; flame_prof procs names the
   threads' rows by the threads' names (1_scheduler on OTP 25,
   erts_sched_1 later).
+- A node named at run time (net_kernel:start/1, as RabbitMQ names
+  itself): no name on its command line, but it holds its end of the
+  daemon's connection; found as well.
 - A node started without +JPperf: no perf map; exit 78 with one line
   saying to start it with +JPperf true, and no cpu sample written.
 - A node in its own pid namespace (unshare --pid): the pid it tells
@@ -144,6 +147,16 @@ def main(t):
     t.check(rc == 0 and rows and all(r[6] == thread_name(node, r[0][5:-1]) for r in rows),
             "flame_prof procs names the threads' rows by the threads' names",
             table[-2000:] + err)
+
+    named = h.Node(busy=1, idle=5, erl_args=["+JPperf", "true"], runtime_name=True).start()
+    with open("/proc/%d/cmdline" % named.os_pid, "rb") as f:
+        t.check(b"-sname" not in f.read().split(b"\0"),
+                "a node named at run time has no -sname on its command line")
+    rc, se, out = run_auto(named)
+    t.eq(rc, 0, "--perf auto on a node named at run time exits 0")
+    t.check("--perf auto: %s is OS process %d" % (named.name, named.os_pid) in se,
+            "... found by the connection it holds", se[-2000:])
+    t.check(len(cpu_samples(out, named)) > 0, "... and its cpu samples written")
 
     remote_case(t, node)
 

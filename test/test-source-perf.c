@@ -236,6 +236,44 @@ static const struct {
 	{ NULL, "app@vm", true, FPD_PERF_PID_NONE },
 };
 
+/* @dir/@pid/cmdline holding @args, its words separated by spaces here
+ * and by NULs there, as /proc gives them. */
+static void
+write_cmdline(const char *dir, pid_t pid, const char *args)
+{
+	char path[256];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%d", dir, (int)pid);
+	fp_assert_int_eq(mkdir(path, 0700), 0);
+	snprintf(path, sizeof(path), "%s/%d/cmdline", dir, (int)pid);
+	f = fopen(path, "w");
+	fp_assert_ptr_nonnull(f);
+	for (const char *a = args; *a; a++)
+		fputc(*a == ' ' ? '\0' : *a, f);
+	fputc('\0', f);
+	fclose(f);
+}
+
+/* Remove a fake /proc @dir of process @pid with whatever it holds. */
+static void
+remove_fake_proc(const char *dir, pid_t pid)
+{
+	char path[256];
+
+	snprintf(path, sizeof(path), "%s/perf-%d.map", dir, (int)pid);
+	remove(path);
+	snprintf(path, sizeof(path), "%s/stat", dir);
+	remove(path);
+	snprintf(path, sizeof(path), "%s/%d/stat", dir, (int)pid);
+	remove(path);
+	snprintf(path, sizeof(path), "%s/%d/cmdline", dir, (int)pid);
+	remove(path);
+	snprintf(path, sizeof(path), "%s/%d", dir, (int)pid);
+	remove(path);
+	fp_assert_int_eq(rmdir(dir), 0);
+}
+
 /* A /proc of one process and a map directory, in a directory of their own. */
 START_TEST(perf_pid)
 {
@@ -244,17 +282,8 @@ START_TEST(perf_pid)
 	FILE *f;
 
 	fp_assert_ptr_nonnull(mkdtemp(dir));
-	if (pid_cases[_i].args) {
-		snprintf(path, sizeof(path), "%s/%d", dir, (int)pid);
-		fp_assert_int_eq(mkdir(path, 0700), 0);
-		snprintf(path, sizeof(path), "%s/%d/cmdline", dir, (int)pid);
-		f = fopen(path, "w");
-		fp_assert_ptr_nonnull(f);
-		for (const char *a = pid_cases[_i].args; *a; a++)
-			fputc(*a == ' ' ? '\0' : *a, f);
-		fputc('\0', f);
-		fclose(f);
-	}
+	if (pid_cases[_i].args)
+		write_cmdline(dir, pid, pid_cases[_i].args);
 	if (pid_cases[_i].map) {
 		snprintf(path, sizeof(path), "%s/perf-%d.map", dir, (int)pid);
 		f = fopen(path, "w");
@@ -265,13 +294,7 @@ START_TEST(perf_pid)
 	fp_assert_int_eq(fpd_perf_pid_check(dir, dir, pid, pid_cases[_i].node, -1),
 			 pid_cases[_i].want);
 
-	snprintf(path, sizeof(path), "%s/perf-%d.map", dir, (int)pid);
-	unlink(path);
-	snprintf(path, sizeof(path), "%s/%d/cmdline", dir, (int)pid);
-	unlink(path);
-	snprintf(path, sizeof(path), "%s/%d", dir, (int)pid);
-	rmdir(path);
-	fp_assert_int_eq(rmdir(dir), 0);
+	remove_fake_proc(dir, pid);
 }
 END_TEST
 
@@ -393,18 +416,7 @@ START_TEST(perf_pid_stale_map)
 	FILE *f;
 
 	fp_assert_ptr_nonnull(mkdtemp(dir));
-	snprintf(path, sizeof(path), "%s/%d", dir, (int)pid);
-	fp_assert_int_eq(mkdir(path, 0700), 0);
-	snprintf(path, sizeof(path), "%s/%d/cmdline", dir, (int)pid);
-	f = fopen(path, "w");
-	fp_assert_ptr_nonnull(f);
-	fputs("beam.smp", f);
-	fputc('\0', f);
-	fputs("-sname", f);
-	fputc('\0', f);
-	fputs("app", f);
-	fputc('\0', f);
-	fclose(f);
+	write_cmdline(dir, pid, "beam.smp -sname app");
 	/* started 1000 s after boot; a command name with ") " in it */
 	snprintf(path, sizeof(path), "%s/%d/stat", dir, (int)pid);
 	f = fopen(path, "w");
@@ -429,16 +441,7 @@ START_TEST(perf_pid_stale_map)
 	fp_assert_int_eq(fpd_perf_pid_check(dir, dir, pid, "app@vm", -1),
 			 FPD_PERF_PID_OK);
 
-	remove_map(dir, pid);
-	snprintf(path, sizeof(path), "%s/stat", dir);
-	unlink(path);
-	snprintf(path, sizeof(path), "%s/%d/stat", dir, (int)pid);
-	unlink(path);
-	snprintf(path, sizeof(path), "%s/%d/cmdline", dir, (int)pid);
-	unlink(path);
-	snprintf(path, sizeof(path), "%s/%d", dir, (int)pid);
-	rmdir(path);
-	fp_assert_int_eq(rmdir(dir), 0);
+	remove_fake_proc(dir, pid);
 }
 END_TEST
 

@@ -163,6 +163,8 @@ struct fpd_output_config {
 	const char *node;
 	const char *header;		/* comment lines at the top of every file */
 	const char *options_json;	/* a JSON object for the manifest */
+	bool options_later;		/* --perf auto: no manifest before
+					 * fpd_output_settle_options() */
 	enum fpd_compress compress;
 	int level;
 	uint64_t rotate_us;
@@ -236,10 +238,14 @@ fpd_output_dir(const struct fpd_output *out);
 void
 fpd_output_set_otp_release(struct fpd_output *out, const char *release);
 
-/** The options the manifest records from now on (a copy is kept):
- * with --perf auto, the pid the node told. */
+/**
+ * The options the manifest records from now on (a copy of @json is kept):
+ * with --perf auto, the pid the node told (0: none). With
+ * config.options_later, writes the manifest of what fpd_output_new()
+ * recovered, held back until now.
+ */
 void
-fpd_output_set_options_json(struct fpd_output *out, const char *json);
+fpd_output_settle_options(struct fpd_output *out, const char *json);
 
 /** Give the node directory and its bookkeeping files to @uid:@gid (before
  * dropping root), so the daemon can go on writing there. */

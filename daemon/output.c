@@ -60,6 +60,7 @@ struct fpd_output {
 
 	struct fpd_file_entry *index;
 	size_t nindex;
+	bool index_due;		/* recovered, stored once the options are known */
 
 	uint64_t dropped_total;
 	uint64_t written_total;	/* samples in the files finished */
@@ -175,9 +176,12 @@ take_reserve(struct fpd_output *out)
 static void
 store_index(struct fpd_output *out)
 {
-	int rc = fpd_index_store(out->dirfd, out->index, &out->nindex,
-				 out->cfg.node, out->otp_release,
-				 out->cfg.options_json, out->cfg.file_mode);
+	int rc;
+
+	out->index_due = false;
+	rc = fpd_index_store(out->dirfd, out->index, &out->nindex,
+			     out->cfg.node, out->otp_release,
+			     out->cfg.options_json, out->cfg.file_mode);
 
 	if ((rc == -ENOSPC || rc == -EDQUOT) &&
 	    unlinkat(out->dirfd, RESERVE_NAME, 0) == 0)
@@ -200,6 +204,7 @@ fpd_output_new(const struct fpd_output_config *config, int *err,
 	cookie_io_functions_t io = { .write = seg_write };
 	char probe[64];
 	struct stat st;
+	bool recovered;
 	int fd, rc;
 
 	out->cfg = *config;
@@ -253,11 +258,18 @@ fpd_output_new(const struct fpd_output_config *config, int *err,
 
 	if (fpd_index_load(out->dirfd, &out->index, &out->nindex) < 0)
 		fpd_warn("cannot read the index in %s; starting a new one", out->dir);
-	if (fpd_recover(out->dirfd, out->dir, out->node_s, &out->index,
-			&out->nindex, &out->unfinished))
-		store_index(out);	/* in case this run writes no file */
-	else
+	/* What was recovered is stored now in case this run writes no file,
+	 * but not before the options the manifest records are known. A run
+	 * killed before it stores them leaves the files finished and
+	 * unlisted, and the next start lists them (recover.c). */
+	recovered = fpd_recover(out->dirfd, out->dir, out->node_s, &out->index,
+				&out->nindex, &out->unfinished);
+	if (recovered && !config->options_later) {
+		store_index(out);
+	} else {
+		out->index_due = recovered;
 		take_reserve(out);
+	}
 
 	out->comp = fpd_compressor_new(config->compress, config->level);
 	out->seg = fopencookie(out, "w", io);
@@ -279,6 +291,8 @@ fpd_output_destroy(struct fpd_output *out)
 		return;
 	if (out->fd >= 0)
 		fpd_output_finish(out);
+	if (out->index_due)
+		store_index(out);
 	if (out->seg)
 		fclose(out->seg);
 	fpd_compressor_destroy(out->comp);
@@ -321,10 +335,12 @@ fpd_output_set_otp_release(struct fpd_output *out, const char *release)
 }
 
 void
-fpd_output_set_options_json(struct fpd_output *out, const char *json)
+fpd_output_settle_options(struct fpd_output *out, const char *json)
 {
 	free((char *)out->cfg.options_json);
 	out->cfg.options_json = xstrdup(json);
+	if (out->index_due)
+		store_index(out);
 }
 
 void

@@ -26,6 +26,7 @@ open_output(const struct fpd_options *o, int *exit_code)
 		.node = o->node,
 		.header = header,
 		.options_json = options,
+		.options_later = o->perf_auto,
 		.compress = o->compress,
 		.level = o->compress_level,
 		.rotate_us = o->rotate_us,
@@ -68,7 +69,7 @@ drop_root(const struct fpd_options *o, struct fpd_output *out)
 }
 
 /* The events on the pid the node tells, written where the session
- * writes; the manifest records that pid. */
+ * writes; every manifest of the run records that pid (0: none found). */
 static int
 open_perf_auto(const struct fpd_options *o, struct fpd_session *session,
 	       struct fpd_output *out, struct fpd_loop *loop,
@@ -79,14 +80,15 @@ open_perf_auto(const struct fpd_options *o, struct fpd_session *session,
 	int rc;
 
 	rc = fpd_session_perf_pid(session, &found.perf_pid);
-	if (rc || !found.perf_pid)
-		return rc;
-	rc = fpd_perf_feed_open(&found, feed);
+	if (rc == 0 && found.perf_pid)
+		rc = fpd_perf_feed_open(&found, feed);
 	if (rc)
 		return rc;
 	json = fpd_options_json(&found);
-	fpd_output_set_options_json(out, json);
+	fpd_output_settle_options(out, json);
 	free(json);
+	if (!*feed)
+		return 0;
 	fpd_perf_feed_attach(*feed, fpd_session_cpu_sink(session));
 	fpd_loop_add(loop, fpd_perf_feed_source(*feed));
 	return 0;

@@ -3,9 +3,10 @@
  *
  * A row per pid: its registered name (the last one seen) or initial
  * call, or for an OS thread of the node (the cpu samples of --perf, pid
- * <0.0.TID>) the thread's name, its label; samples by status, the reductions it did (the sum of its
- * reductions_delta), the longest mailbox and the largest memory seen in
- * its samples. Text for people; CSV and JSON for scripts.
+ * <0.0.TID>) the thread's name, its label; samples by status, the
+ * reductions it did (the sum of its reductions_delta), the longest
+ * mailbox and the largest memory seen in its samples. Text for people;
+ * CSV and JSON for scripts.
  */
 #include "config.h"
 
@@ -26,7 +27,7 @@
 struct proc {
 	struct fp_pid pid;
 	char *name;		/* registered, the last seen; or NULL */
-	char *initial_call;	/* the first seen, or NULL */
+	char *initial_call;	/* initial_call_better's pick, or NULL */
 	char *thread;		/* cpu samples' label, the last seen, or NULL */
 	uint64_t samples;
 	uint64_t status[FP_STATUS_COUNT];
@@ -104,6 +105,24 @@ keep_last(char **slot, const char *text)
 	}
 }
 
+/*
+ * A process started through proc_lib shows proc_lib:init_p/3 or /5 until
+ * the daemon has read the call proc_lib recorded (docs/FORMAT.md "Process
+ * identity"), and keeps it for good where that record is never read. So
+ * the last call seen wins, except that proc_lib's own never replaces a
+ * recorded one.
+ */
+static bool
+initial_call_better(const char *seen, const char *kept)
+{
+	static const char proc_lib[] = "proc_lib:init_p/";
+
+	if (!seen)
+		return false;
+	return !kept || strncmp(seen, proc_lib, sizeof(proc_lib) - 1) != 0 ||
+	       strncmp(kept, proc_lib, sizeof(proc_lib) - 1) == 0;
+}
+
 static void
 procs_add(void *data, const struct fp_perf_record *rec)
 {
@@ -121,8 +140,8 @@ procs_add(void *data, const struct fp_perf_record *rec)
 	if (memory > p->memory_max)
 		p->memory_max = memory;
 	keep_last(&p->name, rec->registered_name);
-	if (rec->initial_call && !p->initial_call)
-		p->initial_call = xstrdup(rec->initial_call);
+	if (initial_call_better(rec->initial_call, p->initial_call))
+		keep_last(&p->initial_call, rec->initial_call);
 	/* a process's label is a term of its own; a thread's is its name */
 	if (rec->status == FP_STATUS_CPU)
 		keep_last(&p->thread, rec->label);
@@ -248,7 +267,7 @@ write_text(const struct procs *t, const struct proc *const *rows, size_t n,
 static void
 write_csv(const struct proc *const *rows, size_t n, FILE *f)
 {
-	fputs("pid,registered_name,initial_call,samples", f);
+	fputs("pid,registered_name,initial_call,thread,samples", f);
 	for (int i = 0; i < FP_STATUS_COUNT; i++)
 		fprintf(f, ",%s", fp_status_name(STATUS_AT(i)));
 	fputs(",reductions,mailbox_max,memory_max\r\n", f);
@@ -259,6 +278,8 @@ write_csv(const struct proc *const *rows, size_t n, FILE *f)
 		csv_field(f, p->name);
 		putc(',', f);
 		csv_field(f, p->initial_call);
+		putc(',', f);
+		csv_field(f, p->thread);
 		fprintf(f, ",%" PRIu64, p->samples);
 		for (int k = 0; k < FP_STATUS_COUNT; k++)
 			fprintf(f, ",%" PRIu64, p->status[STATUS_AT(k)]);
@@ -281,6 +302,8 @@ write_json(const struct proc *const *rows, size_t n, FILE *f)
 		json_string_or_null(f, p->name);
 		fputs(", \"initial_call\": ", f);
 		json_string_or_null(f, p->initial_call);
+		fputs(", \"thread\": ", f);
+		json_string_or_null(f, p->thread);
 		fprintf(f, ", \"samples\": %" PRIu64 ", \"statuses\": {", p->samples);
 		for (int k = 0; k < FP_STATUS_COUNT; k++) {
 			enum fp_status s = STATUS_AT(k);

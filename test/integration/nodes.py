@@ -37,6 +37,73 @@ class EvalError(Exception):
     pass
 
 
+# The emulator never removes the perf map +JPperf true writes: a node the
+# tests start leaves /tmp/perf-PID.map behind unless they remove it.
+PERF_MAP_RE = re.compile(r"^/tmp/perf-\d+\.map$")
+
+
+def _process_tree(pid):
+    """pid and the pids of its descendants, alive now."""
+    pids, i = [pid], 0
+    while i < len(pids):
+        try:
+            for tid in os.listdir("/proc/%d/task" % pids[i]):
+                with open("/proc/%d/task/%s/children" % (pids[i], tid)) as f:
+                    pids += [int(c) for c in f.read().split()]
+        except OSError:
+            pass
+        i += 1
+    return pids
+
+
+def open_perf_maps(pid):
+    """[(path, st_dev, st_ino, holder pid, fd)] of the perf maps that pid
+    or a descendant (an emulator under a wrapper names its map by the pid
+    of its own namespace) has open: the files they wrote, not namesakes."""
+    maps = []
+    for p in _process_tree(pid):
+        fd_dir = "/proc/%d/fd" % p
+        try:
+            fds = os.listdir(fd_dir)
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                path = os.readlink(os.path.join(fd_dir, fd))
+                if PERF_MAP_RE.match(path):
+                    st = os.stat(path)
+                    maps.append((path, st.st_dev, st.st_ino, p, fd))
+            except OSError:
+                pass
+    return maps
+
+
+def _holds(pid, fd, path):
+    try:
+        return os.readlink("/proc/%d/fd/%s" % (pid, fd)) == path
+    except OSError:
+        return False
+
+
+def remove_perf_maps(maps, timeout=10):
+    """Remove the maps open_perf_maps() found once their writer has exited
+    (a wrapper's child may outlive the wrapper for a moment; one still
+    open after timeout s is left). A file of that name made since is
+    someone else's: left alone."""
+    deadline = time.monotonic() + timeout
+    for path, dev, ino, pid, fd in maps:
+        while _holds(pid, fd, path) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if _holds(pid, fd, path):
+            continue
+        try:
+            st = os.stat(path)
+            if (st.st_dev, st.st_ino) == (dev, ino):
+                os.unlink(path)
+        except FileNotFoundError:
+            pass
+
+
 _counter = [0]
 
 
@@ -90,6 +157,7 @@ class Node:
         self.proc = None
         self.name = None          # full node name, known once up
         self.os_pid = None
+        self.perf_maps = {}       # spawned pid -> open_perf_maps() once up
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -130,9 +198,15 @@ class Node:
                                      stderr=subprocess.STDOUT, start_new_session=True,
                                     preexec_fn=_die_with_parent)
         logf.close()
-        on_cleanup("node %s" % self.sname, lambda p=self.proc: _kill_pid_and_wait(p, 0))
+        on_cleanup("node %s" % self.sname, lambda p=self.proc: self._end(p, 0))
         self.wait_up(timeout)
         return self
+
+    def _end(self, proc, grace):
+        """Stop proc (reaped), then remove the perf maps its emulator wrote."""
+        rc = _kill_pid_and_wait(proc, grace)
+        remove_perf_maps(self.perf_maps.pop(proc.pid, []))
+        return rc
 
     def wait_up(self, timeout=30):
         deadline = time.monotonic() + timeout
@@ -146,6 +220,7 @@ class Node:
                     txt = f.read().split()
                 if len(txt) == 2:
                     self.name, self.os_pid = txt[0], int(txt[1])
+                    self.perf_maps[self.proc.pid] = open_perf_maps(self.proc.pid)
                     break
             except FileNotFoundError:
                 pass
@@ -170,12 +245,12 @@ class Node:
     def stop(self, timeout=15):
         """Graceful stop (SIGTERM -> init:stop), SIGKILL after timeout."""
         if self.proc is not None:
-            _kill_pid_and_wait(self.proc, timeout)
+            self._end(self.proc, timeout)
 
     def kill(self):
         """SIGKILL the emulator (simulates a crash)."""
         if self.proc is not None:
-            _kill_pid_and_wait(self.proc, 0)
+            self._end(self.proc, 0)
 
     def _wait_unregistered(self, timeout):
         deadline = time.monotonic() + timeout

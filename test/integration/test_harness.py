@@ -3,9 +3,13 @@
 
 Checks the strict perf-script parser on a hand-made file (and that it
 rejects off-grammar variants), atom quoting helpers, and the node
-lifecycle: private epmd, node start/eval/kill/restart, cleanup.
+lifecycle: private epmd, node start/eval/kill/restart, cleanup; a node
+started with +JPperf true leaves no /tmp/perf-PID.map once stopped or
+killed (also one in its own pid namespace, whose map is named by pid 1
+there).
 """
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -194,6 +198,32 @@ def test_nodes(t):
     t.check(not n2.alive(), "graceful stop")
     for sig, want_rc in ((signal.SIGTERM, 1), (signal.SIGKILL, -signal.SIGKILL)):
         check_child_cleanup(t, sig, want_rc)
+    check_perf_maps(t)
+
+
+def check_perf_maps(t):
+    """The perf map of a +JPperf node goes with the node, by the file it
+    had open."""
+    boxes = [("stop", []), ("kill", [])]
+    unshare = shutil.which("unshare")
+    if unshare and os.geteuid() == 0:
+        boxes.append(("stop", [unshare, "--pid", "--fork", "--kill-child"]))
+    else:
+        h.log("  (no unshare(1) or not root: the pid namespace case is not run)")
+    for how, wrapper in boxes:
+        what = "%s%s" % (how, " (own pid namespace)" if wrapper else "")
+        n = h.Node(idle=10, erl_args=["+JPperf", "true"], wrapper=wrapper).start()
+        maps = n.perf_maps[n.proc.pid]
+        path = "/tmp/perf-%d.map" % n.os_pid
+        t.check([m[0] for m in maps] == [path] and os.path.exists(path),
+                "%s: the running node has %s open" % (what, path), maps)
+        getattr(n, how)()
+        holders = [m[3] for m in maps]
+        t.check(not n.alive() and
+                not any(os.path.exists("/proc/%d/fd/%s" % (m[3], m[4])) for m in maps),
+                "%s: the emulator is gone (%s)" % (what, holders))
+        t.check(not os.path.exists(path) or os.stat(path).st_ino != maps[0][2],
+                "%s: and so is its map" % what)
 
 
 def check_child_cleanup(t, sig, want_rc):

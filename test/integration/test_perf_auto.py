@@ -9,6 +9,9 @@
 - A node named at run time (net_kernel:start/1, as RabbitMQ names
   itself): no name on its command line, but it holds its end of the
   daemon's connection; found as well.
+- Every manifest a reader can see carries that pid, also the first: on a
+  restart after SIGKILL, the one that lists the recovered file (read as
+  soon as each version appears, from the daemon's start).
 - A node started without +JPperf: no perf map; exit 78 with one line
   saying to start it with +JPperf true, and no cpu sample written.
 - A node in its own pid namespace (unshare --pid): the pid it tells
@@ -24,8 +27,10 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 
 sys.dont_write_bytecode = True     # keep __pycache__ out of the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -113,6 +118,47 @@ def remote_case(t, node):
     t.check("OS process" not in se, "... refused before its pid is asked")
 
 
+def manifests_while(dm, path):
+    """Every version of the manifest at path while dm runs, read as soon
+    as it appears (each is renamed into place: a new inode)."""
+    seen, last = [], None
+    while True:
+        running = dm.poll() is None
+        try:
+            st = os.stat(path)
+            if (st.st_ino, st.st_mtime_ns) != last:
+                with open(path) as f:
+                    seen.append(json.load(f))
+                last = (st.st_ino, st.st_mtime_ns)
+        except FileNotFoundError:
+            pass
+        if not running:
+            return seen
+        time.sleep(0.002)
+
+
+def restart_case(t, node):
+    out = h.mkdtemp("out_")
+    path = os.path.join(out, h.sanitize_node(node.name), "manifest.json")
+    args = h.daemon_args(node, out, top=5, rate=10, every="1s", rotate="2s",
+                         compress="none", perf="auto", perf_freq=99)
+    dm = h.start_daemon(args)
+    dm.wait_log(r"info: finished ", timeout=20)
+    time.sleep(1.6)      # into the next file, past a segment
+    dm.send_signal(signal.SIGKILL)
+    dm.wait()
+    dm = h.start_daemon(h.daemon_args(node, out, top=5, rate=10, every="1s",
+                                      duration="3s", compress="none", perf="auto",
+                                      perf_freq=99))
+    seen = manifests_while(dm, path)
+    t.eq(dm.returncode, 0, "restart after SIGKILL with --perf auto exits 0")
+    mine = [m for m in seen if any(e.get("recovered") for e in m["files"])]
+    t.check(mine, "the restart's manifests list the recovered file (%d versions read)"
+            % len(seen))
+    t.eq([m["options"].get("perf_pid") for m in mine], [node.os_pid] * len(mine),
+         "... and every one of them, the first too, records the pid found")
+
+
 def thread_name(node, tid):
     with open("/proc/%d/task/%s/comm" % (node.os_pid, tid)) as f:
         return f.read().strip()
@@ -158,6 +204,7 @@ def main(t):
             "... found by the connection it holds", se[-2000:])
     t.check(len(cpu_samples(out, named)) > 0, "... and its cpu samples written")
 
+    restart_case(t, node)
     remote_case(t, node)
 
     plain = h.start_node(busy=1, idle=5)

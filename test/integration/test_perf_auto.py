@@ -199,7 +199,8 @@ def main(t):
         t.check(b"-sname" not in f.read().split(b"\0"),
                 "a node named at run time has no -sname on its command line")
     rc, se, out = run_auto(named)
-    t.eq(rc, 0, "--perf auto on a node named at run time exits 0")
+    if not t.eq(rc, 0, "--perf auto on a node named at run time exits 0"):
+        h.log(se[-4000:])
     t.check("--perf auto: %s is OS process %d" % (named.name, named.os_pid) in se,
             "... found by the connection it holds", se[-2000:])
     t.check(len(cpu_samples(out, named)) > 0, "... and its cpu samples written")

@@ -16,43 +16,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "util-mem.h"
-
-/* A growing text buffer; zero-initialised is empty. */
-struct fp_text {
-	char *buf;
-	size_t len, cap;
-};
-
-static inline void
-fp_text_reserve(struct fp_text *t, size_t more)
-{
-	if (t->len + more <= t->cap)
-		return;
-	if (!t->cap)
-		t->cap = 256;
-	while (t->len + more > t->cap)
-		t->cap *= 2;
-	t->buf = xrealloc(t->buf, t->cap);
-}
-
-static inline void
-fp_text_put(struct fp_text *t, const void *s, size_t n)
-{
-	fp_text_reserve(t, n);
-	memcpy(t->buf + t->len, s, n);
-	t->len += n;
-}
-
-static inline void
-fp_text_putc(struct fp_text *t, char c)
-{
-	fp_text_reserve(t, 1);
-	t->buf[t->len++] = c;
-}
-
-void
-fp_text_put_u64(struct fp_text *t, uint64_t v);
+#include "util-buf.h"
 
 /* Is word[0..len) an Erlang reserved word (so written quoted)? */
 bool

@@ -19,19 +19,6 @@
 
 #include "frame-names-private.h"
 
-void
-fp_text_put_u64(struct fp_text *t, uint64_t v)
-{
-	char tmp[24];
-	size_t n = 0;
-
-	do {
-		tmp[sizeof(tmp) - 1 - n++] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
-	fp_text_put(t, tmp + sizeof(tmp) - n, n);
-}
-
 static const char *const reserved_words[] = {
 	"after", "and", "andalso", "band", "begin", "bnot", "bor", "bsl",
 	"bsr", "bxor", "case", "catch", "cond", "div", "else", "end", "fun",

@@ -441,6 +441,16 @@ START_TEST(decode_deltas)
 }
 END_TEST
 
+/* {my_server, init, @arity} */
+static void
+encode_mfa(ei_x_buff *x, long arity)
+{
+	ei_x_encode_tuple_header(x, 3);
+	ei_x_encode_atom(x, "my_server");
+	ei_x_encode_atom(x, "init");
+	ei_x_encode_long(x, arity);
+}
+
 START_TEST(decode_proc_lib_initial_call)
 {
 	struct fp_sampler *s = fp_sampler_new();
@@ -450,16 +460,14 @@ START_TEST(decode_proc_lib_initial_call)
 	ei_x_buff x;
 	size_t n;
 
-	/* [{my_server, init, ['Argument__1']}, false] */
+	/* {value, [{my_server, init, 1}, undefined], Bindings} */
 	ei_x_new_with_version(&x);
-	ei_x_encode_list_header(&x, 2);
 	ei_x_encode_tuple_header(&x, 3);
-	ei_x_encode_atom(&x, "my_server");
-	ei_x_encode_atom(&x, "init");
-	ei_x_encode_list_header(&x, 1);
-	ei_x_encode_atom(&x, "Argument__1");
+	ei_x_encode_atom(&x, "value");
+	ei_x_encode_list_header(&x, 2);
+	encode_mfa(&x, 1);
+	ei_x_encode_atom(&x, "undefined");
 	ei_x_encode_empty_list(&x);
-	ei_x_encode_atom(&x, "false");
 	ei_x_encode_empty_list(&x);
 	r = reply_of(&x);
 	fp_assert_int_eq(fp_sampler_initial_calls(s, &r, pids, 2), 0);
@@ -482,41 +490,84 @@ START_TEST(decode_proc_lib_initial_call)
 }
 END_TEST
 
-/* A dictionary read's {{dictionary, '$initial_call'}, {M, F, Arity}}. */
-START_TEST(decode_dict_initial_call)
+/*
+ * An answer that is no call is its process's alone: the node's odd for a
+ * '$initial_call' of another shape, and (should a node send it anyway)
+ * an arity no function has or a term of another shape. Each process
+ * after it keeps the call it was asked for.
+ */
+START_TEST(decode_initial_call_odd_neighbours)
 {
 	struct fp_sampler *s = fp_sampler_new();
-	struct fp_pid pids[3] = { { 80, 0 }, { 81, 0 }, { 82, 0 } };
-	const struct fp_sample *out;
+	struct fp_pid pids[5] = { { 80, 0 }, { 81, 0 }, { 82, 0 }, { 83, 0 },
+				  { 84, 0 } };
 	struct fp_reply r;
 	ei_x_buff x;
-	size_t n;
 
 	ei_x_new_with_version(&x);
-	ei_x_encode_list_header(&x, 3);
-	ei_x_encode_tuple_header(&x, 2);
-	ei_x_encode_tuple_header(&x, 2);
-	ei_x_encode_atom(&x, "dictionary");
-	ei_x_encode_atom(&x, "$initial_call");
 	ei_x_encode_tuple_header(&x, 3);
-	ei_x_encode_atom(&x, "my_server");
-	ei_x_encode_atom(&x, "init");
-	ei_x_encode_long(&x, 1);
-	ei_x_encode_tuple_header(&x, 2);	/* no such key */
+	ei_x_encode_atom(&x, "value");
+	ei_x_encode_list_header(&x, 5);
+	ei_x_encode_atom(&x, "odd");
+	encode_mfa(&x, 300);
 	ei_x_encode_tuple_header(&x, 2);
-	ei_x_encode_atom(&x, "dictionary");
-	ei_x_encode_atom(&x, "$initial_call");
-	ei_x_encode_atom(&x, "undefined");
-	ei_x_encode_atom(&x, "undefined");	/* gone */
+	ei_x_encode_binary(&x, "x", 1);
+	ei_x_encode_long(&x, -1);
+	encode_mfa(&x, -1);
+	encode_mfa(&x, 2);
+	ei_x_encode_empty_list(&x);
 	ei_x_encode_empty_list(&x);
 	r = reply_of(&x);
-	fp_assert_int_eq(fp_sampler_initial_calls(s, &r, pids, 3), 0);
+	fp_assert_int_eq(fp_sampler_initial_calls(s, &r, pids, 5), 0);
 	ei_x_free(&x);
 
-	r = reply_procs(&x, (const struct proc *[]){ &proc_a }, 1);
-	out = decode_expect(s, &r, pids, NULL, 1, 1, 1, &n);
-	fp_assert_str_eq(out[0].initial_call.module, "my_server");
-	fp_assert_int_eq(out[0].initial_call.arity, 1);
+	for (size_t i = 0; i < 5; i++) {
+		struct proc p = proc_a;		/* proc_lib:init_p/5 */
+		const struct fp_sample *out;
+		size_t n;
+
+		r = reply_procs(&x, (const struct proc *[]){ &p }, 1);
+		out = decode_expect(s, &r, &pids[i], NULL, 1, 1, 1, &n);
+		if (i == 4) {
+			fp_assert_str_eq(out[0].initial_call.module, "my_server");
+			fp_assert_int_eq(out[0].initial_call.arity, 2);
+		} else {
+			fp_assert_str_eq(out[0].initial_call.module, "proc_lib");
+			fp_assert_int_eq(out[0].initial_call.arity, 5);
+		}
+		ei_x_free(&x);
+	}
+	fp_sampler_destroy(s);
+}
+END_TEST
+
+/* A reply that is no eval value, or a list of another length: refused
+ * whole. */
+START_TEST(decode_initial_call_refused)
+{
+	struct fp_sampler *s = fp_sampler_new();
+	struct fp_pid pids[2] = { { 80, 0 }, { 81, 0 } };
+	struct fp_reply r;
+	ei_x_buff x;
+
+	ei_x_new_with_version(&x);
+	ei_x_encode_list_header(&x, 2);
+	encode_mfa(&x, 1);
+	encode_mfa(&x, 1);
+	ei_x_encode_empty_list(&x);
+	r = reply_of(&x);
+	fp_assert_int_eq(fp_sampler_initial_calls(s, &r, pids, 2), -EBADMSG);
+	ei_x_free(&x);
+
+	ei_x_new_with_version(&x);
+	ei_x_encode_tuple_header(&x, 3);
+	ei_x_encode_atom(&x, "value");
+	ei_x_encode_list_header(&x, 1);
+	encode_mfa(&x, 1);
+	ei_x_encode_empty_list(&x);
+	ei_x_encode_empty_list(&x);
+	r = reply_of(&x);
+	fp_assert_int_eq(fp_sampler_initial_calls(s, &r, pids, 2), -EBADMSG);
 	ei_x_free(&x);
 	fp_sampler_destroy(s);
 }
@@ -713,7 +764,8 @@ suite(void)
 	tcase_add_test(tc, decode_probe_mixed);
 	tcase_add_test(tc, decode_deltas);
 	tcase_add_test(tc, decode_proc_lib_initial_call);
-	tcase_add_test(tc, decode_dict_initial_call);
+	tcase_add_test(tc, decode_initial_call_odd_neighbours);
+	tcase_add_test(tc, decode_initial_call_refused);
 	tcase_add_test(tc, proc_lib_call_asked_once);
 	tcase_add_loop_test(tc, decode_bad, 0, 6);
 	tcase_add_test(tc, decode_pids);

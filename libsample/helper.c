@@ -365,7 +365,7 @@ fp_node_batch_open(const struct fp_reply *reply, struct fp_batch *b)
 
 	memset(b, 0, sizeof(*b));
 	if (reply->badrpc || etf_reply_check(reply) < 0 ||
-	    ei_decode_tuple_header(reply->buf, &index, &arity) < 0 ||
+	    ei_decode_tuple_header(reply->buf, &index, &arity) < 0 || arity < 1 ||
 	    etf_decode_atom(reply->buf, &index, atom) < 0)
 		return -EBADMSG;
 	if (strcmp(atom, "flame_profd_error") == 0 && arity == 2) {

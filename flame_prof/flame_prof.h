@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "fp/perf-script-read.h"
+#include "util-buf.h"
 
 /* Exit codes (sysexits.h values; listed in --help and flame_prof(1)). */
 enum fpp_exit {
@@ -295,6 +296,7 @@ struct fpp_run {
 	char *text;
 	size_t text_len, text_cap;
 	size_t *text_offs;
+	struct fp_text esc;		/* node text as shown (util-escape.h) */
 
 	/* progress */
 	bool progress;

@@ -101,11 +101,9 @@ helper_unload(struct fp_node *node, unsigned timeout_ms)
 static void
 log_reply(const char *target, const char *what, const struct fp_reply *reply)
 {
-	char *s = NULL;
-	int i = reply->index;
+	char *s = etf_term_text(reply->buf, reply->index, 300);
 
-	ei_s_print_term(&s, reply->buf, &i);
-	fp_log(FP_LOG_WARNING, "%s: %s: %.300s", target, what, s ? s : "?");
+	fp_log(FP_LOG_WARNING, "%s: %s: %s", target, what, s);
 	free(s);
 }
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "fp-test.h"
+#include "util-escape.h"
 #include "fp/perf-script.h"
 #include "frame-names-private.h"
 
@@ -238,6 +239,12 @@ static const struct {
 	{ "s\xc3\xb6" "k", "'s\xc3\xb6k'" },
 	{ "", "''" },
 	{ "_x", "'_x'" },
+	/* node text as the rule for it has it (util-escape.h) */
+	{ "a" FP_NUL_CARRIER "b", "'a\\x00b'" },
+	{ "csi\xc2\x9b" "1", "'csi\\xC2\\x9B1'" },
+	{ "bad\xff" "z", "'bad\\xFFz'" },
+	{ "cut\xe2\x82", "'cut\\xE2\\x82'" },
+	{ "esc\x1b]0", "'esc\\x1B]0'" },
 };
 
 START_TEST(atom_escape)

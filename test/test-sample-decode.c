@@ -9,6 +9,7 @@
 #include <ei.h>
 
 #include "fp-test.h"
+#include "util-escape.h"
 #include "fp/sample.h"
 #include "conn.h"
 #include "etf.h"
@@ -441,6 +442,50 @@ START_TEST(decode_deltas)
 }
 END_TEST
 
+/* Replace every "aQb" in the encoded reply by "a\0b". */
+static void
+nul_for_q(ei_x_buff *x)
+{
+	for (int i = 0; i + 3 <= x->index; i++) {
+		if (memcmp(x->buff + i, "aQb", 3) == 0)
+			x->buff[i + 1] = '\0';
+	}
+}
+
+/* An atom holding a NUL ('a\0b') is not cut at it: registered names,
+ * frames and initial calls carry it as FP_NUL_CARRIER, apart from 'a'. */
+START_TEST(decode_atom_nul)
+{
+	struct fp_sampler *s = fp_sampler_new();
+	struct fp_pid pid = { 80, 0 };
+	struct proc p = proc_a;
+	const struct fp_sample *out;
+	struct fp_reply r;
+	ei_x_buff x;
+	size_t n;
+	/* SMALL_ATOM_UTF8_EXT 'a\0b', ATOM_EXT (latin-1) '\xe9\0' */
+	static const char utf8[] = { 119, 3, 'a', 0, 'b' };
+	static const char latin1[] = { 100, 0, 2, (char)0xe9, 0 };
+	char atom[MAXATOMLEN_UTF8];
+	int index = 0;
+
+	fp_assert_int_eq(etf_decode_atom(utf8, &index, atom), 0);
+	fp_assert_int_eq(index, 5);
+	fp_assert_str_eq(atom, "a" FP_NUL_CARRIER "b");
+	index = 0;
+	fp_assert_int_eq(etf_decode_atom(latin1, &index, atom), 0);
+	fp_assert_str_eq(atom, "\xc3\xa9" FP_NUL_CARRIER);
+
+	p.name = "aQb";
+	r = reply_procs(&x, (const struct proc *[]){ &p }, 1);
+	nul_for_q(&x);
+	out = decode_expect(s, &r, &pid, NULL, 1, 1, 1, &n);
+	fp_assert_str_eq(out[0].registered_name, "a" FP_NUL_CARRIER "b");
+	ei_x_free(&x);
+	fp_sampler_destroy(s);
+}
+END_TEST
+
 /* {my_server, init, @arity} */
 static void
 encode_mfa(ei_x_buff *x, long arity)
@@ -763,6 +808,7 @@ suite(void)
 	tcase_add_loop_test(tc, decode_probe_stale, 0, 10);
 	tcase_add_test(tc, decode_probe_mixed);
 	tcase_add_test(tc, decode_deltas);
+	tcase_add_test(tc, decode_atom_nul);
 	tcase_add_test(tc, decode_proc_lib_initial_call);
 	tcase_add_test(tc, decode_initial_call_odd_neighbours);
 	tcase_add_test(tc, decode_initial_call_refused);

@@ -369,7 +369,9 @@ scan_quoted(const char *p, const char *end)
 		if (quote == '"' && ch == '#' && p + 1 < end && p[1] == '{')
 			return NULL;
 		n = utf8_len((const unsigned char *)p, (const unsigned char *)end);
-		if (n == 0)
+		/* a C1 control is written \xC2\xHH (util-escape.h): raw,
+		 * it would reach a terminal from every output */
+		if (n == 0 || (n == 2 && ch == 0xc2 && (unsigned char)p[1] < 0xa0))
 			return NULL;
 		p += n;
 	}

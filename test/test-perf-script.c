@@ -453,6 +453,8 @@ static const char *const bad_names[] = {
 	"anonymous fn/ in Foo.bar/1",
 	"anonymous fn/1 Foo.bar/1",
 	"Foo.b\xc3r/1",
+	"'csi\xc2\x9b':f/1",		/* a C1 control is written \xC2\xHH */
+	"m:'f\xff'/1",			/* no UTF-8 */
 };
 
 START_TEST(name_bad)

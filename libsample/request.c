@@ -399,26 +399,38 @@ fp_node_decode_bools(const struct fp_reply *reply, bool *out, size_t n)
  * place of the module would otherwise travel whole). Item is
  * {dictionary, '$initial_call'} where the node reads one key alone, else
  * dictionary: the whole dictionary copied, as proc_lib:initial_call/1
- * copies it (the caller keeps that to small processes).
+ * copies it (the caller keeps that to small processes), and the key
+ * found in it with lists:keyfind/3.
+ *
+ * The per-pid work is stock compiled code (lists:zipwith/3,
+ * lists:zipwith3/4, match specifications run by ets:match_spec_run/2);
+ * erl_eval only glues it, inside a fun so that the copies stay out of
+ * the bindings the reply carries. An interpreted fun per pid costs 4 to
+ * 6 us a pid, this 1.3 to 1.7 at 108 pids, of which some 80 us are the
+ * glue's whatever the count (bench/initial-calls.escript, OTP 25 and 27).
  */
 static const char initial_calls_source[] =
-	"lists:map(fun(P) ->"
-	"  V = case erlang:process_info(P, Item) of"
-	"        {dictionary, D} ->"
-	"          case lists:keyfind('$initial_call', 1, D) of"
-	"            {_, Found} -> Found;"
-	"            false -> undefined"
-	"          end;"
-	"        {_, Value} -> Value;"
-	"        undefined -> undefined"
-	"      end,"
-	"  case V of"
-	"    {M, F, A} when is_atom(M), is_atom(F), is_integer(A),"
-	"                   A >= 0, A =< 255 -> V;"
-	"    undefined -> undefined;"
-	"    _ -> odd"
-	"  end"
-	" end, Pids).";
+	"(fun() ->"
+	" N = length(Pids),"
+	" R = lists:zipwith(fun erlang:process_info/2, Pids, lists:duplicate(N, Item)),"
+	" Ks = case Item of"
+	"   dictionary ->"
+	"     Ds = ets:match_spec_run(R, ets:match_spec_compile("
+	"            [{{dictionary, '$1'}, [], ['$1']}, {'_', [], [[]]}])),"
+	"     lists:zipwith3(fun lists:keyfind/3, lists:duplicate(N, '$initial_call'),"
+	"                    lists:duplicate(N, 1), Ds);"
+	"   _ -> R"
+	" end,"
+	" ets:match_spec_run(Ks, ets:match_spec_compile(["
+	"   {{'_', {'$1', '$2', '$3'}},"
+	"    [{is_atom, '$1'}, {is_atom, '$2'}, {is_integer, '$3'},"
+	"     {'>=', '$3', 0}, {'=<', '$3', 255}],"
+	"    [{{'$1', '$2', '$3'}}]},"
+	"   {'_', [{'orelse', {'==', '$_', false}, {'==', '$_', undefined}}],"
+	"    [undefined]},"
+	"   {{'_', undefined}, [], [undefined]},"
+	"   {'_', [], [odd]}]))"
+	" end)().";
 
 int
 node_initial_calls_prepare(struct fp_node *node, unsigned timeout_ms)

@@ -727,6 +727,29 @@ START_TEST(decode_bad)
 }
 END_TEST
 
+/* A term for a log line (a badrpc reason): printed by ei, then under the
+ * rule for node text, cut at @max bytes of the print. */
+START_TEST(term_text)
+{
+	ei_x_buff x;
+	char *t;
+
+	ei_x_new(&x);
+	ei_x_encode_tuple_header(&x, 2);
+	ei_x_encode_atom(&x, "EXIT");
+	ei_x_encode_atom(&x, "evil\x1b]0;t\x07\n2026 flame_profd error: forged");
+	t = etf_term_text(x.buff, 0, 300);
+	fp_assert(strchr(t, '\n') == NULL && strchr(t, '\x1b') == NULL);
+	fp_assert(strstr(t, "evil\\x1B]0;t\\x07\\x0A2026 flame_profd error: forged") != NULL);
+	free(t);
+	t = etf_term_text(x.buff, 0, 8);
+	fp_assert_int_eq(strlen(t), 8 + 3);
+	fp_assert(strcmp(t + 8, "...") == 0);
+	free(t);
+	ei_x_free(&x);
+}
+END_TEST
+
 /* The gate in front of ei: lengths, nesting, and no text floats. */
 START_TEST(term_check)
 {
@@ -816,6 +839,7 @@ suite(void)
 	tcase_add_loop_test(tc, decode_bad, 0, 6);
 	tcase_add_test(tc, decode_pids);
 	tcase_add_test(tc, term_check);
+	tcase_add_test(tc, term_text);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -197,6 +197,22 @@ def node_text(t, node):
                 "procs --format json: valid JSON, 'a\\x00b' apart from a", repr(names))
     except ValueError as e:
         t.check(False, "procs --format json: valid JSON", str(e))
+    try:
+        ss = json.loads(got["speedscope"])
+        names = [p["name"] for p in ss["profiles"]]
+        t.check(any(n.startswith("'a\\x00b' <") for n in names) and
+                any(n.startswith("a <") for n in names),
+                "speedscope: a profile for 'a\\x00b' and one for a", repr(names[:12]))
+    except ValueError as e:
+        t.check(False, "speedscope: valid JSON", str(e))
+    # top selects each by its name: neither takes the other's samples
+    regs = [s["fields"].get("registered_name") for s in samples]
+    for name in ("'a\\x00b'", "a"):
+        rc, so, _ = flame_prof("top", "--name", name, ndir)
+        m = re.match(r"samples: (\d+)\n", so.decode())
+        t.check(rc == 0 and m and int(m.group(1)) == regs.count(name) > 0,
+                "top --name %s: its own %d samples" % (name, regs.count(name)),
+                so.decode()[:200])
     folded = got["folded --process"].decode()
     t.check(re.search(r"^\w+;'a\\x00b';", folded, re.M) and re.search(r"^\w+;a;", folded, re.M),
             "folded --process: 'a\\x00b' and a are two process frames", folded[:600])

@@ -258,3 +258,28 @@ fp_flame_tree_depth(const struct fp_flame_tree *t)
 {
 	return t->depth;
 }
+
+const struct fp_flame_node *
+fp_flame_walk_start(struct fp_flame_walk *walk, const struct fp_flame_node *top)
+{
+	walk->top = top;
+	walk->node = top;
+	return top;
+}
+
+const struct fp_flame_node *
+fp_flame_walk_next(struct fp_flame_walk *walk, bool descend)
+{
+	const struct fp_flame_node *n = walk->node;
+
+	if (!n)
+		return NULL;
+	if (descend && n->child) {
+		walk->node = n->child;
+		return walk->node;
+	}
+	while (n != walk->top && !n->next)
+		n = n->parent;
+	walk->node = n != walk->top ? n->next : NULL;
+	return walk->node;
+}

@@ -17,14 +17,17 @@ int
 fp_folded_write(const struct fp_flame_tree *tree, int set, bool weighted,
 		FILE *out)
 {
-	const struct fp_flame_node *root = fp_flame_tree_root(tree);
-	const struct fp_flame_node *n = root->child;
+	const struct fp_flame_node *n;
+	struct fp_flame_walk walk;
 	size_t cap = 4096, *mark, len = 0;
 	char *path = xzalloc(cap);
+	bool descend = true;
 	int rc = 0;
 
 	mark = xzalloc((fp_flame_tree_depth(tree) + 2) * sizeof(*mark));
-	while (n) {
+	fp_flame_walk_start(&walk, fp_flame_tree_root(tree));
+	/* the root (no name) is in no line: its children start them */
+	while ((n = fp_flame_walk_next(&walk, descend))) {
 		size_t name_len = strlen(n->name);
 		uint64_t count = weighted ? n->self_weight[set] :
 					    n->self_samples[set];
@@ -46,15 +49,7 @@ fp_folded_write(const struct fp_flame_tree *tree, int set, bool weighted,
 			fwrite(path, 1, len, out);
 			fprintf(out, " %" PRIu64 "\n", count);
 		}
-
-		if (n->child && n->samples[set] > 0) {
-			n = n->child;
-			continue;
-		}
-		while (n && !n->next)
-			n = n->parent != root ? n->parent : NULL;
-		if (n)
-			n = n->next;
+		descend = n->samples[set] > 0;
 	}
 	if (fflush(out) != 0 || ferror(out))
 		rc = errno ? -errno : -EIO;

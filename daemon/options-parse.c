@@ -14,6 +14,7 @@
 
 #include "options-parse.h"
 #include "util-mem.h"
+#include "util-parse.h"
 #include "fp/node.h"
 
 #define TOP_MAX 100000
@@ -57,6 +58,52 @@ parse_uint(const char *s, unsigned long max, unsigned long *out)
 	if (errno || *end || v > max)
 		return -EINVAL;
 	*out = v;
+	return 0;
+}
+
+/* A whole number from @min to @max for @flag, else the message @why. */
+static int
+uint_value(const char *flag, const char *arg, unsigned long min,
+	   unsigned long max, const char *why, unsigned *out)
+{
+	unsigned long v;
+
+	if (parse_uint(arg, max, &v) < 0 || v < min)
+		return fpd_option_bad_value(flag, arg, why);
+	*out = (unsigned)v;
+	return 0;
+}
+
+/* A duration from @min_us to @max_us for @flag, else the message @why. */
+static int
+duration_value(const char *flag, const char *arg, uint64_t min_us,
+	       uint64_t max_us, const char *why, uint64_t *us)
+{
+	if (fpd_parse_duration(arg, us) < 0 || *us < min_us || *us > max_us)
+		return fpd_option_bad_value(flag, arg, why);
+	return 0;
+}
+
+/* A size of at least @min bytes for @flag, else the message @why. */
+static int
+size_value(const char *flag, const char *arg, uint64_t min, const char *why,
+	   uint64_t *bytes)
+{
+	if (fpd_parse_size(arg, bytes) < 0 || *bytes < min)
+		return fpd_option_bad_value(flag, arg, why);
+	return 0;
+}
+
+/* One of @names (NULL-terminated, in enum order) for @flag. */
+static int
+enum_value(const char *flag, const char *arg, const char *const *names,
+	   const char *why, int *value)
+{
+	int i = parse_enum(arg, names);
+
+	if (i < 0)
+		return fpd_option_bad_value(flag, arg, why);
+	*value = i;
 	return 0;
 }
 
@@ -105,11 +152,8 @@ fpd_option_cookie_file(struct fpd_options *o, const char *arg)
 int
 fpd_option_timeout(struct fpd_options *o, const char *arg)
 {
-	if (fpd_parse_duration(arg, &o->timeout_us) < 0 ||
-	    o->timeout_us < TIMEOUT_MIN_US || o->timeout_us > TIMEOUT_MAX_US)
-		return fpd_option_bad_value("--timeout", arg,
-				 "expected a duration from 10ms to 10m");
-	return 0;
+	return duration_value("--timeout", arg, TIMEOUT_MIN_US, TIMEOUT_MAX_US,
+			      "expected a duration from 10ms to 10m", &o->timeout_us);
 }
 
 int
@@ -134,24 +178,20 @@ fpd_option_connect(struct fpd_options *o, const char *arg)
 int
 fpd_option_top(struct fpd_options *o, const char *arg)
 {
-	unsigned long v;
+	int rc = uint_value("--top", arg, 0, TOP_MAX,
+			    "expected a whole number from 0 to 100000", &o->top);
 
-	if (parse_uint(arg, TOP_MAX, &v) < 0)
-		return fpd_option_bad_value("--top", arg,
-				 "expected a whole number from 0 to 100000");
-	o->top = (unsigned)v;
-	o->top_set = true;
-	return 0;
+	if (rc == 0)
+		o->top_set = true;
+	return rc;
 }
 
 int
 fpd_option_every(struct fpd_options *o, const char *arg)
 {
-	if (fpd_parse_duration(arg, &o->every_us) < 0 ||
-	    o->every_us < EVERY_MIN_US)
-		return fpd_option_bad_value("--every", arg,
-				 "expected a duration of at least 100ms, e.g. 5s");
-	return 0;
+	return duration_value("--every", arg, EVERY_MIN_US, UINT64_MAX,
+			      "expected a duration of at least 100ms, e.g. 5s",
+			      &o->every_us);
 }
 
 int
@@ -183,25 +223,16 @@ fpd_option_name(struct fpd_options *o, const char *arg)
 int
 fpd_option_scan_max(struct fpd_options *o, const char *arg)
 {
-	unsigned long v;
-
-	if (parse_uint(arg, SCAN_MAX_MAX, &v) < 0 || v < SCAN_MAX_MIN)
-		return fpd_option_bad_value("--scan-max", arg,
-				 "expected a whole number from 100 to 10000000");
-	o->scan_max = (unsigned)v;
-	return 0;
+	return uint_value("--scan-max", arg, SCAN_MAX_MIN, SCAN_MAX_MAX,
+			  "expected a whole number from 100 to 10000000", &o->scan_max);
 }
 
 int
 fpd_option_min_reductions(struct fpd_options *o, const char *arg)
 {
-	unsigned long v;
-
-	if (parse_uint(arg, MIN_REDUCTIONS_MAX, &v) < 0)
-		return fpd_option_bad_value("--min-reductions", arg,
-				 "expected reductions a second, a whole number from 0 to 1000000000");
-	o->min_reductions = (unsigned)v;
-	return 0;
+	return uint_value("--min-reductions", arg, 0, MIN_REDUCTIONS_MAX,
+			  "expected reductions a second, a whole number from 0 to 1000000000",
+			  &o->min_reductions);
 }
 
 /* ---- sampling ----------------------------------------------------------- */
@@ -223,13 +254,8 @@ fpd_option_rate(struct fpd_options *o, const char *arg)
 int
 fpd_option_backtrace_depth(struct fpd_options *o, const char *arg)
 {
-	unsigned long v;
-
-	if (parse_uint(arg, BACKTRACE_DEPTH_MAX, &v) < 0 || v < 1)
-		return fpd_option_bad_value("--backtrace-depth", arg,
-				 "expected a whole number from 1 to 10000");
-	o->backtrace_depth = (unsigned)v;
-	return 0;
+	return uint_value("--backtrace-depth", arg, 1, BACKTRACE_DEPTH_MAX,
+			  "expected a whole number from 1 to 10000", &o->backtrace_depth);
 }
 
 int
@@ -309,15 +335,18 @@ fpd_option_max_overhead(struct fpd_options *o, const char *arg)
 int
 fpd_option_request(struct fpd_options *o, const char *arg)
 {
-	if (strcmp(arg, "rex") == 0)
-		o->request = FP_REQUEST_REX;
-	else if (strcmp(arg, "eval") == 0)
-		o->request = FP_REQUEST_EVAL;
-	else if (strcmp(arg, "helper") == 0)
-		o->request = FP_REQUEST_HELPER;
-	else
-		return fpd_option_bad_value("--request", arg, "expected rex, eval or helper");
-	return 0;
+	static const char *const names[] = {
+		[FP_REQUEST_REX] = "rex",
+		[FP_REQUEST_EVAL] = "eval",
+		[FP_REQUEST_HELPER] = "helper",
+		[FP_REQUEST_HELPER + 1] = NULL,
+	};
+	int v = FP_REQUEST_REX, rc;
+
+	rc = enum_value("--request", arg, names, "expected rex, eval or helper", &v);
+	if (rc == 0)
+		o->request = (enum fp_request_path)v;
+	return rc;
 }
 
 int
@@ -331,13 +360,8 @@ fpd_option_no_idle_reuse(struct fpd_options *o, const char *arg)
 int
 fpd_option_breaker_run_queue(struct fpd_options *o, const char *arg)
 {
-	unsigned long v;
-
-	if (parse_uint(arg, RUN_QUEUE_MAX, &v) < 0 || v < 1)
-		return fpd_option_bad_value("--breaker-run-queue", arg,
-				 "expected a whole number of at least 1");
-	o->breaker_run_queue = (unsigned)v;
-	return 0;
+	return uint_value("--breaker-run-queue", arg, 1, RUN_QUEUE_MAX,
+			  "expected a whole number of at least 1", &o->breaker_run_queue);
 }
 
 int
@@ -361,13 +385,8 @@ fpd_option_perf(struct fpd_options *o, const char *arg)
 int
 fpd_option_perf_freq(struct fpd_options *o, const char *arg)
 {
-	unsigned long v;
-
-	if (parse_uint(arg, PERF_FREQ_MAX, &v) < 0 || v < 1)
-		return fpd_option_bad_value("--perf-freq", arg,
-				 "expected 1 to 10000 samples a second");
-	o->perf_freq = (unsigned)v;
-	return 0;
+	return uint_value("--perf-freq", arg, 1, PERF_FREQ_MAX,
+			  "expected 1 to 10000 samples a second", &o->perf_freq);
 }
 
 /* ---- output ------------------------------------------------------------- */
@@ -384,35 +403,29 @@ fpd_option_out(struct fpd_options *o, const char *arg)
 int
 fpd_option_rotate(struct fpd_options *o, const char *arg)
 {
-	if (fpd_parse_duration(arg, &o->rotate_us) < 0 ||
-	    o->rotate_us < ROTATE_MIN_US)
-		return fpd_option_bad_value("--rotate", arg,
-				 "expected a duration of at least 1s, e.g. 2m");
-	return 0;
+	return duration_value("--rotate", arg, ROTATE_MIN_US, UINT64_MAX,
+			      "expected a duration of at least 1s, e.g. 2m", &o->rotate_us);
 }
 
 int
 fpd_option_rotate_size(struct fpd_options *o, const char *arg)
 {
-	if (fpd_parse_size(arg, &o->rotate_bytes) < 0 ||
-	    o->rotate_bytes < ROTATE_SIZE_MIN)
-		return fpd_option_bad_value("--rotate-size", arg,
-				 "expected a size of at least 4K, e.g. 64M");
-	return 0;
+	return size_value("--rotate-size", arg, ROTATE_SIZE_MIN,
+			  "expected a size of at least 4K, e.g. 64M", &o->rotate_bytes);
 }
 
 int
 fpd_option_compress(struct fpd_options *o, const char *arg)
 {
-	if (strcmp(arg, "zstd") == 0)
-		o->compress = FPD_COMPRESS_ZSTD;
-	else if (strcmp(arg, "gzip") == 0)
-		o->compress = FPD_COMPRESS_GZIP;
-	else if (strcmp(arg, "none") == 0)
-		o->compress = FPD_COMPRESS_NONE;
-	else
-		return fpd_option_bad_value("--compress", arg, "expected zstd, gzip or none");
-	return 0;
+	static const char *const names[] = {
+		[FPD_COMPRESS_NONE] = "none",
+		[FPD_COMPRESS_GZIP] = "gzip",
+		[FPD_COMPRESS_ZSTD] = "zstd",
+		[FPD_COMPRESS_ZSTD + 1] = NULL,
+	};
+
+	return enum_value("--compress", arg, names, "expected zstd, gzip or none",
+			  &o->compress);
 }
 
 int
@@ -433,40 +446,29 @@ fpd_option_compress_level(struct fpd_options *o, const char *arg)
 int
 fpd_option_keep_files(struct fpd_options *o, const char *arg)
 {
-	unsigned long v;
-
-	if (parse_uint(arg, KEEP_FILES_MAX, &v) < 0 || v < 1)
-		return fpd_option_bad_value("--keep-files", arg,
-				 "expected a whole number of at least 1");
-	o->keep_files = (unsigned)v;
-	return 0;
+	return uint_value("--keep-files", arg, 1, KEEP_FILES_MAX,
+			  "expected a whole number of at least 1", &o->keep_files);
 }
 
 int
 fpd_option_keep_bytes(struct fpd_options *o, const char *arg)
 {
-	if (fpd_parse_size(arg, &o->keep_bytes) < 0 || o->keep_bytes == 0)
-		return fpd_option_bad_value("--keep-bytes", arg,
-				 "expected a size greater than 0, e.g. 1G");
-	return 0;
+	return size_value("--keep-bytes", arg, 1,
+			  "expected a size greater than 0, e.g. 1G", &o->keep_bytes);
 }
 
 int
 fpd_option_keep_age(struct fpd_options *o, const char *arg)
 {
-	if (fpd_parse_duration(arg, &o->keep_age_us) < 0 || o->keep_age_us == 0)
-		return fpd_option_bad_value("--keep-age", arg,
-				 "expected a duration greater than 0, e.g. 7d");
-	return 0;
+	return duration_value("--keep-age", arg, 1, UINT64_MAX,
+			      "expected a duration greater than 0, e.g. 7d", &o->keep_age_us);
 }
 
 int
 fpd_option_duration(struct fpd_options *o, const char *arg)
 {
-	if (fpd_parse_duration(arg, &o->duration_us) < 0 || o->duration_us == 0)
-		return fpd_option_bad_value("--duration", arg,
-				 "expected a duration greater than 0, e.g. 30s");
-	return 0;
+	return duration_value("--duration", arg, 1, UINT64_MAX,
+			      "expected a duration greater than 0, e.g. 30s", &o->duration_us);
 }
 
 /* An octal mode with all of @need (of the owner's bits) set. */

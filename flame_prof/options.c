@@ -21,6 +21,7 @@
 #include "fp/perf-script.h"
 #include "fp/top.h"
 #include "util-mem.h"
+#include "util-parse.h"
 
 const char *const fpp_command_names[FPP_CMD_COUNT] = {
 	"folded", "svg", "heatmap", "top", "speedscope", "diff", "procs",
@@ -67,15 +68,19 @@ parse_double(const char *text, double *v)
 	return !errno && end != text && !*end && *v >= 0;
 }
 
-/* @text among @words (NULL-terminated): its index, or -1 */
+/* --FLAG's whole number from @min to @max, else "bad --FLAG 'ARG' (MIN to MAX)" */
 static int
-word_index(const char *text, const char *const *words)
+uint_value(const char *flag, const char *arg, unsigned min, unsigned max,
+	   unsigned *out)
 {
-	for (int i = 0; words[i]; i++) {
-		if (strcmp(text, words[i]) == 0)
-			return i;
+	unsigned long long u;
+
+	if (!parse_uint(arg, max, &u) || u < min) {
+		fpp_fail("bad --%s '%s' (%u to %u)", flag, arg, min, max);
+		return -EINVAL;
 	}
-	return -1;
+	*out = (unsigned)u;
+	return 0;
 }
 
 /* label, callers, key:NAME, key.NAME or NAME (a key); @n bytes of @text.
@@ -258,14 +263,7 @@ opt_to(struct fpp_options *o, const char *arg)
 static int
 opt_width(struct fpp_options *o, const char *arg)
 {
-	unsigned long long u;
-
-	if (!parse_uint(arg, 100000, &u) || u < 100) {
-		fpp_fail("bad --width '%s' (100 to 100000)", arg);
-		return -EINVAL;
-	}
-	o->width = (unsigned)u;
-	return 0;
+	return uint_value("width", arg, 100, 100000, &o->width);
 }
 
 static int
@@ -281,14 +279,7 @@ opt_minwidth(struct fpp_options *o, const char *arg)
 static int
 opt_rows(struct fpp_options *o, const char *arg)
 {
-	unsigned long long u;
-
-	if (!parse_uint(arg, 1000, &u) || u < 1) {
-		fpp_fail("bad --rows '%s' (1 to 1000)", arg);
-		return -EINVAL;
-	}
-	o->rows = (unsigned)u;
-	return 0;
+	return uint_value("rows", arg, 1, 1000, &o->rows);
 }
 
 static int
@@ -558,7 +549,7 @@ apply(const struct fpp_option_row *row, struct fpp_options *o, const char *arg)
 		*(const char **)at = arg;
 		return 0;
 	case FPP_ROW_CHOICE:
-		i = word_index(arg, row->words);
+		i = parse_enum(arg, row->words);
 		if (i < 0) {
 			fprintf(stderr, "flame_prof: bad --%s '%s' (", row->name, arg);
 			for (int k = 0; row->words[k]; k++)

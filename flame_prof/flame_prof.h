@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "fp/perf-script-read.h"
+#include "util-buf.h"
 
 /* Exit codes (sysexits.h values; listed in --help and flame_prof(1)). */
 enum fpp_exit {
@@ -149,9 +150,9 @@ struct fpp_options {
 	bool status_filter;
 	bool status_ok[FP_STATUS_COUNT];
 	struct fp_pid *pids;
-	size_t npids;
+	size_t npids, pids_cap;
 	char **names;			/* written atoms */
-	size_t nnames;
+	size_t nnames, names_cap;
 	struct fpp_time from, to;
 	bool no_status;
 	bool process;
@@ -177,7 +178,7 @@ struct fpp_options {
 	const char *svg_output;
 	/* --where, --by FIELD */
 	struct fpp_where *wheres;
-	size_t nwheres;
+	size_t nwheres, wheres_cap;
 	bool group;
 	struct fpp_field group_by;
 };
@@ -282,7 +283,7 @@ struct fpp_run {
 		char *value;
 		struct fp_func_table *table;
 	} *groups;
-	size_t ngroups;
+	size_t ngroups, groups_cap;
 	bool groups_by_table;		/* top: no group frame */
 	struct fp_heatmap *heatmap;
 	/* heatmap: idle samples (fp_perf_record.idle) stand in the span
@@ -302,8 +303,7 @@ struct fpp_run {
 	/* per-sample scratch */
 	const char **names, **files, **leaf;
 	size_t cap;
-	char *text;
-	size_t text_len, text_cap;
+	struct fp_text text;		/* names made for the sample, NUL-ended */
 	size_t *text_offs;
 
 	/* progress */

@@ -194,7 +194,7 @@ opt_pid(struct fpp_options *o, const char *text)
 				 text);
 			break;
 		}
-		o->pids = xrealloc(o->pids, (o->npids + 1) * sizeof(*o->pids));
+		FP_GROW(o->pids, o->pids_cap, o->npids + 1);
 		o->pids[o->npids++] = pid;
 	}
 	free(copy);
@@ -205,7 +205,7 @@ static int
 opt_name(struct fpp_options *o, const char *arg)
 {
 	/* converted once the options are read and the form is known */
-	o->names = xrealloc(o->names, (o->nnames + 1) * sizeof(*o->names));
+	FP_GROW(o->names, o->names_cap, o->nnames + 1);
 	o->names[o->nnames++] = xstrdup(arg);
 	return 0;
 }
@@ -221,7 +221,7 @@ opt_where(struct fpp_options *o, const char *arg)
 			 arg);
 		return -EINVAL;
 	}
-	o->wheres = xrealloc(o->wheres, (o->nwheres + 1) * sizeof(*o->wheres));
+	FP_GROW(o->wheres, o->wheres_cap, o->nwheres + 1);
 	o->wheres[o->nwheres++] = w;
 	return 0;
 }

@@ -12,6 +12,7 @@
 
 #include "util-hash.h"
 #include "fp/flame-tree.h"
+#include "util-buf.h"
 #include "util-mem.h"
 #include "util-sat.h"
 
@@ -213,10 +214,7 @@ sort_children(struct fp_flame_node *parent, struct fp_flame_node ***scratch,
 		n++;
 	if (n < 2)
 		return;
-	if (n > *cap) {
-		*cap = n;
-		*scratch = xrealloc(*scratch, n * sizeof(**scratch));
-	}
+	FP_GROW(*scratch, *cap, n);
 	n = 0;
 	for (struct fp_flame_node *c = parent->child; c; c = c->next)
 		(*scratch)[n++] = c;

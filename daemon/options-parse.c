@@ -17,22 +17,9 @@
 #include "util-parse.h"
 #include "fp/node.h"
 
-#define TOP_MAX 100000
-#define EVERY_MIN_US 100000u		/* 100ms */
 #define RATE_MIN 0.1
 #define RATE_MAX 1000.0
-#define ROTATE_MIN_US 1000000u		/* 1s */
-#define TIMEOUT_MIN_US 10000u		/* 10ms */
-#define TIMEOUT_MAX_US 600000000u	/* 10m */
-#define BACKTRACE_DEPTH_MAX 10000
-#define SCAN_MAX_MIN 100
-#define SCAN_MAX_MAX 10000000
-#define MIN_REDUCTIONS_MAX 1000000000
-#define ROTATE_SIZE_MIN 4096
-#define KEEP_FILES_MAX 10000000
-#define RUN_QUEUE_MAX 100000000
 #define PERF_PID_MAX 4194304		/* the kernel's largest pid_max */
-#define PERF_FREQ_MAX 10000
 #define PORT_MAX 65535
 #define KEY_NAME_MAX 100		/* bytes of a --key or --logger-key */
 #define NODE_NAME_MAX 256		/* of a pid's node, '<app@host.C.N.S>' */
@@ -74,37 +61,46 @@ uint_value(const char *flag, const char *arg, unsigned long min,
 	return 0;
 }
 
-/* A duration from @min_us to @max_us for @flag, else the message @why. */
-static int
-duration_value(const char *flag, const char *arg, uint64_t min_us,
-	       uint64_t max_us, const char *why, uint64_t *us)
+int
+fpd_option_value(struct fpd_options *o, const char *name,
+		 const struct fpd_value *v, const char *arg)
 {
-	if (fpd_parse_duration(arg, us) < 0 || *us < min_us || *us > max_us)
-		return fpd_option_bad_value(flag, arg, why);
-	return 0;
-}
+	char *at = (char *)o + v->field;
+	char flag[64];
+	uint64_t u;
+	int i;
 
-/* A size of at least @min bytes for @flag, else the message @why. */
-static int
-size_value(const char *flag, const char *arg, uint64_t min, const char *why,
-	   uint64_t *bytes)
-{
-	if (fpd_parse_size(arg, bytes) < 0 || *bytes < min)
-		return fpd_option_bad_value(flag, arg, why);
-	return 0;
-}
-
-/* One of @names (NULL-terminated, in enum order) for @flag. */
-static int
-enum_value(const char *flag, const char *arg, const char *const *names,
-	   const char *why, int *value)
-{
-	int i = parse_enum(arg, names);
-
-	if (i < 0)
-		return fpd_option_bad_value(flag, arg, why);
-	*value = i;
-	return 0;
+	snprintf(flag, sizeof(flag), "--%s", name);
+	switch (v->kind) {
+	case FPD_VALUE_NONE:
+		break;
+	case FPD_VALUE_STRING:
+		*(const char **)at = arg;
+		return 0;
+	case FPD_VALUE_TRUE:
+	case FPD_VALUE_FALSE:
+		*(bool *)at = v->kind == FPD_VALUE_TRUE;
+		return 0;
+	case FPD_VALUE_UINT:
+		return uint_value(flag, arg, (unsigned long)v->min,
+				  (unsigned long)v->max, v->why, (unsigned *)at);
+	case FPD_VALUE_DURATION:
+	case FPD_VALUE_SIZE:
+		if ((v->kind == FPD_VALUE_DURATION ? fpd_parse_duration(arg, &u) :
+						     fpd_parse_size(arg, &u)) < 0 ||
+		    u < v->min || u > v->max)
+			return fpd_option_bad_value(flag, arg, v->why);
+		*(uint64_t *)at = u;
+		return 0;
+	case FPD_VALUE_CHOICE:
+		i = parse_enum(arg, v->names);
+		if (i < 0)
+			return fpd_option_bad_value(flag, arg, v->why);
+		*(int *)at = i;
+		return 0;
+	}
+	fprintf(stderr, "flame_profd: error: %s has no parser\n", flag);
+	return FPD_EXIT_SOFTWARE;
 }
 
 /* A key is written key.NAME on the event line: nothing in NAME may end
@@ -134,12 +130,6 @@ append(const char ***v, size_t *n, const char *arg)
 
 /* ---- target ------------------------------------------------------------- */
 
-int
-fpd_option_node(struct fpd_options *o, const char *arg)
-{
-	o->node = arg;
-	return 0;
-}
 
 int
 fpd_option_cookie_file(struct fpd_options *o, const char *arg)
@@ -149,12 +139,6 @@ fpd_option_cookie_file(struct fpd_options *o, const char *arg)
 	return 0;
 }
 
-int
-fpd_option_timeout(struct fpd_options *o, const char *arg)
-{
-	return duration_value("--timeout", arg, TIMEOUT_MIN_US, TIMEOUT_MAX_US,
-			      "expected a duration from 10ms to 10m", &o->timeout_us);
-}
 
 int
 fpd_option_connect(struct fpd_options *o, const char *arg)
@@ -186,13 +170,6 @@ fpd_option_top(struct fpd_options *o, const char *arg)
 	return rc;
 }
 
-int
-fpd_option_every(struct fpd_options *o, const char *arg)
-{
-	return duration_value("--every", arg, EVERY_MIN_US, UINT64_MAX,
-			      "expected a duration of at least 100ms, e.g. 5s",
-			      &o->every_us);
-}
 
 int
 fpd_option_pid(struct fpd_options *o, const char *arg)
@@ -220,20 +197,7 @@ fpd_option_name(struct fpd_options *o, const char *arg)
 	return 0;
 }
 
-int
-fpd_option_scan_max(struct fpd_options *o, const char *arg)
-{
-	return uint_value("--scan-max", arg, SCAN_MAX_MIN, SCAN_MAX_MAX,
-			  "expected a whole number from 100 to 10000000", &o->scan_max);
-}
 
-int
-fpd_option_min_reductions(struct fpd_options *o, const char *arg)
-{
-	return uint_value("--min-reductions", arg, 0, MIN_REDUCTIONS_MAX,
-			  "expected reductions a second, a whole number from 0 to 1000000000",
-			  &o->min_reductions);
-}
 
 /* ---- sampling ----------------------------------------------------------- */
 
@@ -251,28 +215,8 @@ fpd_option_rate(struct fpd_options *o, const char *arg)
 	return 0;
 }
 
-int
-fpd_option_backtrace_depth(struct fpd_options *o, const char *arg)
-{
-	return uint_value("--backtrace-depth", arg, 1, BACKTRACE_DEPTH_MAX,
-			  "expected a whole number from 1 to 10000", &o->backtrace_depth);
-}
 
-int
-fpd_option_lines(struct fpd_options *o, const char *arg)
-{
-	(void)arg;
-	o->lines = true;
-	return 0;
-}
 
-int
-fpd_option_erlang_names(struct fpd_options *o, const char *arg)
-{
-	(void)arg;
-	o->erlang_names = true;
-	return 0;
-}
 
 static int
 add_key(struct fpd_options *o, const char *arg, bool logger)
@@ -309,13 +253,6 @@ fpd_option_logger_key(struct fpd_options *o, const char *arg)
 	return add_key(o, arg, true);
 }
 
-int
-fpd_option_callers(struct fpd_options *o, const char *arg)
-{
-	(void)arg;
-	o->callers = true;
-	return 0;
-}
 
 int
 fpd_option_max_overhead(struct fpd_options *o, const char *arg)
@@ -341,28 +278,15 @@ fpd_option_request(struct fpd_options *o, const char *arg)
 		[FP_REQUEST_HELPER] = "helper",
 		[FP_REQUEST_HELPER + 1] = NULL,
 	};
-	int v = FP_REQUEST_REX, rc;
+	int i = parse_enum(arg, names);
 
-	rc = enum_value("--request", arg, names, "expected rex, eval or helper", &v);
-	if (rc == 0)
-		o->request = (enum fp_request_path)v;
-	return rc;
-}
-
-int
-fpd_option_no_idle_reuse(struct fpd_options *o, const char *arg)
-{
-	(void)arg;
-	o->idle_reuse = false;
+	if (i < 0)
+		return fpd_option_bad_value("--request", arg, "expected rex, eval or helper");
+	o->request = (enum fp_request_path)i;
 	return 0;
 }
 
-int
-fpd_option_breaker_run_queue(struct fpd_options *o, const char *arg)
-{
-	return uint_value("--breaker-run-queue", arg, 1, RUN_QUEUE_MAX,
-			  "expected a whole number of at least 1", &o->breaker_run_queue);
-}
+
 
 int
 fpd_option_perf(struct fpd_options *o, const char *arg)
@@ -382,12 +306,6 @@ fpd_option_perf(struct fpd_options *o, const char *arg)
 	return 0;
 }
 
-int
-fpd_option_perf_freq(struct fpd_options *o, const char *arg)
-{
-	return uint_value("--perf-freq", arg, 1, PERF_FREQ_MAX,
-			  "expected 1 to 10000 samples a second", &o->perf_freq);
-}
 
 /* ---- output ------------------------------------------------------------- */
 
@@ -400,33 +318,8 @@ fpd_option_out(struct fpd_options *o, const char *arg)
 	return 0;
 }
 
-int
-fpd_option_rotate(struct fpd_options *o, const char *arg)
-{
-	return duration_value("--rotate", arg, ROTATE_MIN_US, UINT64_MAX,
-			      "expected a duration of at least 1s, e.g. 2m", &o->rotate_us);
-}
 
-int
-fpd_option_rotate_size(struct fpd_options *o, const char *arg)
-{
-	return size_value("--rotate-size", arg, ROTATE_SIZE_MIN,
-			  "expected a size of at least 4K, e.g. 64M", &o->rotate_bytes);
-}
 
-int
-fpd_option_compress(struct fpd_options *o, const char *arg)
-{
-	static const char *const names[] = {
-		[FPD_COMPRESS_NONE] = "none",
-		[FPD_COMPRESS_GZIP] = "gzip",
-		[FPD_COMPRESS_ZSTD] = "zstd",
-		[FPD_COMPRESS_ZSTD + 1] = NULL,
-	};
-
-	return enum_value("--compress", arg, names, "expected zstd, gzip or none",
-			  &o->compress);
-}
 
 int
 fpd_option_compress_level(struct fpd_options *o, const char *arg)
@@ -443,33 +336,9 @@ fpd_option_compress_level(struct fpd_options *o, const char *arg)
 	return 0;
 }
 
-int
-fpd_option_keep_files(struct fpd_options *o, const char *arg)
-{
-	return uint_value("--keep-files", arg, 1, KEEP_FILES_MAX,
-			  "expected a whole number of at least 1", &o->keep_files);
-}
 
-int
-fpd_option_keep_bytes(struct fpd_options *o, const char *arg)
-{
-	return size_value("--keep-bytes", arg, 1,
-			  "expected a size greater than 0, e.g. 1G", &o->keep_bytes);
-}
 
-int
-fpd_option_keep_age(struct fpd_options *o, const char *arg)
-{
-	return duration_value("--keep-age", arg, 1, UINT64_MAX,
-			      "expected a duration greater than 0, e.g. 7d", &o->keep_age_us);
-}
 
-int
-fpd_option_duration(struct fpd_options *o, const char *arg)
-{
-	return duration_value("--duration", arg, 1, UINT64_MAX,
-			      "expected a duration greater than 0, e.g. 30s", &o->duration_us);
-}
 
 /* An octal mode with all of @need (of the owner's bits) set. */
 static int
@@ -519,12 +388,6 @@ fpd_option_user(struct fpd_options *o, const char *arg)
 	return 0;
 }
 
-int
-fpd_option_log_file(struct fpd_options *o, const char *arg)
-{
-	o->log_file = arg;
-	return 0;
-}
 
 int
 fpd_option_verbose(struct fpd_options *o, const char *arg)

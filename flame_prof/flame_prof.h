@@ -222,8 +222,7 @@ struct fpp_option_row {
 extern const struct fpp_option_row *const fpp_option_rows;
 extern const size_t fpp_option_nrows;
 
-/** Print "flame_prof: MESSAGE" to standard error. */
-/*
+/**
  * The whole command: @argv as main() gets it (argv[1] the command).
  * Returns the exit code (enum fpp_exit); what it makes goes to its output
  * files or stdout, its messages to stderr. To run it again in the same
@@ -233,6 +232,7 @@ extern const size_t fpp_option_nrows;
 int
 fpp_main(int argc, char **argv);
 
+/** Print "flame_prof: MESSAGE" to standard error. */
 void
 fpp_fail(const char *format, ...) __attribute__((format(printf, 1, 2)));
 

@@ -200,6 +200,7 @@ enum fpp_row_kind {
 	FPP_ROW_SET,		/* the int at field becomes value */
 	FPP_ROW_STRING,		/* the const char * at field: the argument */
 	FPP_ROW_CHOICE,		/* the int at field: the argument's index in words */
+	FPP_ROW_UINT,		/* the unsigned at field: a whole number, min to max */
 	FPP_ROW_PARSE,		/* parse() reads it */
 };
 
@@ -214,6 +215,7 @@ struct fpp_option_row {
 	size_t field;		/* offset in struct fpp_options */
 	int value;
 	const char *const *words;	/* NULL-terminated */
+	unsigned min, max;
 	/* 0, or -EINVAL after a message */
 	int (*parse)(struct fpp_options *o, const char *arg);
 	const char *help;	/* lines after the first indented by --help */

@@ -68,20 +68,6 @@ parse_double(const char *text, double *v)
 	return !errno && end != text && !*end && *v >= 0;
 }
 
-/* --FLAG's whole number from @min to @max, else "bad --FLAG 'ARG' (MIN to MAX)" */
-static int
-uint_value(const char *flag, const char *arg, unsigned min, unsigned max,
-	   unsigned *out)
-{
-	unsigned long long u;
-
-	if (!parse_uint(arg, max, &u) || u < min) {
-		fpp_fail("bad --%s '%s' (%u to %u)", flag, arg, min, max);
-		return -EINVAL;
-	}
-	*out = (unsigned)u;
-	return 0;
-}
 
 /* label, callers, key:NAME, key.NAME or NAME (a key); @n bytes of @text.
  * The key's name points into @text, which outlives the options. */
@@ -261,12 +247,6 @@ opt_to(struct fpp_options *o, const char *arg)
 }
 
 static int
-opt_width(struct fpp_options *o, const char *arg)
-{
-	return uint_value("width", arg, 100, 100000, &o->width);
-}
-
-static int
 opt_minwidth(struct fpp_options *o, const char *arg)
 {
 	if (!parse_double(arg, &o->minwidth)) {
@@ -274,12 +254,6 @@ opt_minwidth(struct fpp_options *o, const char *arg)
 		return -EINVAL;
 	}
 	return 0;
-}
-
-static int
-opt_rows(struct fpp_options *o, const char *arg)
-{
-	return uint_value("rows", arg, 1, 1000, &o->rows);
 }
 
 static int
@@ -313,19 +287,20 @@ static const char *const diff_by_words[] = { "self", "total", NULL };	/* fp_diff
 #define SET(f, v) .kind = FPP_ROW_SET, FIELD(f), .value = v
 #define STRING(f) .kind = FPP_ROW_STRING, FIELD(f)
 #define CHOICE(f, w) .kind = FPP_ROW_CHOICE, FIELD(f), .words = w
+#define UINT(f, lo, hi) .kind = FPP_ROW_UINT, FIELD(f), .min = lo, .max = hi
 #define PARSE(fn) .kind = FPP_ROW_PARSE, .parse = fn
 
 static const struct fpp_option_row rows[] = {
 	/* the commands' own */
 	{ "title", 0, "TEXT", B(SVG), FPP_SEC_COMMAND, STRING(title),
 	  .help = "title (default \"Flame Graph\", or what --weight weighs)" },
-	{ "width", 0, "PX", B(SVG), FPP_SEC_COMMAND, PARSE(opt_width),
+	{ "width", 0, "PX", B(SVG), FPP_SEC_COMMAND, UINT(width, 100, 100000),
 	  .help = "width in pixels (default 1200)" },
 	{ "minwidth", 0, "PX", B(SVG), FPP_SEC_COMMAND, PARSE(opt_minwidth),
 	  .help = "leave out frames narrower than PX (default 0.1)" },
 	{ "inverted", 0, NULL, B(SVG), FPP_SEC_COMMAND, FLAG(inverted, true),
 	  .help = "icicle graph: root at the top" },
-	{ "rows", 0, "N", B(HEATMAP), FPP_SEC_COMMAND, PARSE(opt_rows),
+	{ "rows", 0, "N", B(HEATMAP), FPP_SEC_COMMAND, UINT(rows, 1, 1000),
 	  .help = "rows per second (default 50: 20 ms each)" },
 	{ "title", 0, "TEXT", B(HEATMAP), FPP_SEC_COMMAND, STRING(title),
 	  .help = "title (default \"Heat Map\")" },
@@ -536,6 +511,7 @@ static int
 apply(const struct fpp_option_row *row, struct fpp_options *o, const char *arg)
 {
 	char *at = (char *)o + row->field;
+	unsigned long long u;
 	int i;
 
 	switch (row->kind) {
@@ -558,6 +534,14 @@ apply(const struct fpp_option_row *row, struct fpp_options *o, const char *arg)
 			return -EINVAL;
 		}
 		*(int *)at = i;
+		return 0;
+	case FPP_ROW_UINT:
+		if (!parse_uint(arg, row->max, &u) || u < row->min) {
+			fpp_fail("bad --%s '%s' (%u to %u)", row->name, arg, row->min,
+				 row->max);
+			return -EINVAL;
+		}
+		*(unsigned *)at = (unsigned)u;
 		return 0;
 	case FPP_ROW_PARSE:
 		break;

@@ -36,8 +36,8 @@ struct option_spec {
 
 #define FIELD(f) .field = offsetof(struct fpd_options, f)
 #define STRING(f) .value = { FPD_VALUE_STRING, FIELD(f) }
-#define TRUE(f) .value = { FPD_VALUE_TRUE, FIELD(f) }
-#define FALSE(f) .value = { FPD_VALUE_FALSE, FIELD(f) }
+#define SET_TRUE(f) .value = { FPD_VALUE_TRUE, FIELD(f) }
+#define SET_FALSE(f) .value = { FPD_VALUE_FALSE, FIELD(f) }
 #define UINT(f, lo, hi, msg) \
 	.value = { FPD_VALUE_UINT, FIELD(f), .min = (lo), .max = (hi), .why = (msg) }
 #define DURATION(f, lo, hi, msg) \
@@ -136,13 +136,13 @@ static const struct option_spec options[] = {
 	       "expected a whole number from 1 to 10000") },
 	{ "lines", 0, no_argument,
 	  .help = "      --lines               put source line numbers in frame names (NAME:LINE)\n",
-	  TRUE(lines) },
+	  SET_TRUE(lines) },
 	{ "erlang-names", 0, no_argument,
 	  .help = "      --erlang-names        write frames of Elixir modules as Erlang does\n"
 	  "                            ('Elixir.Foo':bar/1, '-bar/1-fun-0-'/1) instead of\n"
 	  "                            as Elixir does (Foo.bar/1, anonymous fn/1 in\n"
 	  "                            Foo.bar/1), keeping the index of anonymous fns\n",
-	  TRUE(erlang_names) },
+	  SET_TRUE(erlang_names) },
 	{ "key", 0, required_argument, .parse = fpd_option_key,
 	  .help = "      --key NAME            record the process dictionary's value under the\n"
 	  "                            atom NAME with each sample (key.NAME: TEXT),\n"
@@ -163,7 +163,7 @@ static const struct option_spec options[] = {
 	  "                            has one. On a node that cannot read one key\n"
 	  "                            (before OTP 26.2) keys and callers are not\n"
 	  "                            recorded: a warning at each connect says so\n",
-	  TRUE(callers) },
+	  SET_TRUE(callers) },
 	{ "max-overhead", 0, required_argument, .parse = fpd_option_max_overhead,
 	  .help = "      --max-overhead PCT    cost budget: node-side work of flame_profd's\n"
 	  "                            requests as a share of the node's schedulers\n"
@@ -191,7 +191,7 @@ static const struct option_spec options[] = {
 	  "                            last sample is only probed (no signal, never\n"
 	  "                            scheduled to answer) and that sample's stack and\n"
 	  "                            memory figures, which cannot have changed, reused\n",
-	  FALSE(idle_reuse) },
+	  SET_FALSE(idle_reuse) },
 	{ "breaker-run-queue", 0, required_argument,
 	  .help = "      --breaker-run-queue N pause sampling while the node's run queues hold more\n"
 	  "                            than N processes; by default, while they hold more\n"

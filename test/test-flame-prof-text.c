@@ -11,14 +11,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "flame_prof.h"
 #include "fp-test.h"
 #include "fp/perf-script.h"
 #include "util-escape.h"
 #include "util-mem.h"
-
-/* flame_prof/main.c's main(), renamed in this build of it */
-int
-fpp_cli_main(int argc, char **argv);
 
 #define ESC_OSC "\x1b]0;pwned\x07"
 #define FORGED "x\nfake_root;forged:frame/0 1000000"
@@ -90,7 +87,7 @@ cli_run(struct cli_run *cr, const char *const *args)
 	argv[argc++] = cr->in;
 	argv[argc] = NULL;
 	optind = 0;	/* glibc: start getopt afresh */
-	fp_assert_int_eq(fpp_cli_main(argc, argv), 0);
+	fp_assert_int_eq(fpp_main(argc, argv), 0);
 	f = fopen(cr->out, "r");
 	fp_assert_ptr_nonnull(f);
 	cr->text = NULL;

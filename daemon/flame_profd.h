@@ -177,6 +177,7 @@ struct fpd_output_config {
 };
 
 struct fpd_output;
+struct fp_text;
 
 /**
  * Create (mkdir -p) DIR/<node>/, lock it, finish or set aside what an
@@ -192,15 +193,24 @@ void
 fpd_output_destroy(struct fpd_output *out);
 
 /**
- * The stream the writer writes samples (and comments) to, opening a new
- * file when none is open. Writes go to the current segment in memory.
- * @return NULL when no file can be created (counted, logged, retried).
+ * The segment being filled, that records are appended to (its bytes
+ * go to the file as they are, compressed as one frame). With @open, a
+ * file is opened when none is (*@fresh then true, and the segment holds
+ * the file's header); without, NULL when no file is open.
+ * @return the segment, owned by @out, valid until the next call into
+ *         @out; NULL when no file can be created (counted, logged,
+ *         retried at the next call).
  */
-FILE *
-fpd_output_stream(struct fpd_output *out, uint64_t now_epoch_us);
+struct fp_text *
+fpd_output_buffer(struct fpd_output *out, bool open, uint64_t now_epoch_us,
+		  bool *fresh);
 
-/** Count one sample just written to the stream. */
-void
+/**
+ * Count one sample (of time @time_us) just appended to the segment, and
+ * write the segment out when it is full.
+ * @return 0, or the negative errno of that write (fpd_output_flush()).
+ */
+int
 fpd_output_sample(struct fpd_output *out, uint64_t time_us);
 
 /** Count a throttling or circuit-breaker change (for the manifest). */

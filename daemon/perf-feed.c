@@ -7,14 +7,28 @@
 #include <string.h>
 
 #include "perf-feed.h"
+#include "recorder.h"
 #include "source-perf.h"
 #include "util-mem.h"
 
 struct fpd_perf_feed {
 	struct fpd_source source;
 	struct fpd_perf_source *perf;
-	struct fpd_sink sink;
+	struct fpd_recorder *rec;	/* not owned */
 };
+
+/*
+ * The source hands its samples over sorted, once a tick, so the
+ * recorder's holding one to the file's order moves it by at most a
+ * tick. A sample no file can take is counted skipped by the recorder,
+ * a write error by the output: the read goes on.
+ */
+static int
+write_sample(void *data, const struct fp_sample *smp)
+{
+	fpd_recorder_write(data, smp, FPD_RECORD_CPU);
+	return 0;
+}
 
 /* Every sample waiting, in time order, on the daemon's wall clock. */
 static void
@@ -22,8 +36,8 @@ take(struct fpd_perf_feed *feed)
 {
 	int64_t epoch_offset_us = (int64_t)(fpd_now_epoch_us() - fpd_now_mono_us());
 
-	fpd_perf_source_read(feed->perf, epoch_offset_us, feed->sink.write,
-			     feed->sink.data);
+	fpd_perf_source_read(feed->perf, epoch_offset_us, write_sample,
+			     feed->rec);
 }
 
 static int
@@ -87,9 +101,9 @@ fpd_perf_feed_open(const struct fpd_options *o, struct fpd_perf_feed **out)
 }
 
 void
-fpd_perf_feed_attach(struct fpd_perf_feed *feed, struct fpd_sink sink)
+fpd_perf_feed_attach(struct fpd_perf_feed *feed, struct fpd_recorder *rec)
 {
-	feed->sink = sink;
+	feed->rec = rec;
 }
 
 struct fpd_source *

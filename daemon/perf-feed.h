@@ -1,7 +1,7 @@
 /*
  * flame_profd — the --perf source as the loop sees it: the node's CPU
  * samples (source-perf.c), read when a buffer fills and before every
- * tick, and written through a node session's sink, into its files.
+ * tick, and written through the recorder into the node's files.
  */
 #pragma once
 
@@ -20,9 +20,11 @@ struct fpd_perf_feed;
 int
 fpd_perf_feed_open(const struct fpd_options *o, struct fpd_perf_feed **out);
 
-/** Where its samples go, from before the loop runs. */
+struct fpd_recorder;
+
+/** Where its samples go (@rec, not owned), from before the loop runs. */
 void
-fpd_perf_feed_attach(struct fpd_perf_feed *feed, struct fpd_sink sink);
+fpd_perf_feed_attach(struct fpd_perf_feed *feed, struct fpd_recorder *rec);
 
 struct fpd_source *
 fpd_perf_feed_source(struct fpd_perf_feed *feed);

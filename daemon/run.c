@@ -15,6 +15,7 @@
 #include "loop.h"
 #include "notes.h"
 #include "perf-feed.h"
+#include "recorder.h"
 #include "session.h"
 
 static struct fpd_output *
@@ -72,7 +73,7 @@ drop_root(const struct fpd_options *o, struct fpd_output *out)
  * writes; every manifest of the run records that pid (0: none found). */
 static int
 open_perf_auto(const struct fpd_options *o, struct fpd_session *session,
-	       struct fpd_output *out, struct fpd_loop *loop,
+	       struct fpd_recorder *rec, struct fpd_loop *loop,
 	       struct fpd_perf_feed **feed)
 {
 	struct fpd_options found = *o;
@@ -85,11 +86,11 @@ open_perf_auto(const struct fpd_options *o, struct fpd_session *session,
 	if (rc)
 		return rc;
 	json = fpd_options_json(&found);
-	fpd_output_settle_options(out, json);
+	fpd_output_settle_options(fpd_recorder_output(rec), json);
 	free(json);
 	if (!*feed)
 		return 0;
-	fpd_perf_feed_attach(*feed, fpd_session_cpu_sink(session));
+	fpd_perf_feed_attach(*feed, rec);
 	fpd_loop_add(loop, fpd_perf_feed_source(*feed));
 	return 0;
 }
@@ -100,12 +101,14 @@ fpd_run(const struct fpd_options *o, const char *cookie)
 	struct fpd_session *session = NULL;
 	struct fpd_perf_feed *feed = NULL;
 	struct fpd_loop *loop = NULL;
+	struct fpd_recorder *rec;
 	struct fpd_output *out;
 	int rc = 0;
 
 	out = open_output(o, &rc);
 	if (!out)
 		return rc;
+	rec = fpd_recorder_new(o, out);
 	rc = fpd_perf_feed_open(o, &feed);
 	if (rc)
 		goto out;
@@ -121,18 +124,18 @@ fpd_run(const struct fpd_options *o, const char *cookie)
 		rc = FPD_EXIT_SOFTWARE;
 		goto out;
 	}
-	session = fpd_session_new(o, cookie, out, fpd_loop_run_state(loop),
+	session = fpd_session_new(o, cookie, rec, fpd_loop_run_state(loop),
 				  fpd_loop_give_up, loop);
 	fpd_loop_add(loop, fpd_session_source(session));
 	if (feed) {
-		fpd_perf_feed_attach(feed, fpd_session_cpu_sink(session));
+		fpd_perf_feed_attach(feed, rec);
 		fpd_loop_add(loop, fpd_perf_feed_source(feed));
 	}
 	rc = fpd_session_start(session);
 	if (rc)
 		goto out;
 	if (o->perf_auto) {
-		rc = open_perf_auto(o, session, out, loop, &feed);
+		rc = open_perf_auto(o, session, rec, loop, &feed);
 		if (rc) {
 			rc = fpd_session_close(session, rc, false);
 			goto out;
@@ -142,7 +145,7 @@ fpd_run(const struct fpd_options *o, const char *cookie)
 	fpd_perf_feed_finish(feed);
 	rc = fpd_session_close(session, rc, fpd_loop_duration_over(loop));
 out:
-	fpd_output_destroy(out);
+	fpd_recorder_destroy(rec);
 	fpd_session_destroy(session);
 	fpd_perf_feed_destroy(feed);
 	fpd_loop_destroy(loop);

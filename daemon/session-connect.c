@@ -88,9 +88,9 @@ say_connected(struct fpd_session *s)
 	const char *request = fpd_request_name(fp_node_request_path(node));
 	const char *labels = fpd_label_source_name(fp_node_label_source(node));
 
-	fpd_note(&s->notes, "connected to %s (OTP %s%s)", s->o->node, otp,
+	fpd_recorder_note(s->rec, "connected to %s (OTP %s%s)", s->o->node, otp,
 		 fp_node_is_local(node) ? ", on this host" : "");
-	fpd_note(&s->notes, "node: name=%s otp=%s dictionary_keys=%s request=%s labels=%s keys=%s",
+	fpd_recorder_note(s->rec, "node: name=%s otp=%s dictionary_keys=%s request=%s labels=%s keys=%s",
 		 name, otp, dict, request, labels, keys_state(s));
 	fpd_debug("node: name=%s otp=%s dictionary_keys=%s request=%s labels=%s keys=%s",
 		  name, otp, dict, request, labels, keys_state(s));
@@ -189,7 +189,7 @@ fpd_session_connect(struct fpd_session *s, uint64_t now)
 			RUNQ_PER_SCHEDULER * fp_node_schedulers(s->node);
 	say_connected(s);
 	if (helper_mode(s)) {
-		fpd_note(&s->notes, "helper module %s loaded on %s",
+		fpd_recorder_note(s->rec, "helper module %s loaded on %s",
 			 fp_node_helper_module(s->node), s->o->node);
 		request_sent(&s->h.req_batch, fp_node_helper_id(s->node), now);
 		s->h.told = false;

@@ -15,6 +15,7 @@
 #include "flame_profd.h"
 #include "cost.h"
 #include "notes.h"
+#include "recorder.h"
 #include "report.h"
 #include "session.h"
 #include "fp/node.h"
@@ -102,7 +103,6 @@ struct sampling {
 	struct sample_slot slots[MAX_INFLIGHT];
 	bool *busy;			/* set[i] is in a request in flight */
 	uint64_t set_gen;
-	uint64_t last_stamp_us;		/* timestamps never go backwards */
 };
 
 /* --request helper: the node samples, we take its batches. */
@@ -124,9 +124,8 @@ struct fpd_session {
 	struct fp_node *node;
 	struct fp_select *select;
 	struct fp_sampler *sampler;
-	struct fp_perf_writer *writer;
-	struct fpd_output *out;		/* not owned */
-	struct fpd_notes notes;
+	struct fpd_recorder *rec;	/* not owned: where samples go */
+	struct fpd_output *out;		/* the recorder's */
 	struct fpd_report report;
 	struct fpd_cost cost;
 

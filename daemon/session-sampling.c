@@ -134,75 +134,24 @@ fpd_sampling_abandon(struct fpd_session *s)
 
 /* ---- writing ----------------------------------------------------------- */
 
-/* Write @smp to the file being written, or count it skipped when there
- * is none; whether it was written. */
-static bool
-write_one(struct fpd_session *s, const struct fp_sample *smp)
-{
-	FILE *f = fpd_notes_stream(&s->notes);
-
-	if (!f) {
-		fpd_report_skipped(&s->report, 1);
-		return false;
-	}
-	fp_perf_write_sample(s->writer, f, smp);
-	fpd_output_sample(s->out, smp->time_us);
-	s->report.total_samples++;
-	return true;
-}
-
+/*
+ * A decode of @probes probes and the rest in full went well: count it
+ * and write its samples. A sample no file could take is counted skipped
+ * by the recorder; a write error is logged and counted by the output,
+ * with the segment it lost: neither stops the sampling.
+ */
 static void
-write_samples(struct fpd_session *s)
+take_samples(struct fpd_session *s, size_t probes)
 {
 	const struct fp_sample *smp;
 	size_t n;
 
-	smp = fp_sampler_samples(s->sampler, &n);
-	for (size_t i = 0; i < n; i++)
-		s->report.samples += write_one(s, &smp[i]);
-}
-
-/* A decode of @probes probes and the rest in full went well: count it
- * and write its samples. */
-static void
-take_samples(struct fpd_session *s, size_t probes)
-{
 	s->report.gone += fp_sampler_gone(s->sampler);
 	s->report.probes += probes;
 	s->report.reused += fp_sampler_reused(s->sampler);
-	write_samples(s);
-}
-
-/* A sample time, held back from going before the last one written: a
- * reply that overtook an earlier one takes the later time, so that the
- * file's times never go backwards. */
-static uint64_t
-next_stamp(struct fpd_session *s, uint64_t stamp)
-{
-	if (stamp < s->sm.last_stamp_us)
-		stamp = s->sm.last_stamp_us;
-	s->sm.last_stamp_us = stamp;
-	return stamp;
-}
-
-/* A sample of another source, written as it comes; the source hands its
- * samples over sorted, once a tick, so that holding one to the file's
- * order moves it by at most a tick. */
-static int
-write_cpu_sample(void *data, const struct fp_sample *smp)
-{
-	struct fpd_session *s = data;
-	struct fp_sample copy = *smp;
-
-	copy.time_us = next_stamp(s, smp->time_us);
-	s->report.cpu += write_one(s, &copy);
-	return 0;
-}
-
-struct fpd_sink
-fpd_session_cpu_sink(struct fpd_session *s)
-{
-	return (struct fpd_sink){ .write = write_cpu_sample, .data = s };
+	smp = fp_sampler_samples(s->sampler, &n);
+	for (size_t i = 0; i < n; i++)
+		fpd_recorder_write(s->rec, &smp[i], FPD_RECORD_NODE);
 }
 
 static size_t
@@ -359,7 +308,7 @@ fpd_sampling_slot_expired(struct fpd_session *s, struct sample_slot *slot)
 	slot_done(s, slot);
 	slot->r.active = true;	/* taken until the late reply */
 	fpd_report_skipped(&s->report, slot->n);
-	fpd_note(&s->notes, "sample request timed out: %zu samples skipped",
+	fpd_recorder_note(s->rec, "sample request timed out: %zu samples skipped",
 		 slot->n);
 }
 
@@ -412,7 +361,7 @@ fpd_sampling_on_sample(struct fpd_session *s, struct sample_slot *slot,
 	us = fpd_session_take_time(s, reply);
 	fpd_report_rtt(&s->report, rtt);
 	/* the samples were taken somewhere between send and reply */
-	stamp = next_stamp(s, fpd_now_epoch_us() - rtt / 2);
+	stamp = fpd_recorder_stamp(s->rec, fpd_now_epoch_us() - rtt / 2);
 	n = fp_sampler_decode(s->sampler, reply, slot->pids, slot->asks, slot->n,
 			      stamp, fp_node_wordsize(s->node));
 	running = n < 0 ? 0 : fp_sampler_running(s->sampler);
@@ -533,8 +482,9 @@ fpd_helper_on_batch(struct fpd_session *s, const struct fp_reply *reply,
 	s->report.requests++;
 	while ((rc = fp_node_batch_row(&b, &row, h->row_pids, h->row_asks,
 				       cap)) > 0) {
-		uint64_t stamp = next_stamp(s, (uint64_t)((int64_t)row.time_us +
-							  offset));
+		uint64_t stamp = fpd_recorder_stamp(s->rec,
+						    (uint64_t)((int64_t)row.time_us +
+							       offset));
 		size_t p = count_probes(h->row_asks, row.n), nstale, running;
 		const size_t *stale;
 		int n;

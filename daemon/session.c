@@ -42,7 +42,7 @@ fpd_session_settle(struct fpd_source *src)
 		fpd_warn("lost connection to %s: %s", s->o->node, why);
 	else
 		fpd_warn("lost connection to %s: %s; reconnecting", s->o->node, why);
-	fpd_note(&s->notes, "lost connection to %s: %s", s->o->node, why);
+	fpd_recorder_note(s->rec, "lost connection to %s: %s", s->o->node, why);
 	fpd_sampling_reset(s);
 	fpd_output_finish(s->out);
 	fp_node_disconnect(s->node);
@@ -68,7 +68,7 @@ trip(struct fpd_session *s, uint64_t now, const char *why)
 	fpd_warn("circuit breaker %s: %s; sampling paused for %.0f s",
 		 was_open ? "stays open" : "open", why,
 		 (double)br->cooldown_us / 1e6);
-	fpd_note(&s->notes, "circuit breaker %s: %s; sampling paused for %.0f s",
+	fpd_recorder_note(s->rec, "circuit breaker %s: %s; sampling paused for %.0f s",
 		 was_open ? "stays open" : "open", why,
 		 (double)br->cooldown_us / 1e6);
 	fpd_output_event(s->out);
@@ -122,7 +122,7 @@ on_health(struct fpd_session *s, const struct fp_reply *reply, uint64_t now)
 			fpd_cost_window_start(&s->cost, now, fpd_cpu_us());
 			fpd_info("circuit breaker closed: run queues %lld, probe %.1f ms; sampling resumes",
 				 (long long)runq, (double)rtt / 1000.0);
-			fpd_note(&s->notes, "circuit breaker closed: run queues %lld, probe %.1f ms",
+			fpd_recorder_note(s->rec, "circuit breaker closed: run queues %lld, probe %.1f ms",
 				 (long long)runq, (double)rtt / 1000.0);
 			s->sm.last_tick_mono = 0;
 			s->sm.owed = 0;
@@ -292,7 +292,7 @@ budget_tick(struct fpd_session *s, uint64_t now)
 	if (fpd_cost_check(&s->cost, now, s->o->every_us, s->run->stopping,
 			   what, sizeof(what))) {
 		fpd_info("budget: %s", what);
-		fpd_note(&s->notes, "budget: %s", what);
+		fpd_recorder_note(s->rec, "budget: %s", what);
 		fpd_output_event(s->out);
 	}
 }
@@ -300,7 +300,7 @@ budget_tick(struct fpd_session *s, uint64_t now)
 static void
 interval_report(struct fpd_session *s, uint64_t now)
 {
-	if (!fpd_report_interval(&s->report, &s->cost, &s->notes, s->sampler,
+	if (!fpd_report_interval(&s->report, &s->cost, s->sampler,
 				 s->connected, s->sm.nset, fpd_targets_pinned(s),
 				 now))
 		return;
@@ -419,13 +419,9 @@ fpd_session_source(struct fpd_session *s)
 
 struct fpd_session *
 fpd_session_new(const struct fpd_options *o, const char *cookie,
-		struct fpd_output *out, struct fpd_run_state *run,
+		struct fpd_recorder *rec, struct fpd_run_state *run,
 		bool (*give_up)(void *data), void *give_up_data)
 {
-	struct fp_perf_options popts = {
-		.lines = o->lines, .erlang_names = o->erlang_names,
-		.key_names = o->key_names, .nkeys = o->nkeys + o->nlogger_keys,
-	};
 	struct fp_extras extras = {
 		.keys = o->keys, .nkeys = o->nkeys,
 		.logger_keys = o->logger_keys, .nlogger_keys = o->nlogger_keys,
@@ -437,7 +433,8 @@ fpd_session_new(const struct fpd_options *o, const char *cookie,
 	s->source.ops = &session_ops;
 	s->o = o;
 	s->run = run;
-	s->out = out;
+	s->rec = rec;
+	s->out = fpd_recorder_output(rec);
 	s->node = fp_node_new(o->node, cookie);
 	fp_node_set_give_up(s->node, give_up, give_up_data);
 	if (o->connect_host)
@@ -448,9 +445,7 @@ fpd_session_new(const struct fpd_options *o, const char *cookie,
 	fp_select_set_floor(s->select, o->min_reductions);
 	s->sampler = fp_sampler_new();
 	fp_sampler_set_extras(s->sampler, &extras);
-	s->writer = fp_perf_writer_new(&popts);
-	fpd_notes_init(&s->notes, out, s->writer);
-	fpd_report_init(&s->report, out, now, cpu_us);
+	fpd_report_init(&s->report, rec, now, cpu_us);
 	fpd_cost_init(&s->cost, o, now, cpu_us);
 	fpd_targets_init(s);
 	fpd_sampling_init(s);
@@ -469,8 +464,6 @@ fpd_session_destroy(struct fpd_session *s)
 {
 	if (!s)
 		return;
-	fpd_notes_release(&s->notes);
-	fp_perf_writer_destroy(s->writer);
 	fp_sampler_destroy(s->sampler);
 	fp_select_destroy(s->select);
 	fp_node_destroy(s->node);
@@ -489,8 +482,8 @@ fpd_session_close(struct fpd_session *s, int exit_code, bool duration_over)
 		fpd_session_settle(&s->source);
 		fpd_session_restore_node(s);
 	}
-	fpd_note(&s->notes, "stopped after %llu samples",
-		 (unsigned long long)s->report.total_samples);
+	fpd_recorder_note(s->rec, "stopped after %llu samples",
+		 (unsigned long long)fpd_recorder_samples(s->rec));
 	fpd_output_finish(s->out);
 	fpd_output_totals(s->out, &totals);
 	/* what the files hold, not what was handed to them */
@@ -511,7 +504,7 @@ fpd_session_close(struct fpd_session *s, int exit_code, bool duration_over)
 		exit_code = FPD_EXIT_CANTCREAT;
 	/* A fixed-duration run (CI) says whether it got what it came for. */
 	if (duration_over && exit_code == 0) {
-		if (s->report.total_samples == 0) {
+		if (fpd_recorder_samples(s->rec) == 0) {
 			fputs("flame_profd: error: the run took no sample at all\n",
 			      stderr);
 			exit_code = FPD_EXIT_NOSAMPLES;

@@ -1,6 +1,7 @@
 /*
  * flame_profd — unit tests: how a node session and the loop handle a lost
- * connection, and a source writing through the session's sink. The session's connection is one end of a socket pair (no
+ * connection, and a source writing through the session's recorder. The
+ * session's connection is one end of a socket pair (no
  * node: the handshake is skipped by setting the descriptor in the node
  * handle); the test writes half a distribution message into the other
  * end and closes it.
@@ -32,7 +33,8 @@ struct fixture {
 	char dir[64];
 	char log[96];
 	struct fpd_options o;
-	struct fpd_output *out;
+	struct fpd_output *out;		/* the recorder's */
+	struct fpd_recorder *rec;
 	struct fpd_loop *loop;
 	struct fpd_session *s;
 	int peer;			/* the node's end of the pair */
@@ -46,6 +48,7 @@ fixture_new(struct fixture *fx, const char *duration)
 		"none", "--top", "1", "--duration", duration, "--out", NULL,
 	};
 	struct fpd_output_config oc = { 0 };
+	struct fp_sample smp = { .status = FP_STATUS_WAITING };
 	const char *what = "";
 	int sv[2], err = 0;
 
@@ -68,9 +71,10 @@ fixture_new(struct fixture *fx, const char *duration)
 	oc.dir_mode = 0700;
 	fx->out = fpd_output_new(&oc, &err, &what);
 	fp_assert_ptr_nonnull(fx->out);
+	fx->rec = fpd_recorder_new(&fx->o, fx->out);
 	fx->loop = fpd_loop_new(fx->o.duration_us, NULL);
 	fp_assert_ptr_nonnull(fx->loop);
-	fx->s = fpd_session_new(&fx->o, "cookie", fx->out,
+	fx->s = fpd_session_new(&fx->o, "cookie", fx->rec,
 				fpd_loop_run_state(fx->loop), fpd_loop_give_up,
 				fx->loop);
 	fpd_loop_add(fx->loop, fpd_session_source(fx->s));
@@ -81,8 +85,8 @@ fixture_new(struct fixture *fx, const char *duration)
 	fx->s->node->fd = sv[0];
 	fx->peer = sv[1];
 	fx->s->connected = fx->s->ever_connected = true;
-	fp_assert_ptr_nonnull(fpd_notes_stream(&fx->s->notes));
-	fpd_output_sample(fx->out, fpd_now_epoch_us());
+	smp.time_us = fpd_now_epoch_us();
+	fp_assert_int_eq(fpd_recorder_write(fx->rec, &smp, FPD_RECORD_NODE), 0);
 	fp_assert(fpd_output_is_open(fx->out));
 }
 
@@ -90,7 +94,7 @@ static void
 fixture_destroy(struct fixture *fx)
 {
 	fpd_session_destroy(fx->s);
-	fpd_output_destroy(fx->out);
+	fpd_recorder_destroy(fx->rec);
 	fpd_loop_destroy(fx->loop);
 	fpd_log_close();
 	fpd_options_release(&fx->o);
@@ -201,13 +205,13 @@ START_TEST(loop_handles_closed_mid_reply)
 END_TEST
 
 /*
- * A source that writes a sample of status cpu through the session's sink
+ * A source that writes a sample of status cpu through the recorder
  * before every tick, as --perf does, each one a millisecond older than
  * the one before (as if from buffers read late).
  */
 struct cpu_writer {
 	struct fpd_source source;
-	struct fpd_sink sink;
+	struct fpd_recorder *rec;
 	uint64_t first_us;		/* the first sample's time */
 	uint64_t collected_mono;	/* the last collect */
 	unsigned writes, ticks, late_ticks;
@@ -232,7 +236,7 @@ writer_collect(struct fpd_source *src)
 		.nframes = 1,
 	};
 
-	fp_assert_int_eq(w->sink.write(w->sink.data, &smp), 0);
+	fp_assert_int_eq(fpd_recorder_write(w->rec, &smp, FPD_RECORD_CPU), 0);
 	w->writes++;
 	w->collected_mono = fpd_now_mono_us();
 }
@@ -267,7 +271,7 @@ START_TEST(collect_comes_before_the_clock)
 	int rc;
 
 	fixture_new(&fx, "300ms");
-	w.sink = fpd_session_cpu_sink(fx.s);
+	w.rec = fx.rec;
 	w.first_us = fpd_now_epoch_us();
 	fpd_loop_add(fx.loop, &w.source);
 
@@ -278,9 +282,10 @@ START_TEST(collect_comes_before_the_clock)
 	fp_assert_int_eq(w.late_ticks, 0);
 	fp_assert(fpd_output_is_open(fx.out));
 	fp_assert_int_eq(finished_files(&fx), 0);
-	ck_assert_uint_eq(fx.s->report.cpu, w.writes);
-	ck_assert_uint_eq(fx.s->report.total_samples, w.writes);
-	ck_assert_uint_eq(fx.s->sm.last_stamp_us, w.first_us);
+	ck_assert_uint_eq(fpd_recorder_stats(fx.rec)->written[FPD_RECORD_CPU],
+			  w.writes);
+	ck_assert_uint_eq(fpd_recorder_samples(fx.rec), w.writes + 1);
+	ck_assert_uint_eq(fpd_recorder_stamp(fx.rec, 0), w.first_us);
 	fixture_destroy(&fx);
 }
 END_TEST

@@ -188,13 +188,7 @@ fpd_session_connect(struct fpd_session *s, uint64_t now)
 	s->runq_limit = s->o->breaker_run_queue ? s->o->breaker_run_queue :
 			RUNQ_PER_SCHEDULER * fp_node_schedulers(s->node);
 	say_connected(s);
-	if (helper_mode(s)) {
-		fpd_recorder_note(s->rec, "helper module %s loaded on %s",
-			 fp_node_helper_module(s->node), s->o->node);
-		request_sent(&s->h.req_batch, fp_node_helper_id(s->node), now);
-		s->h.told = false;
-		fpd_helper_sync(s);
-	}
+	fpd_sampling_connected(s, now);
 	return 0;
 }
 

@@ -10,6 +10,7 @@
  * under it.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -74,8 +75,8 @@ trip(struct fpd_session *s, uint64_t now, const char *why)
 	fpd_output_event(s->out);
 }
 
-static void
-send_health(struct fpd_session *s, uint64_t now)
+void
+fpd_session_send_health(struct fpd_session *s, uint64_t now)
 {
 	uint64_t id;
 	int rc;
@@ -106,14 +107,14 @@ runq_trouble(const struct fpd_session *s, int64_t runq, uint64_t rtt)
 }
 
 static void
-on_health(struct fpd_session *s, const struct fp_reply *reply, uint64_t now)
+on_health(struct fpd_session *s, struct request *r, struct fp_reply *reply,
+	  uint64_t now)
 {
 	struct fpd_breaker *br = &s->cost.breaker;
-	uint64_t rtt = now - s->req_health.sent_mono;
+	uint64_t rtt = now - r->sent_mono;
 	int64_t runq = -1;
 	char why[128];
 
-	s->req_health.active = false;
 	fp_node_decode_int(reply, &runq);
 	if (br->probing) {
 		if (runq >= 0 && !runq_trouble(s, runq, rtt) &&
@@ -140,40 +141,104 @@ on_health(struct fpd_session *s, const struct fp_reply *reply, uint64_t now)
 	}
 }
 
-/* ---- replies ------------------------------------------------------------ */
+/* A late reply to the breaker's probe: the probe it was is sent again. */
+static void
+health_late(struct fpd_session *s, uint64_t now)
+{
+	if (s->cost.breaker.probing)
+		fpd_session_send_health(s, now);
+}
+
+/* ---- requests ------------------------------------------------------------ */
+
+static void
+on_scan(struct fpd_session *s, struct request *r, struct fp_reply *reply,
+	uint64_t now)
+{
+	(void)r;
+	fpd_targets_on_scan(s, reply, now);
+}
+
+static void
+on_whereis(struct fpd_session *s, struct request *r, struct fp_reply *reply,
+	   uint64_t now)
+{
+	(void)r;
+	(void)now;
+	fpd_targets_on_whereis(s, reply);
+}
+
+static void
+on_alive(struct fpd_session *s, struct request *r, struct fp_reply *reply,
+	 uint64_t now)
+{
+	(void)r;
+	(void)now;
+	fpd_targets_on_alive(s, reply);
+}
+
+static void
+on_initial_calls(struct fpd_session *s, struct request *r,
+		 struct fp_reply *reply, uint64_t now)
+{
+	(void)r;
+	(void)now;
+	fpd_targets_on_initial_calls(s, reply);
+}
+
+/*
+ * The session's own requests, beside the sampler's. Only the scan's
+ * timeout trips the breaker: the others are small, and the health
+ * probe's trips it only while it probes.
+ */
+static const struct {
+	size_t offset;			/* of its struct request in the session */
+	struct fpd_request_kind kind;
+} requests[] = {
+	{ offsetof(struct fpd_session, t.req_scan),
+	  { "selection scan", on_scan, .trip = FPD_TRIP_CLOSED } },
+	{ offsetof(struct fpd_session, t.req_whereis),
+	  { "whereis request", on_whereis, .trip = FPD_TRIP_NEVER } },
+	{ offsetof(struct fpd_session, t.req_init),
+	  { "initial_call request", on_initial_calls, .trip = FPD_TRIP_NEVER } },
+	{ offsetof(struct fpd_session, t.req_alive),
+	  { "is_process_alive request", on_alive, .trip = FPD_TRIP_NEVER } },
+	{ offsetof(struct fpd_session, req_health),
+	  { "health probe", on_health, .on_late = health_late,
+	    .trip = FPD_TRIP_PROBE } },
+};
+
+static struct request *
+request_at(struct fpd_session *s, size_t i)
+{
+	return (struct request *)((char *)s + requests[i].offset);
+}
+
+bool
+fpd_request_take(struct fpd_session *s, struct request *r,
+		 const struct fpd_request_kind *kind, struct fp_reply *reply,
+		 uint64_t now)
+{
+	if (!r->active || r->id != reply->id)
+		return false;
+	if (fpd_request_answered(r, now, kind->what))
+		kind->on_reply(s, r, reply, now);
+	else if (kind->on_late)
+		kind->on_late(s, now);
+	return true;
+}
 
 static void
 dispatch(struct fpd_session *s, struct fp_reply *reply, uint64_t now)
 {
-	struct targets *t = &s->t;
-	struct sample_slot *slot = fpd_sampling_slot_of(s, reply->id);
-
-	if (slot && slot->r.late)
-		fpd_request_answered(&slot->r, now, "sample request");
-	else if (slot)
-		fpd_sampling_on_sample(s, slot, reply, now);
-	else if (helper_mode(s) && reply->id == fp_node_helper_id(s->node))
-		fpd_helper_on_batch(s, reply, now);
-	else if (t->req_scan.active && reply->id == t->req_scan.id) {
-		if (fpd_request_answered(&t->req_scan, now, "selection scan"))
-			fpd_targets_on_scan(s, reply, now);
-	} else if (t->req_whereis.active && reply->id == t->req_whereis.id) {
-		if (fpd_request_answered(&t->req_whereis, now, "whereis request"))
-			fpd_targets_on_whereis(s, reply);
-	} else if (t->req_alive.active && reply->id == t->req_alive.id) {
-		if (fpd_request_answered(&t->req_alive, now, "is_process_alive request"))
-			fpd_targets_on_alive(s, reply);
-	} else if (s->req_health.active && reply->id == s->req_health.id) {
-		if (fpd_request_answered(&s->req_health, now, "health probe"))
-			on_health(s, reply, now);
-		else if (s->cost.breaker.probing)
-			send_health(s, now);	/* the probe it was */
-	} else if (t->req_init.active && reply->id == t->req_init.id) {
-		if (fpd_request_answered(&t->req_init, now, "initial_call request"))
-			fpd_targets_on_initial_calls(s, reply);
-	} else {
-		fpd_debug("late reply %llu dropped", (unsigned long long)reply->id);
+	if (fpd_sampling_on_reply(s, reply, now))
+		return;
+	for (size_t i = 0; i < sizeof(requests) / sizeof(requests[0]); i++) {
+		if (fpd_request_take(s, request_at(s, i), &requests[i].kind,
+				     reply, now))
+			return;
 	}
+	fpd_debug("late reply %llu dropped", (unsigned long long)reply->id);
 }
 
 static void
@@ -212,9 +277,11 @@ input(struct fpd_source *src)
  * another timeout: nothing new is sent to a node that stopped answering,
  * and it must still be given up on.
  */
-static void
-expire(struct fpd_session *s, struct request *r, uint64_t now, const char *what)
+void
+fpd_request_expire(struct fpd_session *s, struct request *r,
+		   const struct fpd_request_kind *kind, uint64_t now)
 {
+	const char *what = kind->what;
 	uint64_t since = r->counted_mono;
 	bool again = r->late;
 
@@ -227,7 +294,7 @@ expire(struct fpd_session *s, struct request *r, uint64_t now, const char *what)
 		return;
 	}
 	r->counted_mono = now;
-	if (!again && r == &s->h.req_batch) {
+	if (!again && kind->waits_anew) {
 		r->active = false;
 		fpd_warn("%s timed out after %.1f s", what,
 			 (double)(now - r->sent_mono) / 1e6);
@@ -236,10 +303,8 @@ expire(struct fpd_session *s, struct request *r, uint64_t now, const char *what)
 		fpd_warn("%s timed out after %.1f s; not sent again until its reply arrives",
 			 what, (double)(now - r->sent_mono) / 1e6);
 	}
-	for (int i = 0; i < MAX_INFLIGHT && !again; i++) {
-		if (r == &s->sm.slots[i].r)
-			fpd_sampling_slot_expired(s, &s->sm.slots[i]);
-	}
+	if (!again && kind->on_timeout)
+		kind->on_timeout(s, r);
 	/* Requests sent before the last counted timeout belong to the same
 	 * stall: one stall, one count, one trip. */
 	if (since < s->timeout_epoch)
@@ -251,35 +316,20 @@ expire(struct fpd_session *s, struct request *r, uint64_t now, const char *what)
 	}
 	if (again)
 		return;
-	if (r == &s->req_health && s->cost.breaker.probing)
+	if (kind->trip == FPD_TRIP_PROBE && s->cost.breaker.probing)
 		trip(s, now, "the probe timed out");
-	else if (!s->cost.breaker.open && r != &s->req_health &&
-		 r != &s->t.req_init && r != &s->t.req_whereis &&
-		 r != &s->t.req_alive)
+	else if (kind->trip == FPD_TRIP_CLOSED && !s->cost.breaker.open)
 		trip(s, now, "a request timed out");
 }
 
 static void
 expire_all(struct fpd_session *s, uint64_t now)
 {
-	struct targets *t = &s->t;
-
-	for (int i = 0; i < MAX_INFLIGHT && live(s); i++)
-		expire(s, &s->sm.slots[i].r, now, "sample request");
+	fpd_sampling_expire(s, now);
 	if (!live(s))
 		return;
-	expire(s, &t->req_scan, now, "selection scan");
-	expire(s, &t->req_whereis, now, "whereis request");
-	expire(s, &t->req_init, now, "initial_call request");
-	expire(s, &t->req_alive, now, "is_process_alive request");
-	expire(s, &s->req_health, now, "health probe");
-	if (helper_mode(s)) {
-		expire(s, &s->h.req_batch, now, "helper batch");
-		if (s->h.stop_sent && !s->h.req_batch.active)
-			s->h.done = true;	/* waited long enough */
-		else if (!s->h.req_batch.active && live(s))
-			request_sent(&s->h.req_batch, fp_node_helper_id(s->node), now);
-	}
+	for (size_t i = 0; i < sizeof(requests) / sizeof(requests[0]); i++)
+		fpd_request_expire(s, request_at(s, i), &requests[i].kind, now);
 }
 
 /* ---- periodic work ---------------------------------------------------- */
@@ -307,7 +357,7 @@ interval_report(struct fpd_session *s, uint64_t now)
 	fpd_breaker_calm(&s->cost.breaker, now,
 			 BREAKER_CALM_INTERVALS * s->o->every_us);
 	if (!s->cost.breaker.open)
-		send_health(s, now);
+		fpd_session_send_health(s, now);
 }
 
 static void
@@ -340,7 +390,7 @@ tick(struct fpd_source *src, uint64_t now)
 	if (br->open && !br->probing && !s->run->stopping &&
 	    now >= br->open_until_us) {
 		br->probing = true;
-		send_health(s, now);
+		fpd_session_send_health(s, now);
 		if (!live(s))
 			return;
 	}
@@ -355,8 +405,7 @@ tick(struct fpd_source *src, uint64_t now)
 	if (!live(s))
 		return;
 	budget_tick(s, now);
-	if (helper_mode(s))
-		fpd_helper_sync(s);
+	fpd_sampling_sync(s);
 
 	if (now - s->report.interval_mono >= s->o->every_us)
 		interval_report(s, now);
@@ -376,10 +425,7 @@ fd(struct fpd_source *src)
 static void
 drain(struct fpd_source *src, uint64_t now)
 {
-	struct fpd_session *s = (struct fpd_session *)src;
-
-	if (helper_mode(s))
-		fpd_helper_finish(s, now);
+	fpd_sampling_drain((struct fpd_session *)src, now);
 }
 
 static bool

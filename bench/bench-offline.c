@@ -49,7 +49,7 @@
 
 #include <ei.h>
 
-#include "flame_profd.h"
+#include "compress.h"
 #include "fp/perf-script.h"
 #include "fp/sample.h"
 #include "util-mem.h"

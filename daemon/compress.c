@@ -16,7 +16,7 @@
 #include <zlib.h>
 #include <zstd.h>
 
-#include "flame_profd.h"
+#include "compress.h"
 #include "util-mem.h"
 
 struct fpd_compressor {

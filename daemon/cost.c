@@ -30,6 +30,9 @@
 #include <math.h>
 
 #include "cost.h"
+#include "budget.h"
+#include "options.h"
+#include "util.h"
 
 #define REQUEST_COST_US 150.0
 #define SAMPLE_COST_REX_US 21.0

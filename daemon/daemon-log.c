@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -18,7 +19,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "flame_profd.h"
+#include "daemon-log.h"
+#include "util.h"
 #include "util-mem.h"
 
 #define LIMIT_US 10000000u	/* one warning per kind per 10 s */

@@ -15,8 +15,10 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
-#include "flame_profd.h"
 #include "loop.h"
+#include "daemon-log.h"
+#include "options.h"
+#include "util.h"
 #include "util-mem.h"
 
 /*

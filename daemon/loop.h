@@ -24,6 +24,7 @@ struct fpd_loop;
 struct fpd_loop *
 fpd_loop_new(uint64_t duration_us, const char *user);
 
+/** NULL is a no-op; the sources added are not the loop's to destroy. */
 void
 fpd_loop_destroy(struct fpd_loop *loop);
 

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 
 #include "notes.h"
+#include "options.h"
+#include "util.h"
 #include "util-mem.h"
 
 static char *

@@ -6,7 +6,7 @@
  */
 #pragma once
 
-#include "flame_profd.h"
+#include "options.h"
 
 /** The comment lines at the top of every file; the caller frees it. */
 char *
@@ -16,8 +16,10 @@ fpd_file_header(const struct fpd_options *o);
 char *
 fpd_options_json(const struct fpd_options *o);
 
+/** "rex", "eval" or "helper": a static string. */
 const char *
 fpd_request_name(enum fp_request_path path);
 
+/** "item", "dictionary" or "no": a static string. */
 const char *
 fpd_label_source_name(enum fp_label_source source);

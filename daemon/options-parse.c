@@ -13,8 +13,11 @@
 #include <unistd.h>
 
 #include "options-parse.h"
-#include "util-mem.h"
+#include "compress.h"
+#include "options.h"
+#include "util.h"
 #include "fp/node.h"
+#include "util-mem.h"
 
 #define TOP_MAX 100000
 #define EVERY_MIN_US 100000u		/* 100ms */

@@ -23,8 +23,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "flame_profd.h"
+#include "output.h"
+#include "compress.h"
+#include "daemon-log.h"
 #include "recorder.h"
+#include "recover.h"
+#include "retention.h"
+#include "util.h"
 #include "util-buf.h"
 #include "util-mem.h"
 

@@ -7,8 +7,11 @@
 #include <string.h>
 
 #include "perf-feed.h"
+#include "daemon-log.h"
+#include "options.h"
 #include "recorder.h"
 #include "source-perf.h"
+#include "util.h"
 #include "util-mem.h"
 
 struct fpd_perf_feed {

@@ -5,7 +5,7 @@
  */
 #pragma once
 
-#include "flame_profd.h"
+#include "options.h"
 #include "source.h"
 
 struct fpd_perf_feed;
@@ -26,6 +26,7 @@ struct fpd_recorder;
 void
 fpd_perf_feed_attach(struct fpd_perf_feed *feed, struct fpd_recorder *rec);
 
+/** The feed as the loop's source (owned by @feed). */
 struct fpd_source *
 fpd_perf_feed_source(struct fpd_perf_feed *feed);
 

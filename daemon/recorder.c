@@ -7,8 +7,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "flame_profd.h"
 #include "recorder.h"
+#include "options.h"
+#include "output.h"
+#include "util.h"
 #include "util-buf.h"
 #include "util-mem.h"
 

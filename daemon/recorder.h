@@ -47,10 +47,6 @@ struct fpd_record_dest {
 	void *data;
 };
 
-/** The output's files as a destination (output.c). */
-struct fpd_record_dest
-fpd_output_dest(struct fpd_output *out);
-
 /* Who a sample comes from, as the interval line counts them. */
 enum fpd_record_origin {
 	FPD_RECORD_NODE,	/* a node session's sample of a process */

@@ -4,6 +4,9 @@
 #include <stdlib.h>
 
 #include "report.h"
+#include "daemon-log.h"
+#include "output.h"
+#include "util.h"
 #include "fp/sample.h"
 
 /* Shorter intervals (a stop right after the last line) say nothing. */

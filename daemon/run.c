@@ -11,9 +11,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "flame_profd.h"
+#include "run.h"
+#include "daemon-log.h"
 #include "loop.h"
 #include "notes.h"
+#include "options.h"
+#include "output.h"
 #include "perf-feed.h"
 #include "recorder.h"
 #include "session.h"

@@ -6,7 +6,9 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "daemon-log.h"
 #include "session-int.h"
+#include "util.h"
 #include "util-mem.h"
 
 struct helper {

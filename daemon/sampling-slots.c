@@ -7,8 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "session-int.h"
+#include "daemon-log.h"
 #include "loop.h"
+#include "session-int.h"
+#include "util.h"
 #include "util-mem.h"
 
 /* Sample requests in flight at once: on a busy node a request waits for

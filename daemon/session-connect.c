@@ -7,8 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "daemon-log.h"
+#include "options.h"
+#include "output.h"
 #include "perf-pid.h"
 #include "session-int.h"
+#include "util.h"
 
 /* The breaker trips when the run queues pass this many per scheduler
  * (--breaker-run-queue overrides it). */

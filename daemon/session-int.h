@@ -13,13 +13,16 @@
 #include <errno.h>
 #include <string.h>
 
-#include "flame_profd.h"
 #include "cost.h"
+#include "daemon-log.h"
 #include "notes.h"
+#include "options.h"
+#include "output.h"
 #include "recorder.h"
 #include "report.h"
 #include "sampling.h"
 #include "session.h"
+#include "util.h"
 #include "fp/node.h"
 #include "fp/perf-script.h"
 #include "fp/sample.h"
@@ -117,6 +120,7 @@ struct fpd_session {
 	struct sampling sm;
 };
 
+/* The most processes sampled at once: --top, --pid and --name. */
 static inline size_t
 set_capacity(const struct fpd_options *o)
 {
@@ -137,6 +141,7 @@ live(const struct fpd_session *s)
 	return s->connected && !s->lost;
 }
 
+/* @r was sent at @now as request @id: in flight, not late. */
 static inline void
 request_sent(struct request *r, uint64_t id, uint64_t now)
 {
@@ -260,9 +265,12 @@ void
 fpd_session_restore_node(struct fpd_session *s);
 
 /* session-targets.c */
+
+/** The targets' arrays, for o->npids and o->nnames. */
 void
 fpd_targets_init(struct fpd_session *s);
 
+/** Free what fpd_targets_init() allocated. */
 void
 fpd_targets_release(struct targets *t);
 
@@ -270,25 +278,38 @@ fpd_targets_release(struct targets *t);
 void
 fpd_targets_reset(struct fpd_session *s);
 
+/**
+ * At connect, the node checks the --pid targets (waiting up to
+ * @timeout_ms): at the first connect a pid that is none of the node's is
+ * a usage error, one that does not live is said once.
+ * @return 0, or an exit code (enum fpd_exit) to give up with.
+ */
 int
 fpd_targets_check_pins(struct fpd_session *s, unsigned timeout_ms);
 
+/** Every --every: a selection scan, the --name lookups and the --pid
+ * liveness checks that are due, within the budget. */
 void
 fpd_targets_start_selection(struct fpd_session *s, uint64_t now);
 
+/** Ask the node for the initial calls the sampler wants, when due. */
 void
 fpd_targets_ask_initial_calls(struct fpd_session *s, uint64_t now);
 
+/** The scan's reply: the new top-N, and the sample set rebuilt. */
 void
 fpd_targets_on_scan(struct fpd_session *s, struct fp_reply *reply,
 		    uint64_t now);
 
+/** The --name lookups' reply: which names are registered, to what. */
 void
 fpd_targets_on_whereis(struct fpd_session *s, const struct fp_reply *reply);
 
+/** The --pid liveness reply: a target that exited is said once. */
 void
 fpd_targets_on_alive(struct fpd_session *s, const struct fp_reply *reply);
 
+/** The initial calls asked for, handed to the sampler. */
 void
 fpd_targets_on_initial_calls(struct fpd_session *s, struct fp_reply *reply);
 
@@ -302,6 +323,7 @@ fpd_targets_pinned(const struct fpd_session *s);
 void
 fpd_sampling_init(struct fpd_session *s);
 
+/** Free the set and the sampler's state. */
 void
 fpd_sampling_release(struct fpd_session *s);
 

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "session-int.h"
 #include "loop.h"
+#include "session-int.h"
 #include "util-mem.h"
 
 /* The sampler of each request path: the slots ask, the helper is told. */

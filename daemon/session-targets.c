@@ -6,6 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "budget.h"
+#include "daemon-log.h"
+#include "options.h"
 #include "session-int.h"
 #include "util-mem.h"
 

@@ -14,7 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "budget.h"
+#include "daemon-log.h"
+#include "options.h"
+#include "output.h"
 #include "session-int.h"
+#include "util.h"
 #include "util-mem.h"
 
 /* A node that answers nothing for this many request timeouts in a row is

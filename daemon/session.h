@@ -9,7 +9,7 @@
 
 #include <stdbool.h>
 
-#include "flame_profd.h"
+#include "options.h"
 #include "source.h"
 
 struct fpd_session;
@@ -26,6 +26,7 @@ fpd_session_new(const struct fpd_options *o, const char *cookie,
 		struct fpd_recorder *rec, struct fpd_run_state *run,
 		bool (*give_up)(void *data), void *give_up_data);
 
+/** NULL is a no-op; the recorder is not the session's. */
 void
 fpd_session_destroy(struct fpd_session *s);
 
@@ -33,6 +34,7 @@ fpd_session_destroy(struct fpd_session *s);
 int
 fpd_session_start(struct fpd_session *s);
 
+/** The session as the loop's source (owned by @s). */
 struct fpd_source *
 fpd_session_source(struct fpd_session *s);
 

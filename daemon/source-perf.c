@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "flame_profd.h"
+#include "util.h"
 #include "perf-symbols.h"
 #include "source-perf.h"
 #include "util-mem.h"

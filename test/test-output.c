@@ -18,7 +18,10 @@
 
 #include "fp-test.h"
 #include "fp/perf-file.h"
-#include "flame_profd.h"
+#include "options.h"
+#include "util.h"
+#include "compress.h"
+#include "output.h"
 #include "options.h"
 #include "recorder.h"
 

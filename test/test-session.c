@@ -24,6 +24,10 @@
 #include "../daemon/loop.h"
 #include "../daemon/options.h"
 #include "../daemon/session-int.h"
+#include "../daemon/daemon-log.h"
+#include "../daemon/util.h"
+#include "../daemon/compress.h"
+#include "../daemon/output.h"
 
 #define NODE "a@b"
 /* A port nothing listens on: reconnects are refused at once. */

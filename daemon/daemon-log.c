@@ -197,6 +197,23 @@ fpd_log(enum fp_log_priority priority, const char *format, ...)
 	va_end(args);
 }
 
+void
+fpd_fatal(const char *format, ...)
+{
+	va_list args;
+
+	va_start(args, format);
+	fputs("flame_profd: error: ", stderr);
+	vfprintf(stderr, format, args);
+	fputc('\n', stderr);
+	va_end(args);
+	if (log_stream) {
+		va_start(args, format);
+		print_line(FP_LOG_ERROR, format, args, 0);
+		va_end(args);
+	}
+}
+
 /*
  * Append to @path, making it with --file-mode if it is not there (the
  * umask does not narrow it: the mode is what the user asked for).

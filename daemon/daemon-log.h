@@ -31,6 +31,15 @@ void
 fpd_log(enum fp_log_priority priority, const char *format, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/**
+ * Why the run ends with an exit code (enum fpd_exit): one
+ * "flame_profd: error: ..." line on stderr, what whoever started the
+ * daemon reads whatever the log, and the same at error level in the log
+ * file when there is one.
+ */
+void
+fpd_fatal(const char *format, ...) __attribute__((format(printf, 1, 2)));
+
 #define fpd_info(...) fpd_log(FP_LOG_INFO, __VA_ARGS__)
 #define fpd_warn(...) fpd_log(FP_LOG_WARNING, __VA_ARGS__)
 #define fpd_err(...) fpd_log(FP_LOG_ERROR, __VA_ARGS__)

@@ -72,12 +72,13 @@ setup_fds(struct fpd_loop *loop)
 	return 0;
 }
 
-struct fpd_loop *
-fpd_loop_new(uint64_t duration_us, const char *user)
+int
+fpd_loop_new(uint64_t duration_us, const char *user, struct fpd_loop **out)
 {
 	struct fpd_loop *loop = xnew(struct fpd_loop);
 	int rc;
 
+	*out = NULL;
 	loop->tfd = loop->sfd = -1;
 	loop->pfd = xzalloc(2 * sizeof(*loop->pfd));
 	loop->user = user;
@@ -85,11 +86,12 @@ fpd_loop_new(uint64_t duration_us, const char *user)
 	loop->start_mono = fpd_now_mono_us();
 	rc = setup_fds(loop);
 	if (rc < 0) {
+		fpd_fatal("cannot set up timers and signals: %s", strerror(-rc));
 		fpd_loop_destroy(loop);
-		errno = -rc;
-		return NULL;
+		return rc;
 	}
-	return loop;
+	*out = loop;
+	return 0;
 }
 
 void

@@ -184,9 +184,10 @@ store_index(struct fpd_output *out)
 
 /* ---- life cycle ----------------------------------------------------------- */
 
-struct fpd_output *
-fpd_output_new(const struct fpd_output_config *config, int *err,
-	       const char **what)
+/* fpd_output_new(): NULL with *@err an errno and *@what what failed. */
+static struct fpd_output *
+output_open(const struct fpd_output_config *config, int *err,
+	    const char **what)
 {
 	struct fpd_output *out = xnew(struct fpd_output);
 	char probe[64];
@@ -265,6 +266,20 @@ fail:
 	*err = -rc;
 	fpd_output_destroy(out);
 	return NULL;
+}
+
+int
+fpd_output_new(const struct fpd_output_config *config, struct fpd_output **out)
+{
+	const char *what = "";
+	int err = 0;
+
+	*out = output_open(config, &err, &what);
+	if (*out)
+		return 0;
+	fpd_fatal("%s: %s/%s: %s", what, config->dir, config->node,
+		  strerror(err));
+	return -err;
 }
 
 void

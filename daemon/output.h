@@ -38,12 +38,13 @@ struct fp_text;
 
 /**
  * Create (mkdir -p) DIR/<node>/, lock it, finish or set aside what an
- * earlier run left, and check it takes files.
- * @return NULL with *err set to an errno and *what to a static text.
+ * earlier run left, and check it takes files. The caller frees *@out
+ * with fpd_output_destroy() (or hands it to a recorder).
+ * @return 0, or a negative errno with what failed logged (fpd_fatal()):
+ *         -EWOULDBLOCK when another daemon holds the directory's lock.
  */
-struct fpd_output *
-fpd_output_new(const struct fpd_output_config *config, int *err,
-	       const char **what);
+int
+fpd_output_new(const struct fpd_output_config *config, struct fpd_output **out);
 
 /** Finishes the open file; NULL is a no-op. */
 void

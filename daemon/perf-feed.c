@@ -86,13 +86,11 @@ fpd_perf_feed_open(const struct fpd_options *o, struct fpd_perf_feed **out)
 		return 0;
 	rc = fpd_perf_source_new(&pc, &perf);
 	if (rc < 0) {
-		fprintf(stderr, "flame_profd: error: --perf %d: cannot sample its threads: %s%s\n",
+		fpd_fatal("--perf %d: cannot sample its threads: %s%s",
 			(int)o->perf_pid, strerror(-rc),
 			rc == -EACCES || rc == -EPERM ?
 			" (needs root or CAP_PERFMON, or kernel.perf_event_paranoid <= 1 for a process of the same user)" : "");
-		return rc == -ESRCH ? FPD_EXIT_USAGE :
-		       rc == -EACCES || rc == -EPERM ? FPD_EXIT_NOPERM :
-		       FPD_EXIT_SOFTWARE;
+		return rc;
 	}
 	fpd_info("--perf: sampling %u threads of OS process %d at %u Hz%s",
 		 fpd_perf_source_threads(perf), (int)o->perf_pid, o->perf_freq,

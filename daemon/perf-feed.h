@@ -12,10 +12,11 @@ struct fpd_perf_feed;
 
 /**
  * Open the events on the threads of o->perf_pid (before root is
- * dropped: opening them is what needs it). *@out is NULL without --perf.
- * @return 0, or an exit code with the reason on stderr: FPD_EXIT_USAGE
- *         for a process that does not exist, FPD_EXIT_NOPERM when the
- *         kernel refuses, FPD_EXIT_SOFTWARE for anything else.
+ * dropped: opening them is what needs it). *@out is NULL without --perf;
+ * the caller frees it with fpd_perf_feed_destroy().
+ * @return 0, or a negative errno with the reason logged (fpd_fatal()):
+ *         -ESRCH for a process that does not exist, -EACCES or -EPERM
+ *         when the kernel refuses, another for anything else.
  */
 int
 fpd_perf_feed_open(const struct fpd_options *o, struct fpd_perf_feed **out);

@@ -41,18 +41,14 @@ open_output(const struct fpd_options *o, int *exit_code)
 		.file_mode = o->file_mode,
 		.dir_mode = o->dir_mode,
 	};
-	const char *what = "";
 	struct fpd_output *out;
-	int err = 0;
+	int rc;
 
-	out = fpd_output_new(&oc, &err, &what);
+	rc = fpd_output_new(&oc, &out);
 	free(header);
 	free(options);
-	if (!out) {
-		fprintf(stderr, "flame_profd: error: %s: %s/%s: %s\n", what,
-			o->out_dir, o->node, strerror(err));
-		*exit_code = err == EWOULDBLOCK ? FPD_EXIT_TEMPFAIL : FPD_EXIT_CANTCREAT;
-	}
+	if (rc < 0)
+		*exit_code = rc == -EWOULDBLOCK ? FPD_EXIT_TEMPFAIL : FPD_EXIT_CANTCREAT;
 	return out;
 }
 
@@ -64,12 +60,23 @@ drop_root(const struct fpd_options *o, struct fpd_output *out)
 	if (fpd_output_chown(out, o->uid, o->gid) < 0 ||
 	    setgroups(0, NULL) < 0 || setgid(o->gid) < 0 ||
 	    setuid(o->uid) < 0 || (o->uid != 0 && setuid(0) == 0)) {
-		fprintf(stderr, "flame_profd: error: cannot drop privileges to user %s: %s\n",
+		fpd_fatal("cannot drop privileges to user %s: %s",
 			o->user, strerror(errno));
 		return FPD_EXIT_SOFTWARE;
 	}
 	fpd_info("running as user %s (uid %u)", o->user, (unsigned)o->uid);
 	return 0;
+}
+
+/* The exit code of fpd_perf_feed_open()'s @rc. */
+static int
+perf_exit_code(int rc)
+{
+	if (rc == -ESRCH)
+		return FPD_EXIT_USAGE;
+	if (rc == -EACCES || rc == -EPERM)
+		return FPD_EXIT_NOPERM;
+	return FPD_EXIT_SOFTWARE;
 }
 
 /* The events on the pid the node tells, written where the session
@@ -84,10 +91,10 @@ open_perf_auto(const struct fpd_options *o, struct fpd_session *session,
 	int rc;
 
 	rc = fpd_session_perf_pid(session, &found.perf_pid);
-	if (rc == 0 && found.perf_pid)
-		rc = fpd_perf_feed_open(&found, feed);
 	if (rc)
 		return rc;
+	if (found.perf_pid && (rc = fpd_perf_feed_open(&found, feed)) < 0)
+		return perf_exit_code(rc);
 	json = fpd_options_json(&found);
 	fpd_output_settle_options(fpd_recorder_output(rec), json);
 	free(json);
@@ -113,17 +120,17 @@ fpd_run(const struct fpd_options *o, const char *cookie)
 		return rc;
 	rec = fpd_recorder_new(o, out);
 	rc = fpd_perf_feed_open(o, &feed);
-	if (rc)
+	if (rc < 0) {
+		rc = perf_exit_code(rc);
 		goto out;
+	}
 	if (o->user) {
 		rc = drop_root(o, out);
 		if (rc)
 			goto out;
 	}
-	loop = fpd_loop_new(o->duration_us, o->user);
-	if (!loop) {
-		fprintf(stderr, "flame_profd: error: cannot set up timers and signals: %s\n",
-			strerror(errno));
+	rc = fpd_loop_new(o->duration_us, o->user, &loop);
+	if (rc < 0) {
 		rc = FPD_EXIT_SOFTWARE;
 		goto out;
 	}

@@ -27,29 +27,29 @@ connect_error_exit(struct fpd_session *s, int rc)
 
 	switch (rc) {
 	case -EHOSTUNREACH:
-		fprintf(stderr, "flame_profd: error: cannot resolve the host of %s\n", node);
+		fpd_fatal("cannot resolve the host of %s", node);
 		return FPD_EXIT_UNAVAILABLE;
 	case -ECONNREFUSED:
-		fprintf(stderr, "flame_profd: error: cannot reach %s: no epmd answers on its host (is the node running?)\n",
+		fpd_fatal("cannot reach %s: no epmd answers on its host (is the node running?)",
 			node);
 		return FPD_EXIT_UNAVAILABLE;
 	case -ENOENT:
-		fprintf(stderr, "flame_profd: error: cannot reach %s: epmd on its host does not know that node name (is it running? is the name right?)\n",
+		fpd_fatal("cannot reach %s: epmd on its host does not know that node name (is it running? is the name right?)",
 			node);
 		return FPD_EXIT_UNAVAILABLE;
 	case -ETIMEDOUT:
-		fprintf(stderr, "flame_profd: error: cannot reach %s: timed out\n", node);
+		fpd_fatal("cannot reach %s: timed out", node);
 		return FPD_EXIT_UNAVAILABLE;
 	case -EACCES:
-		fprintf(stderr, "flame_profd: error: %s refused the connection: wrong cookie? (or the node uses %s names)\n",
+		fpd_fatal("%s refused the connection: wrong cookie? (or the node uses %s names)",
 			node, strchr(strchr(node, '@'), '.') ? "short" : "long");
 		return FPD_EXIT_NOPERM;
 	case -EPROTO:
-		fprintf(stderr, "flame_profd: error: %s answered the setup calls with something unexpected\n",
+		fpd_fatal("%s answered the setup calls with something unexpected",
 			node);
 		return FPD_EXIT_SOFTWARE;
 	default:
-		fprintf(stderr, "flame_profd: error: cannot connect to %s: %s\n",
+		fpd_fatal("cannot connect to %s: %s",
 			node, strerror(-rc));
 		return FPD_EXIT_UNAVAILABLE;
 	}
@@ -207,7 +207,7 @@ fpd_session_perf_pid(struct fpd_session *s, pid_t *pid)
 	if (!s->connected)
 		return 0;
 	if (!fp_node_is_local(s->node)) {
-		fprintf(stderr, "flame_profd: error: --perf auto: %s is not on this host (its address is none of ours); --perf samples a node on this host only\n",
+		fpd_fatal("--perf auto: %s is not on this host (its address is none of ours); --perf samples a node on this host only",
 			node);
 		return FPD_EXIT_CONFIG;
 	}
@@ -221,7 +221,7 @@ fpd_session_perf_pid(struct fpd_session *s, pid_t *pid)
 		return 0;
 	}
 	if (rc < 0) {
-		fprintf(stderr, "flame_profd: error: --perf auto: %s did not tell its OS pid: %s\n",
+		fpd_fatal("--perf auto: %s did not tell its OS pid: %s",
 			node, rc == -EPROTO ? "it answered os:getpid/0 with no pid" :
 			strerror(-rc));
 		*pid = 0;
@@ -233,19 +233,19 @@ fpd_session_perf_pid(struct fpd_session *s, pid_t *pid)
 		fpd_info("--perf auto: %s is OS process %d", node, (int)*pid);
 		return 0;
 	case FPD_PERF_PID_NONE:
-		fprintf(stderr, "flame_profd: error: --perf auto: %s says its OS pid is %d, and there is no process %d here (is the node in another pid namespace, a container?)\n",
+		fpd_fatal("--perf auto: %s says its OS pid is %d, and there is no process %d here (is the node in another pid namespace, a container?)",
 			node, (int)*pid, (int)*pid);
 		break;
 	case FPD_PERF_PID_OTHER:
-		fprintf(stderr, "flame_profd: error: --perf auto: %s says its OS pid is %d, and process %d here is not that node (it does not hold the node's end of the connection, or, where that cannot be seen, was not started with -sname or -name naming it): is the node in another pid namespace? give --perf OSPID\n",
+		fpd_fatal("--perf auto: %s says its OS pid is %d, and process %d here is not that node (it does not hold the node's end of the connection, or, where that cannot be seen, was not started with -sname or -name naming it): is the node in another pid namespace? give --perf OSPID",
 			node, (int)*pid, (int)*pid);
 		break;
 	case FPD_PERF_PID_STALE_MAP:
-		fprintf(stderr, "flame_profd: error: --perf auto: %s (OS pid %d) has no perf map of its own: /tmp/perf-%d.map is older than the process, left by an earlier one of that pid; start the node with +JPperf true\n",
+		fpd_fatal("--perf auto: %s (OS pid %d) has no perf map of its own: /tmp/perf-%d.map is older than the process, left by an earlier one of that pid; start the node with +JPperf true",
 			node, (int)*pid, (int)*pid);
 		break;
 	case FPD_PERF_PID_NO_MAP:
-		fprintf(stderr, "flame_profd: error: --perf auto: %s (OS pid %d) has no perf map /tmp/perf-%d.map: start the node with +JPperf true (or the daemon does not see the node's /tmp)\n",
+		fpd_fatal("--perf auto: %s (OS pid %d) has no perf map /tmp/perf-%d.map: start the node with +JPperf true (or the daemon does not see the node's /tmp)",
 			node, (int)*pid, (int)*pid);
 		break;
 	}

@@ -556,11 +556,10 @@ fpd_session_close(struct fpd_session *s, int exit_code, bool duration_over)
 	/* A fixed-duration run (CI) says whether it got what it came for. */
 	if (duration_over && exit_code == 0) {
 		if (fpd_recorder_samples(s->rec) == 0) {
-			fputs("flame_profd: error: the run took no sample at all\n",
-			      stderr);
+			fpd_fatal("the run took no sample at all");
 			exit_code = FPD_EXIT_NOSAMPLES;
 		} else if (!s->connected) {
-			fprintf(stderr, "flame_profd: error: the connection to %s was lost and not regained before the end\n",
+			fpd_fatal("the connection to %s was lost and not regained before the end",
 				s->o->node);
 			exit_code = FPD_EXIT_UNAVAILABLE;
 		}

@@ -66,13 +66,7 @@ fixture_init(struct fixture *fx, enum fpd_compress kind)
 static void
 fixture_open(struct fixture *fx)
 {
-	const char *what = "";
-	int err = 0;
-
-	fx->out = fpd_output_new(&fx->oc, &err, &what);
-	if (!fx->out)
-		fprintf(stderr, "%s: %s\n", what, strerror(err));
-	fp_assert_ptr_nonnull(fx->out);
+	fp_assert_int_eq(fpd_output_new(&fx->oc, &fx->out), 0);
 	fx->rec = fpd_recorder_new(&fx->o, fx->out);
 }
 

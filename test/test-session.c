@@ -53,8 +53,7 @@ fixture_new(struct fixture *fx, const char *duration)
 	};
 	struct fpd_output_config oc = { 0 };
 	struct fp_sample smp = { .status = FP_STATUS_WAITING };
-	const char *what = "";
-	int sv[2], err = 0;
+	int sv[2];
 
 	signal(SIGPIPE, SIG_IGN);
 	snprintf(fx->dir, sizeof(fx->dir), "/tmp/fp-session-XXXXXX");
@@ -73,10 +72,10 @@ fixture_new(struct fixture *fx, const char *duration)
 	oc.rotate_us = 3600000000u;
 	oc.file_mode = 0600;
 	oc.dir_mode = 0700;
-	fx->out = fpd_output_new(&oc, &err, &what);
+	fp_assert_int_eq(fpd_output_new(&oc, &fx->out), 0);
 	fp_assert_ptr_nonnull(fx->out);
 	fx->rec = fpd_recorder_new(&fx->o, fx->out);
-	fx->loop = fpd_loop_new(fx->o.duration_us, NULL);
+	fp_assert_int_eq(fpd_loop_new(fx->o.duration_us, NULL, &fx->loop), 0);
 	fp_assert_ptr_nonnull(fx->loop);
 	fx->s = fpd_session_new(&fx->o, "cookie", fx->rec,
 				fpd_loop_run_state(fx->loop), fpd_loop_give_up,

@@ -29,7 +29,7 @@ fpd_compressor_destroy(struct fpd_compressor *c);
 /**
  * Compress @len bytes into one self-contained frame (zstd) or member
  * (gzip); with FPD_COMPRESS_NONE the data is passed through.
- * @return 0 with *out and *outlen valid until the next call, or -ENOMEM/-EIO.
+ * @return 0 with *out and *outlen valid until the next call, or -EIO.
  */
 int
 fpd_compress_segment(struct fpd_compressor *c, const void *data, size_t len,

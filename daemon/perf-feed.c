@@ -87,9 +87,9 @@ fpd_perf_feed_open(const struct fpd_options *o, struct fpd_perf_feed **out)
 	rc = fpd_perf_source_new(&pc, &perf);
 	if (rc < 0) {
 		fpd_fatal("--perf %d: cannot sample its threads: %s%s",
-			(int)o->perf_pid, strerror(-rc),
-			rc == -EACCES || rc == -EPERM ?
-			" (needs root or CAP_PERFMON, or kernel.perf_event_paranoid <= 1 for a process of the same user)" : "");
+			  (int)o->perf_pid, strerror(-rc),
+			  rc == -EACCES || rc == -EPERM ?
+			  " (needs root or CAP_PERFMON, or kernel.perf_event_paranoid <= 1 for a process of the same user)" : "");
 		return rc;
 	}
 	fpd_info("--perf: sampling %u threads of OS process %d at %u Hz%s",

@@ -61,7 +61,7 @@ drop_root(const struct fpd_options *o, struct fpd_output *out)
 	    setgroups(0, NULL) < 0 || setgid(o->gid) < 0 ||
 	    setuid(o->uid) < 0 || (o->uid != 0 && setuid(0) == 0)) {
 		fpd_fatal("cannot drop privileges to user %s: %s",
-			o->user, strerror(errno));
+			  o->user, strerror(errno));
 		return FPD_EXIT_SOFTWARE;
 	}
 	fpd_info("running as user %s (uid %u)", o->user, (unsigned)o->uid);

@@ -31,26 +31,26 @@ connect_error_exit(struct fpd_session *s, int rc)
 		return FPD_EXIT_UNAVAILABLE;
 	case -ECONNREFUSED:
 		fpd_fatal("cannot reach %s: no epmd answers on its host (is the node running?)",
-			node);
+			  node);
 		return FPD_EXIT_UNAVAILABLE;
 	case -ENOENT:
 		fpd_fatal("cannot reach %s: epmd on its host does not know that node name (is it running? is the name right?)",
-			node);
+			  node);
 		return FPD_EXIT_UNAVAILABLE;
 	case -ETIMEDOUT:
 		fpd_fatal("cannot reach %s: timed out", node);
 		return FPD_EXIT_UNAVAILABLE;
 	case -EACCES:
 		fpd_fatal("%s refused the connection: wrong cookie? (or the node uses %s names)",
-			node, strchr(strchr(node, '@'), '.') ? "short" : "long");
+			  node, strchr(strchr(node, '@'), '.') ? "short" : "long");
 		return FPD_EXIT_NOPERM;
 	case -EPROTO:
 		fpd_fatal("%s answered the setup calls with something unexpected",
-			node);
+			  node);
 		return FPD_EXIT_SOFTWARE;
 	default:
 		fpd_fatal("cannot connect to %s: %s",
-			node, strerror(-rc));
+			  node, strerror(-rc));
 		return FPD_EXIT_UNAVAILABLE;
 	}
 }
@@ -93,9 +93,9 @@ say_connected(struct fpd_session *s)
 	const char *labels = fpd_label_source_name(fp_node_label_source(node));
 
 	fpd_recorder_note(s->rec, "connected to %s (OTP %s%s)", s->o->node, otp,
-		 fp_node_is_local(node) ? ", on this host" : "");
+			  fp_node_is_local(node) ? ", on this host" : "");
 	fpd_recorder_note(s->rec, "node: name=%s otp=%s dictionary_keys=%s request=%s labels=%s keys=%s",
-		 name, otp, dict, request, labels, keys_state(s));
+			  name, otp, dict, request, labels, keys_state(s));
 	fpd_debug("node: name=%s otp=%s dictionary_keys=%s request=%s labels=%s keys=%s",
 		  name, otp, dict, request, labels, keys_state(s));
 	if (asks_keys(s->o) && !fp_node_records_keys(node))
@@ -208,7 +208,7 @@ fpd_session_perf_pid(struct fpd_session *s, pid_t *pid)
 		return 0;
 	if (!fp_node_is_local(s->node)) {
 		fpd_fatal("--perf auto: %s is not on this host (its address is none of ours); --perf samples a node on this host only",
-			node);
+			  node);
 		return FPD_EXIT_CONFIG;
 	}
 	rc = fp_node_os_pid(s->node, timeout_ms(s), pid, &us);
@@ -222,8 +222,8 @@ fpd_session_perf_pid(struct fpd_session *s, pid_t *pid)
 	}
 	if (rc < 0) {
 		fpd_fatal("--perf auto: %s did not tell its OS pid: %s",
-			node, rc == -EPROTO ? "it answered os:getpid/0 with no pid" :
-			strerror(-rc));
+			  node, rc == -EPROTO ? "it answered os:getpid/0 with no pid" :
+			  strerror(-rc));
 		*pid = 0;
 		return rc == -EPROTO ? FPD_EXIT_SOFTWARE : FPD_EXIT_UNAVAILABLE;
 	}
@@ -234,19 +234,19 @@ fpd_session_perf_pid(struct fpd_session *s, pid_t *pid)
 		return 0;
 	case FPD_PERF_PID_NONE:
 		fpd_fatal("--perf auto: %s says its OS pid is %d, and there is no process %d here (is the node in another pid namespace, a container?)",
-			node, (int)*pid, (int)*pid);
+			  node, (int)*pid, (int)*pid);
 		break;
 	case FPD_PERF_PID_OTHER:
 		fpd_fatal("--perf auto: %s says its OS pid is %d, and process %d here is not that node (it does not hold the node's end of the connection, or, where that cannot be seen, was not started with -sname or -name naming it): is the node in another pid namespace? give --perf OSPID",
-			node, (int)*pid, (int)*pid);
+			  node, (int)*pid, (int)*pid);
 		break;
 	case FPD_PERF_PID_STALE_MAP:
 		fpd_fatal("--perf auto: %s (OS pid %d) has no perf map of its own: /tmp/perf-%d.map is older than the process, left by an earlier one of that pid; start the node with +JPperf true",
-			node, (int)*pid, (int)*pid);
+			  node, (int)*pid, (int)*pid);
 		break;
 	case FPD_PERF_PID_NO_MAP:
 		fpd_fatal("--perf auto: %s (OS pid %d) has no perf map /tmp/perf-%d.map: start the node with +JPperf true (or the daemon does not see the node's /tmp)",
-			node, (int)*pid, (int)*pid);
+			  node, (int)*pid, (int)*pid);
 		break;
 	}
 	*pid = 0;

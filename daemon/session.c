@@ -75,8 +75,8 @@ trip(struct fpd_session *s, uint64_t now, const char *why)
 		 was_open ? "stays open" : "open", why,
 		 (double)br->cooldown_us / 1e6);
 	fpd_recorder_note(s->rec, "circuit breaker %s: %s; sampling paused for %.0f s",
-		 was_open ? "stays open" : "open", why,
-		 (double)br->cooldown_us / 1e6);
+			  was_open ? "stays open" : "open", why,
+			  (double)br->cooldown_us / 1e6);
 	fpd_output_event(s->out);
 }
 
@@ -129,7 +129,7 @@ on_health(struct fpd_session *s, struct request *r, struct fp_reply *reply,
 			fpd_info("circuit breaker closed: run queues %lld, probe %.1f ms; sampling resumes",
 				 (long long)runq, (double)rtt / 1000.0);
 			fpd_recorder_note(s->rec, "circuit breaker closed: run queues %lld, probe %.1f ms",
-				 (long long)runq, (double)rtt / 1000.0);
+					  (long long)runq, (double)rtt / 1000.0);
 			s->sm.last_tick_mono = 0;
 			s->sm.owed = 0;
 		} else {
@@ -534,7 +534,7 @@ fpd_session_close(struct fpd_session *s, int exit_code, bool duration_over)
 		fpd_session_restore_node(s);
 	}
 	fpd_recorder_note(s->rec, "stopped after %llu samples",
-		 (unsigned long long)fpd_recorder_samples(s->rec));
+			  (unsigned long long)fpd_recorder_samples(s->rec));
 	fpd_output_finish(s->out);
 	fpd_output_totals(s->out, &totals);
 	/* what the files hold, not what was handed to them */
@@ -560,7 +560,7 @@ fpd_session_close(struct fpd_session *s, int exit_code, bool duration_over)
 			exit_code = FPD_EXIT_NOSAMPLES;
 		} else if (!s->connected) {
 			fpd_fatal("the connection to %s was lost and not regained before the end",
-				s->o->node);
+				  s->o->node);
 			exit_code = FPD_EXIT_UNAVAILABLE;
 		}
 	}

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -207,6 +208,72 @@ START_TEST(loop_handles_closed_mid_reply)
 }
 END_TEST
 
+/* The session's requests, and what a timeout of each does. */
+static const struct {
+	const char *what;
+	size_t offset;			/* of its struct request */
+	bool probing;			/* the breaker's probe is out */
+	const char *trip;		/* why the breaker trips, or NULL */
+} timeout_cases[] = {
+	{ "selection scan", offsetof(struct fpd_session, t.req_scan), false,
+	  "a request timed out" },
+	{ "whereis request", offsetof(struct fpd_session, t.req_whereis), false,
+	  NULL },
+	{ "initial_call request", offsetof(struct fpd_session, t.req_init),
+	  false, NULL },
+	{ "is_process_alive request", offsetof(struct fpd_session, t.req_alive),
+	  false, NULL },
+	{ "health probe", offsetof(struct fpd_session, req_health), false, NULL },
+	{ "health probe", offsetof(struct fpd_session, req_health), true,
+	  "the probe timed out" },
+};
+
+/*
+ * A request unanswered for --timeout becomes late (kept until its reply
+ * comes), and trips the breaker only if its kind says so: the scan's
+ * does, the small side requests' do not, the health probe's only while
+ * it probes.
+ */
+START_TEST(request_timeouts_by_kind)
+{
+	struct fixture fx;
+	struct fpd_source *src;
+	struct request *r;
+	char line[128];
+	uint64_t now;
+
+	fixture_new(&fx, "1s");
+	src = fpd_session_source(fx.s);
+	now = fpd_now_mono_us();
+	r = (struct request *)((char *)fx.s + timeout_cases[_i].offset);
+	request_sent(r, 12345, now - fx.o.timeout_us - 1);
+	fx.s->cost.breaker.open = fx.s->cost.breaker.probing =
+		timeout_cases[_i].probing;
+	fx.s->cost.breaker.open_until_us = now + 3600000000u;
+	fx.s->t.next_select_mono = now + 3600000000u;
+	fx.s->report.interval_mono = now;
+
+	src->ops->tick(src, now);
+	fp_assert(live(fx.s));
+	fp_assert(r->active && r->late);
+	snprintf(line, sizeof(line), "%s timed out after", timeout_cases[_i].what);
+	fp_assert_int_eq(log_count(&fx, line), 1);
+	if (timeout_cases[_i].trip) {
+		fp_assert(fx.s->cost.breaker.open);
+		fp_assert_int_eq(log_count(&fx, timeout_cases[_i].trip), 1);
+	} else {
+		fp_assert(!fx.s->cost.breaker.open);
+		fp_assert_int_eq(log_count(&fx, "circuit breaker"), 0);
+	}
+
+	/* late, it is not counted again before another --timeout */
+	src->ops->tick(src, now + 1);
+	fp_assert_int_eq(log_count(&fx, line), 1);
+	fp_assert_int_eq(fx.s->timeouts, 1);
+	fixture_destroy(&fx);
+}
+END_TEST
+
 /*
  * A source that writes a sample of status cpu through the recorder
  * before every tick, as --perf does, each one a millisecond older than
@@ -301,6 +368,10 @@ suite(void)
 
 	tcase_add_test(tc, loss_in_handler_is_deferred);
 	tcase_add_test(tc, loop_handles_closed_mid_reply);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("requests");
+	tcase_add_loop_test(tc, request_timeouts_by_kind, 0,
+			    sizeof(timeout_cases) / sizeof(timeout_cases[0]));
 	suite_add_tcase(s, tc);
 	tc = tcase_create("other sources");
 	tcase_add_test(tc, collect_comes_before_the_clock);

@@ -9,9 +9,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -311,6 +313,67 @@ START_TEST(times_never_go_backwards)
 }
 END_TEST
 
+/* ---- write errors ---------------------------------------------------------- */
+
+/*
+ * A segment that cannot be written (here the file size limit, EFBIG, as
+ * a full disk gives ENOSPC) is dropped and counted, the file cut back to
+ * its whole segments, and the error returned by the write that filled
+ * the segment; writing goes on once there is room again.
+ */
+START_TEST(write_error_returned_and_counted)
+{
+	char names[2][FP_PERF_NAME_MAX];
+	struct fp_perf_summary sum;
+	struct fpd_output_totals totals;
+	struct rlimit old, lim;
+	struct fixture fx;
+	struct stat st;
+	size_t partials;
+	uint64_t t0 = fpd_now_epoch_us(), n = 0;
+	int rc = 0;
+
+	fixture_init(&fx, FPD_COMPRESS_NONE);
+	fixture_open(&fx);
+	fp_assert_int_eq(write_sample(&fx, 1, t0), 0);
+	fp_assert_int_eq(fpd_output_flush(fx.out), 0);
+	fp_assert_int_eq(list_files(&fx, NULL, 0, &partials), 0);
+
+	/* no more room than the first segment takes */
+	signal(SIGXFSZ, SIG_IGN);
+	fp_assert_int_eq(getrlimit(RLIMIT_FSIZE, &old), 0);
+	lim = old;
+	lim.rlim_cur = 64 * 1024;
+	fp_assert_int_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
+	while (rc == 0 && n < 1000000)
+		rc = write_sample(&fx, 2, t0 + ++n);
+	fp_assert_int_eq(setrlimit(RLIMIT_FSIZE, &old), 0);
+	fp_assert_int_eq(rc, -EFBIG);
+	fpd_output_totals(fx.out, &totals);
+	fp_assert_int_eq(totals.dropped, n);
+	fp_assert_int_eq(fpd_recorder_samples(fx.rec), n + 1);
+
+	fp_assert_int_eq(write_sample(&fx, 3, t0 + n + 1), 0);
+	fp_assert_int_eq(fpd_output_finish(fx.out), 0);
+	fp_assert_int_eq(list_files(&fx, names, N(names), &partials), 1);
+	fp_assert(summarize(&fx, names[0], FPD_COMPRESS_NONE, &sum) > 0);
+	fp_assert_int_eq(sum.samples, 2);
+	fp_assert_int_eq(sum.last_us, t0 + n + 1);
+	{
+		char path[512], dropped[64];
+
+		/* the file's manifest entry says what it lost */
+		snprintf(dropped, sizeof(dropped), "\"dropped\": %llu",
+			 (unsigned long long)n);
+		fp_assert(file_has(&fx, "manifest.json", dropped));
+		snprintf(path, sizeof(path), "%s/%s", fx.node_dir, names[0]);
+		fp_assert_int_eq(stat(path, &st), 0);
+		fp_assert(st.st_size < 64 * 1024);
+	}
+	fixture_destroy(&fx);
+}
+END_TEST
+
 /* ---- segments ------------------------------------------------------------ */
 
 /*
@@ -455,6 +518,9 @@ suite(void)
 	tcase_add_loop_test(tc, partial_then_renamed, 0, N(kinds));
 	tcase_add_test(tc, notes_wait_for_a_sample);
 	tcase_add_test(tc, times_never_go_backwards);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("write errors");
+	tcase_add_test(tc, write_error_returned_and_counted);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("segments");
 	tcase_add_loop_test(tc, one_segment_per_flush, 0, N(kinds));

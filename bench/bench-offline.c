@@ -335,10 +335,7 @@ find_frames(const char *buf, struct span **out)
 
 				if (ei_skip_term(buf, &index) < 0)
 					goto out;
-				if (n == cap) {
-					cap = cap ? cap * 2 : 1024;
-					spans = xrealloc(spans, cap * sizeof(*spans));
-				}
+				FP_GROW(spans, cap, n + 1);
 				spans[n++] = (struct span){ at, index - at };
 			}
 			if (nframes > 0 && ei_skip_term(buf, &index) < 0)

@@ -17,9 +17,9 @@
 #include "notes.h"
 #include "options.h"
 #include "output.h"
-#include "perf-feed.h"
 #include "recorder.h"
 #include "session.h"
+#include "source-perf.h"
 
 static struct fpd_output *
 open_output(const struct fpd_options *o, int *exit_code)
@@ -68,7 +68,7 @@ drop_root(const struct fpd_options *o, struct fpd_output *out)
 	return 0;
 }
 
-/* The exit code of fpd_perf_feed_open()'s @rc. */
+/* The exit code of fpd_perf_source_open()'s @rc. */
 static int
 perf_exit_code(int rc)
 {
@@ -84,7 +84,7 @@ perf_exit_code(int rc)
 static int
 open_perf_auto(const struct fpd_options *o, struct fpd_session *session,
 	       struct fpd_recorder *rec, struct fpd_loop *loop,
-	       struct fpd_perf_feed **feed)
+	       struct fpd_perf_source **feed)
 {
 	struct fpd_options found = *o;
 	char *json;
@@ -93,15 +93,15 @@ open_perf_auto(const struct fpd_options *o, struct fpd_session *session,
 	rc = fpd_session_perf_pid(session, &found.perf_pid);
 	if (rc)
 		return rc;
-	if (found.perf_pid && (rc = fpd_perf_feed_open(&found, feed)) < 0)
+	if (found.perf_pid && (rc = fpd_perf_source_open(&found, feed)) < 0)
 		return perf_exit_code(rc);
 	json = fpd_options_json(&found);
 	fpd_output_settle_options(fpd_recorder_output(rec), json);
 	free(json);
 	if (!*feed)
 		return 0;
-	fpd_perf_feed_attach(*feed, rec);
-	fpd_loop_add(loop, fpd_perf_feed_source(*feed));
+	fpd_perf_source_attach(*feed, rec);
+	fpd_loop_add(loop, fpd_perf_source_source(*feed));
 	return 0;
 }
 
@@ -109,7 +109,7 @@ int
 fpd_run(const struct fpd_options *o, const char *cookie)
 {
 	struct fpd_session *session = NULL;
-	struct fpd_perf_feed *feed = NULL;
+	struct fpd_perf_source *feed = NULL;
 	struct fpd_loop *loop = NULL;
 	struct fpd_recorder *rec;
 	struct fpd_output *out;
@@ -119,7 +119,7 @@ fpd_run(const struct fpd_options *o, const char *cookie)
 	if (!out)
 		return rc;
 	rec = fpd_recorder_new(o, out);
-	rc = fpd_perf_feed_open(o, &feed);
+	rc = fpd_perf_source_open(o, &feed);
 	if (rc < 0) {
 		rc = perf_exit_code(rc);
 		goto out;
@@ -138,8 +138,8 @@ fpd_run(const struct fpd_options *o, const char *cookie)
 				  fpd_loop_give_up, loop);
 	fpd_loop_add(loop, fpd_session_source(session));
 	if (feed) {
-		fpd_perf_feed_attach(feed, rec);
-		fpd_loop_add(loop, fpd_perf_feed_source(feed));
+		fpd_perf_source_attach(feed, rec);
+		fpd_loop_add(loop, fpd_perf_source_source(feed));
 	}
 	rc = fpd_session_start(session);
 	if (rc)
@@ -152,12 +152,12 @@ fpd_run(const struct fpd_options *o, const char *cookie)
 		}
 	}
 	rc = fpd_loop_run(loop);
-	fpd_perf_feed_finish(feed);
+	fpd_perf_source_finish(feed);
 	rc = fpd_session_close(session, rc, fpd_loop_duration_over(loop));
 out:
 	fpd_recorder_destroy(rec);
 	fpd_session_destroy(session);
-	fpd_perf_feed_destroy(feed);
+	fpd_perf_source_destroy(feed);
 	fpd_loop_destroy(loop);
 	return rc;
 }

@@ -2,7 +2,7 @@
  * flame_profd — a source of samples, as the loop sees it: something with
  * (at most) one descriptor to wait on, a tick, and work deferred until
  * its handlers have returned. A node session (session.c) is one, the
- * --perf source (perf-feed.c) another; the loop knows no more of them
+ * --perf source (source-perf.c) another; the loop knows no more of them
  * than this.
  */
 #pragma once

@@ -24,7 +24,7 @@ queue behind the busy loops, answer the status request themselves, at
 their receive. Read `running` for that, they were `running` in 41-65%
 of their samples here; their samples are what their state was before
 the request, `runnable` or `waiting`, and `running` in at most a fifth
-of them (measured: 0-3%).
+of them (measured: 0-8% on OTP 25, 27 and 29).
 """
 import os
 import re

@@ -258,7 +258,8 @@ fpd_targets_on_scan(struct fpd_session *s, struct fp_reply *reply,
 	}
 	t->scans_done++;
 	fpd_debug("selection: %zu processes, %zu read%s, %zu alive, %d picked, reply %zu bytes, node %.1f ms, %.1f ms",
-		  res.processes, res.scanned, res.full ? " (all)" : "", res.alive,
+		  res.processes, res.scanned,
+		  res.full ? " (all)" : res.sweep ? " (sweep)" : "", res.alive,
 		  n, bytes, (double)us / 1000.0,
 		  (double)(now - t->select_started_mono) / 1000.0);
 	if (res.baseline) {

@@ -1,6 +1,8 @@
 /*
  * flame_profd — the selection scan: a window of the node's process table
- * and the reductions of what is in it, cut on the node, in one request.
+ * and the reductions of what is in it, cut on the node, in one request;
+ * or, at the first selection of a connection, a sweep of the whole table
+ * that leaves the node with only its top candidates.
  *
  * erlang:processes() on a node of a million processes is a 25 MB reply
  * that rex copies and holds; the window is cut where the table is, so a
@@ -14,6 +16,20 @@
  * interpreted fun each (about 0.6 µs: measured on OTP 29, the only fun
  * shape that stays that cheap is one whose first clause matches the
  * iterator; a first clause that fails on it costs 50 µs).
+ *
+ * A window finds a busy process only when it reaches it: on a node of a
+ * million processes whose busy ones were started last, 20 selections
+ * later. The sweep reads every process once, in chunks of SWEEP_CHUNK,
+ * and keeps on the node only the Len that did the most reductions in
+ * their lives (what the node counts; a rate needs two readings): a
+ * process busy now has done more than the idle ones around it, whatever
+ * its place in the table. The filter is compiled code too: each chunk's
+ * readings are raised to the threshold {reductions, Thr}
+ * (erlang:max/2), and proplists:delete/2 drops every pair whose key is
+ * the threshold, so only the processes above it are kept; when more
+ * than 2 * Len are kept they are sorted, cut to Len, and the threshold
+ * rises to the least of them. The next selection reads the candidates
+ * again and ranks them by delta.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -42,6 +58,53 @@
 	"    All = lists:delete(self(), erlang:processes()), " \
 	"    {full, Count, All, Reds(All), start}; " \
 	"  false -> "
+
+/* The sweep's filter (see above): Add takes a chunk of pids into the
+ * state {Kept, N, Thr}, N = length(Kept); Top is the value of the
+ * false branch, the walk's state St at hand. The rex worker is busy
+ * walking and gone by the next selection: it is dropped. */
+#define SWEEP_CHUNK "10000"
+#define SWEEP_FILTER \
+	"    Trim = fun(Acc, N, Thr) when N =< 2 * Len -> {Acc, N, Thr}; " \
+	"              (Acc, N, _) -> T = lists:nthtail(N - Len, lists:sort(Acc)), " \
+	"                             {T, Len, element(2, element(1, hd(T)))} end, " \
+	"    Add = fun(Ps, {Acc, N, Thr}) -> " \
+	"            Min = {reductions, Thr}, " \
+	"            Dup = lists:duplicate(length(Ps), Min), " \
+	"            New = proplists:delete(Min, lists:zip(lists:zipwith(" \
+	"                    fun erlang:max/2, Reds(Ps), Dup), Ps)), " \
+	"            Trim(New ++ Acc, N + length(New), Thr) " \
+	"          end, "
+#define SWEEP_TAIL \
+	"    {Kept, Nk, _} = St, " \
+	"    {Rs, Cs} = lists:unzip(lists:keydelete(self(), 2, " \
+	"                 lists:nthtail(erlang:max(0, Nk - Len), lists:sort(Kept)))), " \
+	"    {sweep, Count, Cs, Reds(Keep) ++ Rs, start} " \
+	"end " \
+	"end)()."
+
+/* The sweep over erlang:processes(), a chunk split off at a time. */
+static const char sweep_sublist_source[] =
+	SCAN_HEAD
+	SWEEP_FILTER
+	"    Walk = fun W([], S) -> S; "
+	"               W(Ps, S) -> {C, R} = try lists:split(" SWEEP_CHUNK ", Ps) "
+	"                                    catch error:badarg -> {Ps, []} end, "
+	"                           W(R, Add(C, S)) end, "
+	"    St = Walk(erlang:processes(), {[], 0, 0}), "
+	SWEEP_TAIL;
+
+/* The sweep with the iterator, a chunk of steps at a time. */
+static const char sweep_iterator_source[] =
+	SCAN_HEAD
+	SWEEP_FILTER
+	"    Take = fun(_, {_, _} = It) -> erlang:processes_next(It); (_, It) -> {It, It} end, "
+	"    Seq = lists:seq(1, " SWEEP_CHUNK "), "
+	"    Walk = fun W(none, S) -> S; "
+	"               W(I, S) -> {C, I1} = lists:mapfoldl(Take, I, Seq), "
+	"                          W(I1, Add(lists:filter(fun erlang:is_pid/1, C), S)) end, "
+	"    St = Walk(erlang:processes_iterator(), {[], 0, 0}), "
+	SWEEP_TAIL;
 
 /* Step from Cursor (a position in erlang:processes()), Len pids. */
 static const char scan_sublist_source[] =
@@ -107,6 +170,14 @@ fp_node_scan_prepare(struct fp_node *node, unsigned timeout_ms)
 	node->scan_exprs = xrealloc(node->scan_exprs, (size_t)parsed.index);
 	memcpy(node->scan_exprs, parsed.buff, (size_t)parsed.index);
 	node->scan_len = (size_t)parsed.index;
+	parsed.index = 0;
+	rc = node_expr_parse(node, iter ? sweep_iterator_source : sweep_sublist_source,
+			     &parsed, timeout_ms);
+	if (rc < 0)
+		goto out;
+	node->sweep_exprs = xrealloc(node->sweep_exprs, (size_t)parsed.index);
+	memcpy(node->sweep_exprs, parsed.buff, (size_t)parsed.index);
+	node->sweep_len = (size_t)parsed.index;
 	node->scan_iter = iter;
 	node->scan_connects = node->connects;
 out:
@@ -159,8 +230,8 @@ fp_node_scan_request(struct fp_node *node, const struct fp_scan *scan,
 	ei_x_encode_empty_list(&bindings);
 
 	/* node_eval_send() reads the parse tree only */
-	parsed.buff = node->scan_exprs;
-	parsed.index = (int)node->scan_len;
+	parsed.buff = scan->sweep ? node->sweep_exprs : node->scan_exprs;
+	parsed.index = (int)(scan->sweep ? node->sweep_len : node->scan_len);
 	rc = node_eval_send(node, &parsed, &bindings, true, id);
 	ei_x_free(&bindings);
 	return rc;

@@ -83,9 +83,10 @@ static const struct option_spec options[] = {
 	  "                            repeatable\n" },
 	{ "scan-max", 0, required_argument, fpd_option_scan_max,
 	  "      --scan-max N          read the reductions of at most N processes per\n"
-	  "                            selection (default 50000); bigger nodes are covered\n"
-	  "                            by a moving window, the current selection always\n"
-	  "                            re-read\n" },
+	  "                            selection (default 50000) after the first, which\n"
+	  "                            sweeps the whole node and keeps its busiest;\n"
+	  "                            bigger nodes are covered by a moving window, the\n"
+	  "                            current selection always re-read\n" },
 	{ "min-reductions", 0, required_argument, fpd_option_min_reductions,
 	  "      --min-reductions N    --top picks no process that did fewer than N\n"
 	  "                            reductions a second (default 500; 0: any that did\n"

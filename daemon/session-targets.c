@@ -216,6 +216,8 @@ fpd_targets_start_selection(struct fpd_session *s, uint64_t now)
 			s->report.scans_cut++;
 		t->select_started_mono = now;
 		fp_select_plan(s->select, s->sm.set, s->sm.nset, limit, &scan);
+		/* a sweep ends well within the request's timeout */
+		scan.sweep_ms = (unsigned)(s->o->timeout_us / 1000 / 2);
 		rc = fp_node_scan_request(s->node, &scan, &id);
 		if (rc == -ENOTCONN && live(s)) {
 			/* not prepared on this connection: no selection */

@@ -23,7 +23,10 @@
  * and keeps on the node only the Len that did the most reductions in
  * their lives (what the node counts; a rate needs two readings): a
  * process busy now has done more than the idle ones around it, whatever
- * its place in the table. The filter is compiled code too: each chunk's
+ * its place in the table. It stops at the first chunk boundary after Ms
+ * milliseconds, so that it ends well within the request's timeout on a
+ * node too big or too busy to be read in one go, and says where the
+ * windows go on. The filter is compiled code too: each chunk's
  * readings are raised to the threshold {reductions, Thr}
  * (erlang:max/2), and proplists:delete/2 drops every pair whose key is
  * the threshold, so only the processes above it are kept; when more
@@ -75,35 +78,50 @@
 	"                    fun erlang:max/2, Reds(Ps), Dup), Ps)), " \
 	"            Trim(New ++ Acc, N + length(New), Thr) " \
 	"          end, "
+/* Walk gives {St, Next, Read}: Next is where a window goes on (start
+ * when the walk reached the end), Read the processes read. */
 #define SWEEP_TAIL \
-	"    {Kept, Nk, _} = St, " \
+	"    {{Kept, Nk, _}, Next, Read} = Walk(Begin, {[], 0, 0}, 0), " \
 	"    {Rs, Cs} = lists:unzip(lists:keydelete(self(), 2, " \
 	"                 lists:nthtail(erlang:max(0, Nk - Len), lists:sort(Kept)))), " \
-	"    {sweep, Count, Cs, Reds(Keep) ++ Rs, start} " \
+	"    {sweep, Count, Cs, Reds(Keep) ++ Rs, Next, Read} " \
 	"end " \
 	"end)()."
+/* A sweep stops at its first chunk boundary after Ms milliseconds: the
+ * windows go on from there. */
+#define SWEEP_CLOCK \
+	"    Stop = erlang:monotonic_time(millisecond) + Ms, " \
+	"    Late = fun() -> erlang:monotonic_time(millisecond) > Stop end, "
 
-/* The sweep over erlang:processes(), a chunk split off at a time. */
+/* The sweep over erlang:processes(), a chunk split off at a time; Next
+ * a position in it, as the windows take it. */
 static const char sweep_sublist_source[] =
 	SCAN_HEAD
 	SWEEP_FILTER
-	"    Walk = fun W([], S) -> S; "
-	"               W(Ps, S) -> {C, R} = try lists:split(" SWEEP_CHUNK ", Ps) "
-	"                                    catch error:badarg -> {Ps, []} end, "
-	"                           W(R, Add(C, S)) end, "
-	"    St = Walk(erlang:processes(), {[], 0, 0}), "
+	SWEEP_CLOCK
+	"    Walk = fun W([], S, N) -> {S, start, N}; "
+	"               W(Ps, S, N) -> case Late() of "
+	"                 true -> {S, N + 1, N}; "
+	"                 false -> {C, R} = try lists:split(" SWEEP_CHUNK ", Ps) "
+	"                                   catch error:badarg -> {Ps, []} end, "
+	"                          W(R, Add(C, S), N + length(C)) end end, "
+	"    Begin = erlang:processes(), "
 	SWEEP_TAIL;
 
 /* The sweep with the iterator, a chunk of steps at a time. */
 static const char sweep_iterator_source[] =
 	SCAN_HEAD
 	SWEEP_FILTER
+	SWEEP_CLOCK
 	"    Take = fun(_, {_, _} = It) -> erlang:processes_next(It); (_, It) -> {It, It} end, "
 	"    Seq = lists:seq(1, " SWEEP_CHUNK "), "
-	"    Walk = fun W(none, S) -> S; "
-	"               W(I, S) -> {C, I1} = lists:mapfoldl(Take, I, Seq), "
-	"                          W(I1, Add(lists:filter(fun erlang:is_pid/1, C), S)) end, "
-	"    St = Walk(erlang:processes_iterator(), {[], 0, 0}), "
+	"    Walk = fun W(none, S, N) -> {S, start, N}; "
+	"               W(I, S, N) -> case Late() of "
+	"                 true -> {S, I, N}; "
+	"                 false -> {C, I1} = lists:mapfoldl(Take, I, Seq), "
+	"                          Ps = lists:filter(fun erlang:is_pid/1, C), "
+	"                          W(I1, Add(Ps, S), N + length(Ps)) end end, "
+	"    Begin = erlang:processes_iterator(), "
 	SWEEP_TAIL;
 
 /* Step from Cursor (a position in erlang:processes()), Len pids. */
@@ -213,7 +231,7 @@ fp_node_scan_request(struct fp_node *node, const struct fp_scan *scan,
 	if (scan->step > scan->len || scan->len == 0)
 		return -EINVAL;
 	ei_x_new(&bindings);
-	ei_x_encode_list_header(&bindings, 5);
+	ei_x_encode_list_header(&bindings, 6);
 	encode_binding(&bindings, "Keep");
 	node_encode_pid_list(node, &bindings, scan->keep, scan->nkeep);
 	encode_binding(&bindings, "Max");
@@ -222,6 +240,8 @@ fp_node_scan_request(struct fp_node *node, const struct fp_scan *scan,
 	ei_x_encode_ulonglong(&bindings, scan->len);
 	encode_binding(&bindings, "Step");
 	ei_x_encode_ulonglong(&bindings, scan->step);
+	encode_binding(&bindings, "Ms");
+	ei_x_encode_ulonglong(&bindings, scan->sweep_ms);
 	encode_binding(&bindings, "Cursor");
 	if (scan->cursor_len)
 		ei_x_append_buf(&bindings, scan->cursor, (int)scan->cursor_len);

@@ -245,30 +245,33 @@ rank(struct fp_select *sel, size_t top, size_t *nheap, struct fp_pid pid,
 }
 
 /*
- * {full | window | sweep, Count, Pids, Reductions, Next} into sel->read
- * (Keep ++ Pids, or Pids) and sel->reds (-1: gone); the bytes of Next at
- * [*next_start, *next_end).
+ * {full | window, Count, Pids, Reductions, Next} or {sweep, ..., Next,
+ * Read} into sel->read (Keep ++ Pids, or Pids) and sel->reds (-1: gone);
+ * the bytes of Next at [*next_start, *next_end), *swept what a sweep
+ * read.
  * The cursor is not touched: a bad reply changes nothing.
  */
 static int
 decode_scan(struct fp_select *sel, const struct fp_reply *reply, bool *full,
 	    bool *sweep, size_t *processes, size_t *nread, int *next_start,
-	    int *next_end)
+	    int *next_end, size_t *swept)
 {
 	const char *buf = reply->buf;
 	char tag[MAXATOMLEN_UTF8];
 	int index = reply->index, arity, count, nreds, rc;
-	int64_t procs;
+	int64_t procs, read;
 	size_t first;
 
-	if (ei_decode_tuple_header(buf, &index, &arity) < 0 || arity != 5 ||
+	if (ei_decode_tuple_header(buf, &index, &arity) < 0 ||
+	    (arity != 5 && arity != 6) ||
 	    etf_decode_atom(buf, &index, tag) < 0 ||
 	    etf_decode_int(buf, &index, &procs) < 0 || procs < 0 ||
 	    ei_decode_list_header(buf, &index, &count) < 0 || count < 0)
 		return -EBADMSG;
 	*full = strcmp(tag, "full") == 0;
 	*sweep = strcmp(tag, "sweep") == 0;
-	if (!*full && !*sweep && strcmp(tag, "window") != 0)
+	if ((!*full && !*sweep && strcmp(tag, "window") != 0) ||
+	    (arity == 6) != *sweep)
 		return -EBADMSG;
 
 	first = *full ? 0 : sel->nkeep;
@@ -304,6 +307,12 @@ decode_scan(struct fp_select *sel, const struct fp_reply *reply, bool *full,
 	if (etf_skip_term(buf, &index) < 0)
 		return -EBADMSG;
 	*next_end = index;
+	*swept = 0;
+	if (*sweep) {
+		if (etf_decode_int(buf, &index, &read) < 0 || read < 0)
+			return -EBADMSG;
+		*swept = (size_t)read;
+	}
 	*processes = (size_t)procs;
 	return 0;
 }
@@ -315,7 +324,7 @@ fp_select_scan(struct fp_select *sel, const struct fp_reply *reply,
 {
 	struct fp_reply value = *reply;
 	struct pidmap seen;
-	size_t nheap = 0, alive = 0, processes, nread;
+	size_t nheap = 0, alive = 0, processes, nread, swept;
 	int rc, next_start, next_end;
 	bool full, sweep;
 
@@ -326,13 +335,14 @@ fp_select_scan(struct fp_select *sel, const struct fp_reply *reply,
 	if (reply->badrpc || node_reply_eval_value(&value) < 0)
 		return -EBADMSG;
 	rc = decode_scan(sel, &value, &full, &sweep, &processes, &nread,
-			 &next_start, &next_end);
+			 &next_start, &next_end, &swept);
 	if (rc < 0)
 		return rc;
 
 	/* The first window of a round is read twice: there is no window
-	 * before it that would have read its first half. A sweep leaves the
-	 * window where it was: at the start, the first selection. */
+	 * before it that would have read its first half. The windows go on
+	 * where a sweep stopped: at the start, when it read the whole
+	 * table. */
 	if (sweep) {
 		size_t n = nread - sel->nkeep;
 
@@ -342,7 +352,8 @@ fp_select_scan(struct fp_select *sel, const struct fp_reply *reply,
 			memcpy(sel->cand, sel->read + sel->nkeep,
 			       n * sizeof(*sel->cand));
 		sel->ncand = n;
-	} else if (full || !sel->plan_at_start || sel->last_at_start) {
+	}
+	if (sweep || full || !sel->plan_at_start || sel->last_at_start) {
 		int index = next_start;
 
 		if (ei_decode_atom(value.buf, &index, NULL) == 0 &&
@@ -406,8 +417,8 @@ fp_select_scan(struct fp_select *sel, const struct fp_reply *reply,
 	sel->history = seen;
 
 	result->processes = processes;
-	/* a sweep read every process on the node, and kept nread */
-	result->scanned = sweep ? processes + sel->nkeep : nread;
+	/* a sweep read what it walked, and sent back nread */
+	result->scanned = sweep ? swept + sel->nkeep : nread;
 	result->sweep = sweep;
 	result->alive = alive;
 	result->full = full;

@@ -32,7 +32,7 @@ enc_scan_head(ei_x_buff *x, const char *tag, size_t count)
 {
 	ei_x_encode_tuple_header(x, 3);
 	ei_x_encode_atom(x, "value");
-	ei_x_encode_tuple_header(x, 5);
+	ei_x_encode_tuple_header(x, strcmp(tag, "sweep") ? 5 : 6);
 	ei_x_encode_atom(x, tag);
 	ei_x_encode_ulong(x, count);
 }
@@ -126,6 +126,7 @@ scan_limited(struct fp_select *sel, const long *reds, uint64_t now,
 			enc_reds(&x, reds[cands[i] - 100]);
 		ei_x_encode_empty_list(&x);
 		ei_x_encode_atom(&x, "start");
+		ei_x_encode_ulong(&x, node_n);
 		nread = node_n + plan.nkeep;
 		free(cands);
 	} else {
@@ -411,6 +412,51 @@ START_TEST(select_sweep)
 }
 END_TEST
 
+/* A sweep that stopped early (its time ran out) says where: the windows
+ * go on from there, and what it read is what it walked. */
+START_TEST(select_sweep_partial)
+{
+	struct fp_select *sel = fp_select_new(100);
+	struct fp_select_result res;
+	struct fp_scan plan;
+	struct fp_pid out[1];
+	struct fp_reply r;
+	ei_x_buff x;
+	long pos = 0;
+	int index = 0;
+
+	fp_select_plan(sel, NULL, 0, 0, &plan);
+	fp_assert(plan.sweep);
+	ei_x_new_with_version(&x);
+	enc_scan_head(&x, "sweep", 1000);
+	ei_x_encode_list_header(&x, 1);
+	enc_pid(&x, 107);
+	ei_x_encode_empty_list(&x);
+	ei_x_encode_list_header(&x, 1);
+	enc_kv_long(&x, "reductions", 9000);
+	ei_x_encode_empty_list(&x);
+	ei_x_encode_long(&x, 401);	/* Next: where it stopped */
+	ei_x_encode_long(&x, 400);	/* Read */
+	ei_x_encode_empty_list(&x);
+	r = reply_of(&x);
+	fp_assert_int_eq(fp_select_scan(sel, &r, 1000000, NULL, 0, 1, out, &res), 0);
+	fp_assert(res.sweep && res.baseline);
+	fp_assert_int_eq(res.scanned, 400);
+	fp_assert_int_eq(res.processes, 1000);
+	ei_x_free(&x);
+
+	/* the candidate, then the window from the sweep's end */
+	fp_select_plan(sel, NULL, 0, 0, &plan);
+	fp_assert(!plan.sweep);
+	fp_assert_int_eq(plan.nkeep, 1);
+	fp_assert_int_eq(plan.keep[0].num, 107);
+	fp_assert(plan.cursor_len > 0);
+	fp_assert_int_eq(ei_decode_long(plan.cursor, &index, &pos), 0);
+	fp_assert_int_eq(pos, 401);
+	fp_select_destroy(sel);
+}
+END_TEST
+
 START_TEST(select_bad)
 {
 	struct fp_select *sel = fp_select_new(10);
@@ -475,6 +521,7 @@ suite(void)
 	tcase_add_test(tc, select_window);
 	tcase_add_test(tc, select_limit);
 	tcase_add_loop_test(tc, select_sweep, 0, 3);
+	tcase_add_test(tc, select_sweep_partial);
 	tcase_add_test(tc, select_bad);
 	suite_add_tcase(s, tc);
 	return s;

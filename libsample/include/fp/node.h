@@ -287,8 +287,9 @@ fp_node_decode_int(const struct fp_reply *reply, int64_t *value);
  * @keep and of a window of the node's process table, cut on the node, in
  * one request (timed). When the node has at most @max processes the
  * window is the whole table and @keep is not read twice. A @sweep reads
- * the whole table on the node and answers with the @len processes that
- * did the most reductions in their lives (the cursor is not used).
+ * the table on the node from its beginning, for at most about @sweep_ms,
+ * and answers with the @len processes that did the most reductions in
+ * their lives and where it stopped (the cursor is not used).
  */
 struct fp_scan {
 	const struct fp_pid *keep;
@@ -301,6 +302,8 @@ struct fp_scan {
 				 * last reply (external format, no version
 				 * byte); 0 bytes: at the beginning */
 	size_t cursor_len;
+	unsigned sweep_ms;	/* a sweep stops after this long (the
+				 * caller sets it; 0: after one chunk) */
 };
 
 /**

@@ -22,8 +22,9 @@
  * reads every process and answers with only the (at most 10000, and at
  * most scan_max) that did the most reductions in their lives; the next
  * selection reads them again with the first window and ranks them by
- * delta. A sweep's node time grows with the node (about a microsecond a
- * process), its reply and its memory on the node do not.
+ * delta. A sweep's node time grows with the node (a microsecond or two a
+ * process), its reply does not; it stops after the time the caller
+ * gives it (struct fp_scan's sweep_ms), and the windows go on from there.
  */
 #pragma once
 
@@ -80,7 +81,7 @@ struct fp_select_result {
 	size_t scanned;		/* read this time */
 	size_t alive;		/* of which still alive */
 	bool full;		/* the whole node was read */
-	bool sweep;		/* ... a sweep: scanned is the whole node */
+	bool sweep;		/* a sweep: scanned is what it walked */
 	bool baseline;		/* no history yet: nothing was ranked */
 };
 

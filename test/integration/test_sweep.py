@@ -17,6 +17,10 @@ whole table:
   (after a GC of every process) is back to what it was, +-20 MB, and rex
   holds no more than before.
 
+Then, on a node of 3000 idle processes with --scan-max 1000 --every 1s,
+the windows reach the end of the table and start again (on OTP 28+ the
+iterator says `none` there) with no failed scan.
+
 The node's OTP release is the first erl on PATH's: OTP 25-27 sweep
 erlang:processes() in chunks, OTP 28+ walk the table with
 erlang:processes_iterator/0.
@@ -111,6 +115,20 @@ def main(t):
             % ((total - base_total) / MB))
     t.check(rex <= base_rex + 64 * 1024, "rex holds no more than before (%d -> %d)"
             % (base_rex, rex))
+    node.stop()
+
+    small = h.Node(idle=3000).start(timeout=60)
+    n = small.eval_int("erlang:system_info(process_count)")
+    d = h.start_daemon(h.daemon_args(small, h.mkdtemp("out_"), verbose=True,
+                                     scan_max=1000, every="1s"))
+    # the sweep, then windows moving by about 500: past the end and back
+    d.wait_log(r"debug: selection: ", timeout=60, count=2 + 2 * n // 1000 + 4)
+    rc = d.stop()
+    se = d.read_stderr()
+    t.eq(rc, 0, "daemon exit code 0 (windows)")
+    t.check(not re.search(r"unexpected reply to the selection scan|rpc failed", se),
+            "no failed scan where the windows meet the end of the table",
+            "\n".join(l for l in se.splitlines() if "scan" in l or "rpc failed" in l)[-3000:])
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@
 #include "fp/select.h"
 #include "node-private.h"
 #include "pidmap.h"
+#include "util-buf.h"
 #include "util-mem.h"
 
 /* The most candidates a sweep leaves (fewer under a smaller --scan-max):
@@ -101,16 +102,6 @@ fp_select_reset(struct fp_select *sel)
 	sel->ncand = 0;
 }
 
-/* Grow @p (of @cap elements of @size) to hold @n. */
-static void *
-reserve(void *p, size_t *cap, size_t n, size_t size)
-{
-	if (n <= *cap)
-		return p;
-	*cap = n;
-	return xrealloc(p, n * size);
-}
-
 static bool
 in_list(const struct fp_pid *list, size_t n, struct fp_pid pid)
 {
@@ -133,7 +124,7 @@ fp_select_plan(struct fp_select *sel, const struct fp_pid *keep, size_t nkeep,
 		cap = 2;
 	/* the selection, then what the last sweep left, read again */
 	nk = nkeep + sel->ncand < cap - 1 ? nkeep + sel->ncand : cap - 1;
-	sel->keep = reserve(sel->keep, &sel->keep_cap, nk, sizeof(*sel->keep));
+	FP_GROW(sel->keep, sel->keep_cap, nk);
 	nsel = nkeep < nk ? nkeep : nk;
 	if (nsel)
 		memcpy(sel->keep, keep, nsel * sizeof(*keep));
@@ -244,6 +235,16 @@ rank(struct fp_select *sel, size_t top, size_t *nheap, struct fp_pid pid,
 	}
 }
 
+/* Grow @p (of @cap elements of @size) to hold @n. */
+static void *
+reserve(void *p, size_t *cap, size_t n, size_t size)
+{
+	if (n <= *cap)
+		return p;
+	*cap = n;
+	return xrealloc(p, n * size);
+}
+
 /*
  * {full | window, Count, Pids, Reductions, Next} or {sweep, ..., Next,
  * Read} into sel->read (Keep ++ Pids, or Pids) and sel->reds (-1: gone);
@@ -338,6 +339,8 @@ fp_select_scan(struct fp_select *sel, const struct fp_reply *reply,
 			 &next_start, &next_end, &swept);
 	if (rc < 0)
 		return rc;
+	if (sweep && !sel->plan_sweep)
+		return -EBADMSG;	/* a sweep was not asked for */
 
 	/* The first window of a round is read twice: there is no window
 	 * before it that would have read its first half. The windows go on
@@ -346,8 +349,7 @@ fp_select_scan(struct fp_select *sel, const struct fp_reply *reply,
 	if (sweep) {
 		size_t n = nread - sel->nkeep;
 
-		sel->cand = reserve(sel->cand, &sel->cand_cap, n,
-				    sizeof(*sel->cand));
+		FP_GROW(sel->cand, sel->cand_cap, n);
 		if (n)
 			memcpy(sel->cand, sel->read + sel->nkeep,
 			       n * sizeof(*sel->cand));

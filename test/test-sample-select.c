@@ -413,7 +413,8 @@ START_TEST(select_sweep)
 END_TEST
 
 /* A sweep that stopped early (its time ran out) says where: the windows
- * go on from there, and what it read is what it walked. */
+ * go on from there, and what it read is what it walked. A sweep's reply
+ * is taken only for a sweep. */
 START_TEST(select_sweep_partial)
 {
 	struct fp_select *sel = fp_select_new(100);
@@ -453,6 +454,21 @@ START_TEST(select_sweep_partial)
 	fp_assert(plan.cursor_len > 0);
 	fp_assert_int_eq(ei_decode_long(plan.cursor, &index, &pos), 0);
 	fp_assert_int_eq(pos, 401);
+
+	/* a sweep's reply to a window's plan is refused */
+	ei_x_new_with_version(&x);
+	enc_scan_head(&x, "sweep", 1000);
+	ei_x_encode_empty_list(&x);
+	ei_x_encode_list_header(&x, 1);
+	enc_kv_long(&x, "reductions", 9001);
+	ei_x_encode_empty_list(&x);
+	ei_x_encode_atom(&x, "start");
+	ei_x_encode_long(&x, 1000);
+	ei_x_encode_empty_list(&x);
+	r = reply_of(&x);
+	fp_assert_int_eq(fp_select_scan(sel, &r, 2000000, NULL, 0, 1, out, &res),
+			 -EBADMSG);
+	ei_x_free(&x);
 	fp_select_destroy(sel);
 }
 END_TEST

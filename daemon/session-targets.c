@@ -253,7 +253,10 @@ fpd_targets_on_scan(struct fpd_session *s, struct fp_reply *reply,
 		nours++;
 	n = fp_select_scan(s->select, reply, now, ours, nours,
 			   s->cost.budget.top, t->top, &res);
-	fpd_cost_selection(&s->cost, us, res.scanned, bytes);
+	if (res.sweep)
+		fpd_cost_sweep(&s->cost, us, res.scanned, bytes);
+	else
+		fpd_cost_selection(&s->cost, us, res.scanned, bytes);
 	if (n < 0) {
 		fpd_warn("unexpected reply to the selection scan; selection skipped");
 		return;

@@ -40,6 +40,8 @@ struct fp_select {
 	size_t cursor_len, cursor_cap;	/* 0 bytes: at the beginning */
 	bool plan_at_start;	/* the pending plan's window is the first */
 	bool last_at_start;	/* ... and so was the last one's */
+	bool fresh;		/* the window starts where a sweep stopped:
+				 * a first window too */
 
 	struct fp_pid *keep;	/* the pending plan's re-read pids */
 	size_t nkeep, keep_cap;
@@ -99,6 +101,7 @@ fp_select_reset(struct fp_select *sel)
 	sel->pending = false;
 	sel->cursor_len = 0;
 	sel->last_at_start = false;
+	sel->fresh = false;
 	sel->ncand = 0;
 }
 
@@ -134,7 +137,7 @@ fp_select_plan(struct fp_select *sel, const struct fp_pid *keep, size_t nkeep,
 	sel->nkeep = nk;
 	sel->pending = true;
 	sel->plan_sweep = sweep;
-	sel->plan_at_start = sel->cursor_len == 0;
+	sel->plan_at_start = sel->cursor_len == 0 || sel->fresh;
 
 	len = cap - nk;
 	if (sweep && len > SWEEP_KEEP)
@@ -358,6 +361,8 @@ fp_select_scan(struct fp_select *sel, const struct fp_reply *reply,
 	if (sweep || full || !sel->plan_at_start || sel->last_at_start) {
 		int index = next_start;
 
+		/* a window read twice where the sweep stopped moves on */
+		sel->fresh = sweep;
 		if (ei_decode_atom(value.buf, &index, NULL) == 0 &&
 		    index == next_end) {
 			sel->cursor_len = 0;	/* start */

@@ -412,6 +412,35 @@ START_TEST(select_sweep)
 }
 END_TEST
 
+/* A window reply of @n pids from position @from (reductions 1 each, no
+ * keep read), the next window at @next. */
+static int
+window_reply(struct fp_select *sel, const struct fp_scan *plan, size_t count,
+	     long from, size_t n, long next, uint64_t now, struct fp_pid *out,
+	     struct fp_select_result *res)
+{
+	struct fp_reply r;
+	ei_x_buff x;
+	int rc;
+
+	ei_x_new_with_version(&x);
+	enc_scan_head(&x, "window", count);
+	ei_x_encode_list_header(&x, (long)n);
+	for (size_t i = 0; i < n; i++)
+		enc_pid(&x, (unsigned)(100 + from - 1 + (long)i));
+	ei_x_encode_empty_list(&x);
+	ei_x_encode_list_header(&x, (long)(plan->nkeep + n));
+	for (size_t i = 0; i < plan->nkeep + n; i++)
+		enc_kv_long(&x, "reductions", 1);
+	ei_x_encode_empty_list(&x);
+	ei_x_encode_long(&x, next);
+	ei_x_encode_empty_list(&x);
+	r = reply_of(&x);
+	rc = fp_select_scan(sel, &r, now, NULL, 0, 1, out, res);
+	ei_x_free(&x);
+	return rc;
+}
+
 /* A sweep that stopped early (its time ran out) says where: the windows
  * go on from there, and what it read is what it walked. A sweep's reply
  * is taken only for a sweep. */
@@ -454,6 +483,26 @@ START_TEST(select_sweep_partial)
 	fp_assert(plan.cursor_len > 0);
 	fp_assert_int_eq(ei_decode_long(plan.cursor, &index, &pos), 0);
 	fp_assert_int_eq(pos, 401);
+	/* that first window is read twice, as the first of a round is: the
+	 * pids past its end have no window before them */
+	fp_assert_int_eq(window_reply(sel, &plan, 1000, 401, 50, 426, 2000000,
+				      out, &res), 0);
+	fp_select_plan(sel, NULL, 0, 0, &plan);
+	index = 0;
+	fp_assert_int_eq(ei_decode_long(plan.cursor, &index, &pos), 0);
+	fp_assert_int_eq(pos, 401);
+	fp_assert_int_eq(window_reply(sel, &plan, 1000, 401, 50, 426, 3000000,
+				      out, &res), 0);
+	fp_select_plan(sel, NULL, 0, 0, &plan);
+	index = 0;
+	fp_assert_int_eq(ei_decode_long(plan.cursor, &index, &pos), 0);
+	fp_assert_int_eq(pos, 426);
+	fp_assert_int_eq(window_reply(sel, &plan, 1000, 426, 50, 451, 4000000,
+				      out, &res), 0);
+	fp_select_plan(sel, NULL, 0, 0, &plan);
+	index = 0;
+	fp_assert_int_eq(ei_decode_long(plan.cursor, &index, &pos), 0);
+	fp_assert_int_eq(pos, 451);
 
 	/* a sweep's reply to a window's plan is refused */
 	ei_x_new_with_version(&x);

@@ -16,7 +16,7 @@
  * interpreted fun each (about 0.7 µs: measured on OTP 29, the only fun
  * shape that stays that cheap is one whose first clause matches its
  * argument and whose body binds nothing; a first clause that fails on it,
- * or a case in the body, costs 15-50 µs). So the walk carries what
+ * or a case in the body, costs 14-50 µs). So the walk carries what
  * processes_next/1 last returned, {Pid, Iterator} or none, and each step
  * hands out that pid and calls it again: the end of the table (none) is
  * a state like any other, and the second clause keeps it.

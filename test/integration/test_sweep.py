@@ -4,9 +4,10 @@
 The demo node runs FP_SWEEP_IDLE (200 000) idle processes and, started
 after them (so last in the process table), four busy workers
 (fp_demo:busy_loop/1). The daemon runs with --scan-max 20000 and its
-other defaults but --timeout 20s (the sweep stops after half of it: on a
-loaded 2-core machine an OTP 29 node, whose walk is interpreted, can
-take over the default 2.5 s for 200 000 processes): a window alone would
+other defaults but --timeout 20s (the sweep stops after three quarters
+of it: on a loaded 2-core machine an OTP 29 node, whose walk is
+interpreted, can take over the default 3.75 s for 200 000 processes): a
+window alone would
 reach the busy workers only after 2 x 200 000 / 20 000 selections. The
 first selection is a sweep of the whole table:
 

@@ -4,8 +4,8 @@
 #include <string.h>
 
 #include "fp-test.h"
+#include "../daemon/budget.h"
 #include "../daemon/cost.h"
-#include "../daemon/flame_profd.h"
 
 START_TEST(budget_off)
 {

@@ -246,6 +246,10 @@ fpd_session_perf_pid(struct fpd_session *s, pid_t *pid)
 		fprintf(stderr, "flame_profd: error: --perf auto: %s (OS pid %d) has no perf map of its own: /tmp/perf-%d.map is older than the process, left by an earlier one of that pid; start the node with +JPperf true\n",
 			node, (int)*pid, (int)*pid);
 		break;
+	case FPD_PERF_PID_FOREIGN_MAP:
+		fprintf(stderr, "flame_profd: error: --perf auto: %s (OS pid %d) has no perf map of its own: /tmp/perf-%d.map is a symbolic link, not a regular file, owned by another user than the node's, or writable by others\n",
+			node, (int)*pid, (int)*pid);
+		break;
 	case FPD_PERF_PID_NO_MAP:
 		fprintf(stderr, "flame_profd: error: --perf auto: %s (OS pid %d) has no perf map /tmp/perf-%d.map: start the node with +JPperf true (or the daemon does not see the node's /tmp)\n",
 			node, (int)*pid, (int)*pid);

@@ -8,7 +8,8 @@ map is moved aside (the node keeps writing to it) and
 - a symbolic link owned by nobody to a root 0600 file of map-shaped
   lines naming the node's JIT code: the run goes on, a warning names the
   map and says why, the JIT frames stay unnamed, no byte of the file is
-  in the output and the file is untouched;
+  in the output and the file is untouched; --perf auto exits 78 saying
+  the node has no map of its own;
 - a copy of those lines owned by nobody: the same, "owned by another
   user";
 - a FIFO no one writes to: the run ends at --duration (exit 0), with a
@@ -115,6 +116,13 @@ def main(t):
         t.eq((after.st_mode, after.st_uid, after.st_size, after.st_mtime_ns),
              (before.st_mode, before.st_uid, before.st_size, before.st_mtime_ns),
              "symlink: the file it leads to is untouched")
+        # --perf auto: the node has no map of its own
+        rc, _, se = h.run_daemon(h.daemon_args(node, h.mkdtemp("out_"), top=5,
+                                               duration="3s", perf="auto"),
+                                 timeout=60)
+        t.eq(rc, 78, "symlink: --perf auto exits 78")
+        t.check("has no perf map of its own: %s is a symbolic link" % path in se,
+                "... saying why", se[-2000:])
         os.unlink(path)
 
         # 2. the same lines in a file of another user

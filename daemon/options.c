@@ -255,7 +255,7 @@ static const char usage_tail[] =
 "      host, the pid it tells is no process here or another process (another\n"
 "      pid namespace), or the node has no perf map of its own (not started\n"
 "      with +JPperf true, or the map is a link, not a regular file, another\n"
-"      user's or writable by others)\n";
+"      user's, writable by others or has more than one link)\n";
 
 void
 fpd_options_usage(FILE *f)

@@ -207,6 +207,10 @@ fpd_perf_map_open(const char *path, uid_t uid, struct stat *st)
 		rc = -EPERM;
 	else if (st->st_mode & S_IWOTH)
 		rc = -EACCES;
+	else if (st->st_nlink != 1)
+		/* a hard link to a file of root's another user made
+		 * (fs.protected_hardlinks=0): the JIT's map has one name */
+		rc = -EMLINK;
 	else
 		return fd;
 	close(fd);
@@ -232,6 +236,10 @@ warn_refused(const char *path, int rc)
 		break;
 	case -EACCES:
 		fpd_warn("--perf: not reading the perf map %s: it is writable by others; JIT code stays unnamed",
+			 path);
+		break;
+	case -EMLINK:
+		fpd_warn("--perf: not reading the perf map %s: it has other hard links; JIT code stays unnamed",
 			 path);
 		break;
 	default:

@@ -20,16 +20,17 @@
 
 /**
  * Open @path, a process's perf map, for reading if it can be the map of a
- * process of user @uid: not a symbolic link, a regular file, owned by
- * @uid or root, not writable by others (Linux perf's own reading of
- * /tmp/perf-PID.map refuses one its user does not own). Never blocks: a
- * FIFO is opened non-blocking and refused.
+ * process of user @uid: not a symbolic link, a regular file of one
+ * link, owned by @uid or root, not writable by others (Linux perf's own
+ * reading of /tmp/perf-PID.map refuses one its user does not own). Never
+ * blocks: a FIFO is opened non-blocking and refused.
  *
  * @param[out] st  the file's status (when it was opened)
  * @return an open descriptor the caller closes, or -ENOENT (no such
  *         file), -ELOOP (a symbolic link), -EINVAL (not a regular file),
  *         -EPERM (owned by another user), -EACCES (writable by others),
- *         or another negative errno of open(2)
+ *         -EMLINK (more than one link), or another negative errno of
+ *         open(2)
  */
 int
 fpd_perf_map_open(const char *path, uid_t uid, struct stat *st);

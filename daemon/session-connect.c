@@ -247,7 +247,7 @@ fpd_session_perf_pid(struct fpd_session *s, pid_t *pid)
 			node, (int)*pid, (int)*pid);
 		break;
 	case FPD_PERF_PID_FOREIGN_MAP:
-		fprintf(stderr, "flame_profd: error: --perf auto: %s (OS pid %d) has no perf map of its own: /tmp/perf-%d.map is a symbolic link, not a regular file, owned by another user than the node's, or writable by others\n",
+		fprintf(stderr, "flame_profd: error: --perf auto: %s (OS pid %d) has no perf map of its own: /tmp/perf-%d.map is a symbolic link, not a regular file, owned by another user than the node's, writable by others, or has more than one link\n",
 			node, (int)*pid, (int)*pid);
 		break;
 	case FPD_PERF_PID_NO_MAP:

@@ -325,6 +325,34 @@ START_TEST(map_symlink)
 }
 END_TEST
 
+/* A hard link another user made (fs.protected_hardlinks=0) to a file
+ * only root can read: owned by root, and still not the map. */
+START_TEST(map_hardlink)
+{
+	char victim[] = "/tmp/fp-test-victim-XXXXXX";
+	struct map_fixture fx;
+	struct fpd_symbols *syms;
+	int fd;
+
+	map_fixture_open(&fx);
+	fd = mkstemp(victim);
+	fp_assert_int_ge(fd, 0);
+	fp_assert_int_eq(write(fd, victim_text, sizeof(victim_text) - 1),
+			 (ssize_t)sizeof(victim_text) - 1);
+	fp_assert_int_eq(fchmod(fd, 0600), 0);
+	close(fd);
+	fp_assert_int_eq(link(victim, fx.path), 0);
+
+	syms = fpd_symbols_new(getpid(), fx.dir);
+	assert_unnamed(syms, 0x40001010);
+	fpd_symbols_destroy(syms);
+	fp_assert(log_has(&fx, "it has other hard links"));
+
+	unlink(victim);
+	map_fixture_close(&fx);
+}
+END_TEST
+
 /* A map of another user than the process's (the test's: root), and one
  * anyone may write. */
 START_TEST(map_owner)
@@ -923,6 +951,17 @@ START_TEST(perf_pid_foreign_map)
 	fp_assert_int_eq(symlink("/etc/passwd", path), 0);
 	fp_assert_int_eq(fpd_perf_pid_check(dir, dir, pid, "app@vm", -1),
 			 FPD_PERF_PID_FOREIGN_MAP);
+	unlink(path);
+	{
+		char victim[256];
+
+		snprintf(victim, sizeof(victim), "%s/victim", dir);
+		map_write(victim, "", 0, 0600);
+		fp_assert_int_eq(link(victim, path), 0);
+		fp_assert_int_eq(fpd_perf_pid_check(dir, dir, pid, "app@vm", -1),
+				 FPD_PERF_PID_FOREIGN_MAP);
+		unlink(victim);
+	}
 
 	remove_fake_proc(dir, pid);
 }
@@ -945,6 +984,7 @@ suite(void)
 	tcase_add_loop_test(tc, utf8_fix, 0,
 			    (int)(sizeof(utf8_cases) / sizeof(utf8_cases[0])));
 	tcase_add_test(tc, map_symlink);
+	tcase_add_test(tc, map_hardlink);
 	tcase_add_test(tc, map_owner);
 	tcase_add_test(tc, map_fifo);
 	tcase_add_test(tc, map_sparse);

@@ -11,7 +11,7 @@ map is moved aside (the node keeps writing to it) and
   in the output and the file is untouched; --perf auto exits 78 saying
   the node has no map of its own;
 - a copy of those lines owned by nobody: the same, "owned by another
-  user";
+  user"; a hard link to the root file: the same, "other hard links";
 - a FIFO no one writes to: the run ends at --duration (exit 0), with a
   warning;
 - the node's own map with names that are not UTF-8, a catch-all line
@@ -134,6 +134,14 @@ def main(t):
         t.check("it is owned by another user than the node's" in se,
                 "foreign owner: a warning says so", se[-2000:])
         t.check(b"victim_secret" not in raw, "foreign owner: none of its names")
+        os.unlink(path)
+
+        # a hard link to the root 0600 file (fs.protected_hardlinks=0
+        # lets any user make one): root's file, and not the map
+        os.link(victim, path)
+        rc, se, _, samples, raw = run(t, node, "hard link")
+        t.check("it has other hard links" in se, "hard link: a warning says so", se[-2000:])
+        t.check(b"victim_secret" not in raw, "hard link: none of its names")
         os.unlink(path)
 
         # 3. a FIFO no one writes to

@@ -8,7 +8,8 @@
  *
  * The map is written in a directory of its own under /tmp as this
  * process's perf-PID.map and removed afterwards. Memory is the process's
- * resident set (VmRSS) before and after; time is CLOCK_MONOTONIC.
+ * resident set (VmRSS) before and after; time is CLOCK_MONOTONIC; then
+ * the time of one lookup, of a JIT address and of a C address.
  */
 #include <fcntl.h>
 #include <stdio.h>
@@ -18,6 +19,8 @@
 #include <unistd.h>
 
 #include "perf-symbols.h"
+
+#define LOOKUPS 2000000u
 
 static long
 rss_kib(void)
@@ -35,7 +38,11 @@ rss_kib(void)
 	return kib;
 }
 
-static double
+/* not static: looked up as C code by its ELF symbol */
+double
+now_s(void);
+
+double
 now_s(void)
 {
 	struct timespec ts;
@@ -85,6 +92,17 @@ measure(const char *what, const char *dir, unsigned long long bytes)
 	printf("%s: %llu MiB file: %.2f s, resident +%ld MiB (%s:%s)\n", what,
 	       bytes >> 20, now_s() - t0, (rss_kib() - before) >> 10,
 	       f.module, f.function);
+	/* the cost per frame of a sample: JIT addresses the map names and
+	 * C addresses (this program's own code) */
+	t0 = now_s();
+	for (unsigned i = 0; i < LOOKUPS; i++)
+		fpd_symbols_lookup(syms, 0x7f0000000000ull + 0x400ull * (i % 100000) + 8, &f);
+	double jit_ns = (now_s() - t0) * 1e9 / LOOKUPS;
+	t0 = now_s();
+	for (unsigned i = 0; i < LOOKUPS; i++)
+		fpd_symbols_lookup(syms, (uint64_t)(uintptr_t)now_s + (i % 16), &f);
+	printf("%s: lookups: JIT %.0f ns, C %.0f ns (%s:%s)\n", what, jit_ns,
+	       (now_s() - t0) * 1e9 / LOOKUPS, f.module, f.function);
 	fpd_symbols_destroy(syms);
 }
 

@@ -667,11 +667,12 @@ read_maps(struct fpd_symbols *s)
 static const struct mapping *
 find_mapping(const struct fpd_symbols *s, uint64_t addr)
 {
-	for (size_t i = 0; i < s->nmaps; i++) {
-		if (addr >= s->maps[i].start && addr < s->maps[i].end)
-			return &s->maps[i];
-	}
-	return NULL;
+	/* every address of a sample is looked for here first: the kernel
+	 * lists the mappings in address order, so a binary search */
+	const struct mapping *m = last_at_or_below(s->maps, s->nmaps,
+						   sizeof(*s->maps), addr);
+
+	return m && addr < m->end ? m : NULL;
 }
 
 static const struct sym *

@@ -606,7 +606,8 @@ dso_load(struct dso *d)
 			break;
 		}
 	}
-	qsort(d->syms, d->nsyms, sizeof(*d->syms), cmp_sym);
+	if (d->nsyms)
+		qsort(d->syms, d->nsyms, sizeof(*d->syms), cmp_sym);
 out:
 	munmap(map, (size_t)st.st_size);
 }

@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -26,6 +25,7 @@
 #define JIT_SIZE_MAX (64ull << 20)	/* larger than any function */
 #define USER_ADDR_MIN 0x10000ull	/* vm.mmap_min_addr's default */
 #define USER_ADDR_END (1ull << 56)	/* user space, 5-level paging */
+#define ELF_PART_MAX (256u << 20)	/* an ELF symbol or string table */
 
 struct sym {
 	uint64_t start, end;
@@ -531,14 +531,43 @@ find_jit(const struct fpd_symbols *s, uint64_t addr)
 	return j && addr - j->start < j->size ? j : NULL;
 }
 
+/* @len bytes at @off of @fd, a file of @size bytes, and a NUL: NULL when
+ * they are not all in the file or more than ELF_PART_MAX. Read, never
+ * mapped: a file the node's user truncates meanwhile cannot fault the
+ * daemon, and memory follows what the tables hold, not what the headers
+ * claim. */
+static char *
+read_part(int fd, uint64_t size, uint64_t off, uint64_t len)
+{
+	size_t got = 0;
+	char *buf;
+
+	if (off > size || len > size - off || len > ELF_PART_MAX)
+		return NULL;
+	buf = xzalloc((size_t)len + 1);
+	while (got < len) {
+		ssize_t n = pread(fd, buf + got, (size_t)len - got, (off_t)(off + got));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			free(buf);
+			return NULL;
+		}
+		got += (size_t)n;
+	}
+	return buf;
+}
+
 static void
 dso_load(struct dso *d)
 {
-	const Elf64_Ehdr *eh;
-	const Elf64_Shdr *sh;
+	Elf64_Ehdr *eh = NULL;
+	Elf64_Phdr *ph = NULL;
+	Elf64_Shdr *sh = NULL;
+	Elf64_Sym *sy = NULL;
 	struct stat st;
-	void *map;
-	size_t strtab_len = 0;
+	uint64_t size;
 	int fd;
 
 	d->loaded = true;
@@ -547,23 +576,20 @@ dso_load(struct dso *d)
 	fd = open(d->path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
-	    (size_t)st.st_size < sizeof(*eh)) {
-		close(fd);
-		return;
-	}
-	map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-	close(fd);
-	if (map == MAP_FAILED)
-		return;
-	eh = map;
-	if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 ||
-	    eh->e_ident[EI_CLASS] != ELFCLASS64 ||
-	    eh->e_phoff + (uint64_t)eh->e_phnum * sizeof(Elf64_Phdr) > (uint64_t)st.st_size ||
-	    eh->e_shoff + (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr) > (uint64_t)st.st_size)
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+		goto out;
+	size = (uint64_t)st.st_size;
+	eh = (Elf64_Ehdr *)read_part(fd, size, 0, sizeof(*eh));
+	if (!eh || memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 ||
+	    eh->e_ident[EI_CLASS] != ELFCLASS64)
+		goto out;
+	ph = (Elf64_Phdr *)read_part(fd, size, eh->e_phoff,
+				     (uint64_t)eh->e_phnum * sizeof(*ph));
+	sh = (Elf64_Shdr *)read_part(fd, size, eh->e_shoff,
+				     (uint64_t)eh->e_shnum * sizeof(*sh));
+	if (!ph || !sh)
 		goto out;
 
-	const Elf64_Phdr *ph = (const Elf64_Phdr *)((const char *)map + eh->e_phoff);
 	d->loads = xzalloc((eh->e_phnum ? eh->e_phnum : 1) * sizeof(*d->loads));
 	for (unsigned i = 0; i < eh->e_phnum; i++) {
 		if (ph[i].p_type == PT_LOAD)
@@ -572,26 +598,30 @@ dso_load(struct dso *d)
 
 	/* .symtab when the file keeps it (the OTP builds do), else
 	 * .dynsym: exported symbols only */
-	sh = (const Elf64_Shdr *)((const char *)map + eh->e_shoff);
 	for (int pass = 0; pass < 2 && !d->nsyms; pass++) {
 		unsigned want = pass == 0 ? SHT_SYMTAB : SHT_DYNSYM;
 
 		for (unsigned i = 0; i < eh->e_shnum; i++) {
+			const Elf64_Shdr *str;
+			size_t n, strtab_len;
+
 			if (sh[i].sh_type != want || sh[i].sh_link >= eh->e_shnum)
 				continue;
-			const Elf64_Shdr *str = &sh[sh[i].sh_link];
-			if (sh[i].sh_offset + sh[i].sh_size > (uint64_t)st.st_size ||
-			    str->sh_offset + str->sh_size > (uint64_t)st.st_size ||
-			    !str->sh_size)
+			str = &sh[sh[i].sh_link];
+			if (!str->sh_size)
 				continue;
-			const Elf64_Sym *sy = (const Elf64_Sym *)((const char *)map + sh[i].sh_offset);
-			size_t n = sh[i].sh_size / sizeof(*sy);
-
-			d->strtab = xzalloc(str->sh_size + 1);
-			memcpy(d->strtab, (const char *)map + str->sh_offset, str->sh_size);
-			strtab_len = str->sh_size;
+			free(sy);
+			free(d->strtab);
+			free(d->syms);
+			d->syms = NULL;
+			sy = (Elf64_Sym *)read_part(fd, size, sh[i].sh_offset, sh[i].sh_size);
+			d->strtab = read_part(fd, size, str->sh_offset, str->sh_size);
+			if (!sy || !d->strtab)
+				continue;
+			strtab_len = (size_t)str->sh_size;
 			/* names go into files read as UTF-8 */
 			fpd_utf8_fix(d->strtab, strtab_len);
+			n = (size_t)(sh[i].sh_size / sizeof(*sy));
 			d->syms = xzalloc((n ? n : 1) * sizeof(*d->syms));
 			for (size_t k = 0; k < n; k++) {
 				if (ELF64_ST_TYPE(sy[k].st_info) != STT_FUNC ||
@@ -609,7 +639,11 @@ dso_load(struct dso *d)
 	if (d->nsyms)
 		qsort(d->syms, d->nsyms, sizeof(*d->syms), cmp_sym);
 out:
-	munmap(map, (size_t)st.st_size);
+	free(sy);
+	free(sh);
+	free(ph);
+	free(eh);
+	close(fd);
 }
 
 static struct dso *

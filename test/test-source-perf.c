@@ -3,14 +3,17 @@
  * symbol tables, on this very process.
  */
 #include <arpa/inet.h>
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -582,6 +585,83 @@ START_TEST(map_replaced)
 }
 END_TEST
 
+/* An ELF file the node's user made and mapped executable (a NIF): section
+ * headers whose offset and size wrap past the end, and a 50 GiB symbol
+ * table in a sparse file. Named by the file, without symbols; not read
+ * out of bounds, not allocated whole. */
+START_TEST(elf_hostile)
+{
+	static const struct {
+		uint64_t str_off, str_size, sym_off, sym_size, file_size;
+	} shapes[] = {
+		{ 0xffffffffffffff00ull, 0x200, 0, 0x200, 4096 },
+		{ 0, 16, 0xffffffffffffff00ull, 0x1000, 4096 },
+		{ 0, 16, 4096, 50ull << 30, 100ull << 30 },
+	};
+	char dir[] = "/tmp/fp-test-elf-XXXXXX", path[128];
+	struct fpd_symbols *syms;
+	struct fp_frame f;
+
+	fp_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/libhostile.so", dir);
+	for (size_t c = 0; c < sizeof(shapes) / sizeof(shapes[0]); c++) {
+		struct {
+			Elf64_Ehdr eh;
+			Elf64_Phdr ph;
+			Elf64_Shdr sh[2];
+		} elf = {
+			.eh = {
+				.e_ident = { ELFMAG0, ELFMAG1, ELFMAG2, ELFMAG3,
+					     ELFCLASS64, ELFDATA2LSB, EV_CURRENT },
+				.e_type = ET_DYN, .e_machine = EM_X86_64,
+				.e_version = EV_CURRENT,
+				.e_phoff = offsetof(__typeof__(elf), ph), .e_phnum = 1,
+				.e_shoff = offsetof(__typeof__(elf), sh), .e_shnum = 2,
+				.e_ehsize = sizeof(Elf64_Ehdr),
+				.e_phentsize = sizeof(Elf64_Phdr),
+				.e_shentsize = sizeof(Elf64_Shdr),
+			},
+			.ph = { .p_type = PT_LOAD, .p_flags = PF_R | PF_X,
+				.p_filesz = 4096, .p_memsz = 4096 },
+			.sh = {
+				{ .sh_type = SHT_STRTAB, .sh_offset = shapes[c].str_off,
+				  .sh_size = shapes[c].str_size },
+				{ .sh_type = SHT_SYMTAB, .sh_link = 0,
+				  .sh_offset = shapes[c].sym_off,
+				  .sh_size = shapes[c].sym_size,
+				  .sh_entsize = sizeof(Elf64_Sym) },
+			},
+		};
+		int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
+		void *code;
+
+		fp_assert_int_ge(fd, 0);
+		fp_assert_int_eq(write(fd, &elf, sizeof(elf)), (ssize_t)sizeof(elf));
+		if (ftruncate(fd, (off_t)shapes[c].file_size) < 0) {
+			fprintf(stderr, "elf_hostile: no sparse file of %llu bytes here: not run\n",
+				(unsigned long long)shapes[c].file_size);
+			close(fd);
+			continue;
+		}
+		code = mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0);
+		close(fd);
+		if (code == MAP_FAILED) {
+			fprintf(stderr, "elf_hostile: cannot map %s executable (%s): not run\n",
+				path, strerror(errno));
+			break;
+		}
+		syms = fpd_symbols_new(getpid(), dir);
+		fpd_symbols_lookup(syms, (uint64_t)(uintptr_t)code + 16, &f);
+		fp_assert_str_eq(f.module, "libhostile.so");
+		fp_assert_str_eq(f.function, "[unknown]");
+		fpd_symbols_destroy(syms);
+		munmap(code, 4096);
+	}
+	unlink(path);
+	fp_assert_int_eq(rmdir(dir), 0);
+}
+END_TEST
+
 static volatile int spinning;
 
 static void *
@@ -992,6 +1072,7 @@ suite(void)
 	tcase_add_test(tc, map_catch_all);
 	tcase_add_test(tc, map_odd_lines);
 	tcase_add_test(tc, map_replaced);
+	tcase_add_test(tc, elf_hostile);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("events");
 	tcase_set_timeout(tc, 20);

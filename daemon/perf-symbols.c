@@ -398,12 +398,14 @@ take_line(struct fpd_symbols *s, const char *line, size_t len)
 static void
 read_lines(struct fpd_symbols *s, int fd, uint64_t end)
 {
-	char *buf = xrealloc(NULL, MAP_CHUNK);
 	uint64_t off = s->map_read;
+	/* the map grows a few lines at a time: a buffer for what is new */
+	size_t cap = end - off < MAP_CHUNK ? (size_t)(end - off) : MAP_CHUNK;
+	char *buf = xrealloc(NULL, cap);
 	size_t have = 0;
 
 	while (off + have < end) {
-		size_t want = MAP_CHUNK - have;
+		size_t want = cap - have;
 		ssize_t got;
 		char *p, *nl;
 
@@ -481,7 +483,8 @@ read_perf_map(struct fpd_symbols *s)
 		end = FPD_PERF_MAP_MAX;
 	if (end > s->map_read + MAP_STEP)
 		end = s->map_read + MAP_STEP;
-	read_lines(s, fd, end);
+	if (end > s->map_read)
+		read_lines(s, fd, end);
 	close(fd);
 
 	if (s->bad_lines && !bad_lines)

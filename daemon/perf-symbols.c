@@ -217,6 +217,25 @@ fpd_perf_map_open(const char *path, uid_t uid, struct stat *st)
 	return rc;
 }
 
+const char *
+fpd_perf_map_why(int rc)
+{
+	switch (rc) {
+	case -ELOOP:
+		return "is a symbolic link";
+	case -EINVAL:
+		return "is not a regular file";
+	case -EPERM:
+		return "is owned by another user than the node's";
+	case -EACCES:
+		return "is writable by others";
+	case -EMLINK:
+		return "has more than one link";
+	default:
+		return strerror(-rc);
+	}
+}
+
 /* One kind of warning each (the log holds back repeats of one kind). */
 static void
 warn_refused(const char *path, int rc)

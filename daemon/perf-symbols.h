@@ -35,6 +35,13 @@
 int
 fpd_perf_map_open(const char *path, uid_t uid, struct stat *st);
 
+/**
+ * Why fpd_perf_map_open() refused a map, for a message: "is a symbolic
+ * link" for -ELOOP, and so on; strerror() for an errno of open(2).
+ */
+const char *
+fpd_perf_map_why(int rc);
+
 struct fpd_symbols;
 
 /**

@@ -121,7 +121,7 @@ def main(t):
                                                duration="3s", perf="auto"),
                                  timeout=60)
         t.eq(rc, 78, "symlink: --perf auto exits 78")
-        t.check("has no perf map of its own: %s is a symbolic link" % path in se,
+        t.check("has no perf map of its own: %s is a symbolic link\n" % path in se,
                 "... saying why", se[-2000:])
         os.unlink(path)
 

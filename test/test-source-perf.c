@@ -669,7 +669,9 @@ spinner(void *arg)
 {
 	pid_t *tid = arg;
 
-	*tid = (pid_t)syscall(SYS_gettid);
+	/* a thread name that is not UTF-8, as a NIF may set */
+	pthread_setname_np(pthread_self(), "fp\xffspin");
+	__atomic_store_n(tid, (pid_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
 	while (__atomic_load_n(&spinning, __ATOMIC_RELAXED))
 		fp_test_spin(100000);
 	return NULL;
@@ -691,8 +693,11 @@ count(void *data, const struct fp_sample *s)
 	    s->time_us < seen->last_us)
 		seen->bad++;
 	seen->last_us = s->time_us;
-	if (s->pid.serial == (uint32_t)seen->tid)
+	if (s->pid.serial == (uint32_t)seen->tid) {
 		seen->in_thread++;
+		if (!s->label || strcmp(s->label, "fp?spin") != 0)
+			seen->bad++;
+	}
 	for (uint32_t i = 0; i < s->nframes; i++) {
 		if (strcmp(s->frames[i].function, "fp_test_spin") == 0 &&
 		    s->pid.serial == (uint32_t)seen->tid) {

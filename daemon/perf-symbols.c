@@ -13,8 +13,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "flame_profd.h"
+#include "daemon-log.h"
 #include "perf-symbols.h"
+#include "util.h"
 #include "util-buf.h"
 #include "util-mem.h"
 

@@ -112,9 +112,10 @@ static const struct option_spec options[] = {
 	  "                            repeatable\n" },
 	{ "scan-max", 0, required_argument,
 	  .help = "      --scan-max N          read the reductions of at most N processes per\n"
-	  "                            selection (default 50000); bigger nodes are covered\n"
-	  "                            by a moving window, the current selection always\n"
-	  "                            re-read\n",
+	  "                            selection (default 50000) after the first, which\n"
+	  "                            sweeps the whole node and keeps its busiest;\n"
+	  "                            bigger nodes are covered by a moving window, the\n"
+	  "                            current selection always re-read\n",
 	  UINT(scan_max, SCAN_MAX_MIN, SCAN_MAX_MAX,
 	       "expected a whole number from 100 to 10000000") },
 	{ "min-reductions", 0, required_argument,

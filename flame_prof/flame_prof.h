@@ -311,6 +311,7 @@ struct fpp_run {
 	size_t cap;
 	struct fp_text text;		/* names made for the sample, NUL-ended */
 	size_t *text_offs;
+	struct fp_text esc;		/* node text as shown (util-escape.h) */
 
 	/* progress */
 	bool progress;

@@ -16,6 +16,7 @@
 #include "fp/heatmap-svg.h"
 #include "fp/speedscope.h"
 #include "fp/top.h"
+#include "util-escape.h"
 
 static int
 group_cmp(const void *a, const void *b)
@@ -36,10 +37,15 @@ write_group_tables(struct fpp_run *r, const struct fp_top_options *to, FILE *f)
 
 	qsort(r->groups, r->ngroups, sizeof(*r->groups), group_cmp);
 	for (size_t i = 0; i < r->ngroups && rc == 0; i++) {
-		fprintf(f, "%s== %s: %s (%" PRIu64 " samples)\n\n", i ? "\n" : "",
-			fpp_field_title(&r->o->group_by),
-			r->groups[i].value ? r->groups[i].value : "-",
-			fp_func_table_samples(r->groups[i].table));
+		/* the value is the node's text: shown, never acted on */
+		r->esc.len = 0;
+		if (r->groups[i].value)
+			fp_text_puts_escaped(&r->esc, r->groups[i].value, NULL);
+		else
+			fp_text_putc(&r->esc, '-');
+		fprintf(f, "%s== %s: %.*s (%" PRIu64 " samples)\n\n", i ? "\n" : "",
+			fpp_field_title(&r->o->group_by), (int)r->esc.len,
+			r->esc.buf, fp_func_table_samples(r->groups[i].table));
 		rc = fp_top_write(r->groups[i].table, to, f);
 	}
 	return rc;

@@ -18,6 +18,7 @@
 #include "fp/heatmap-svg.h"
 #include "fp/speedscope.h"
 #include "fp/top.h"
+#include "util-escape.h"
 #include "util-mem.h"
 
 const char *
@@ -200,7 +201,13 @@ build_stack(struct fpp_run *r, const struct fp_perf_record *rec, int64_t w,
 		r->text.len--;
 		scratch_put(r, ":", 1);
 		r->text.len--;
-		scratch_put(r, v ? v : "-", strlen(v ? v : "-"));
+		/* the value is the node's text: one frame, on one line */
+		r->esc.len = 0;
+		if (v)
+			fp_text_puts_escaped(&r->esc, v, ";");
+		else
+			fp_text_putc(&r->esc, '-');
+		scratch_put(r, r->esc.buf, r->esc.len);
 		r->files[k++] = NULL;
 	}
 	if (with_status) {
@@ -492,5 +499,6 @@ fpp_run_free(struct fpp_run *r)
 	free(r->leaf);
 	fp_text_free(&r->text);
 	free(r->text_offs);
+	fp_text_free(&r->esc);
 }
 

@@ -477,6 +477,8 @@ static const struct {
 	{ "bad\xff" "x", "\"bad\\ufffdx\"" },
 	{ "cut\xc3", "\"cut\\ufffd\"" },
 	{ "sur\xed\xa0\x80", "\"sur\\ufffd\\ufffd\\ufffd\"" },
+	{ "csi\xc2\x9b" "1", "\"csi\\u009b1\"" },
+	{ "nbsp\xc2\xa0", "\"nbsp\xc2\xa0\"" },
 };
 
 START_TEST(json_escape)

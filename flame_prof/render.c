@@ -119,11 +119,13 @@ fpp_cmd_render(const struct fpp_options *o, char *const *args, size_t nargs)
 		r.heatmap = fp_heatmap_new(o->rows ? o->rows : 50);
 		/* count what stock Flamescope's heat map counts, unless the
 		 * user chose the statuses or a weight: then what they chose */
-		r.heatmap_skips_idle = o->weight < 0 && !o->status_filter;
+		r.skips_idle = o->weight < 0 && !o->status_filter;
 		break;
 	case FPP_CMD_TOP:
 		r.table = fp_func_table_new();
 		r.groups_by_table = o->group;
+		/* where the node works: what the heat map counts */
+		r.skips_idle = o->weight < 0 && !o->status_filter;
 		break;
 	case FPP_CMD_SPEEDSCOPE: {
 		/* a process's samples follow each other in time; those of

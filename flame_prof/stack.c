@@ -364,7 +364,7 @@ on_record(void *data, const struct fp_perf_record *rec)
 		r->last_us = rec->time_us;
 	r->matched++;
 
-	if (r->heatmap && rec->idle && r->heatmap_skips_idle) {
+	if (r->heatmap && rec->idle && r->skips_idle) {
 		fp_heatmap_cover(r->heatmap, rec->time_us);
 		r->idle_left_out++;
 	} else if (r->heatmap) {
@@ -374,7 +374,9 @@ on_record(void *data, const struct fp_perf_record *rec)
 	placed = build_stack(r, rec, w, &n, &ngroups, &mag,
 			     !o->no_status && !(r->speedscope &&
 						o->profiles == FPP_PROFILES_STATUS));
-	if (r->table)
+	if (r->table && rec->idle && r->skips_idle)
+		fp_func_table_add_unranked(fpp_group_table(r, rec), rec->status);
+	else if (r->table)
 		fp_func_table_add(fpp_group_table(r, rec), rec->status, r->leaf,
 				  n - ngroups, w);
 	if (r->sink)

@@ -55,6 +55,7 @@ struct fpd_symbols;
 struct fpd_symbols *
 fpd_symbols_new(pid_t pid, const char *map_dir);
 
+/* Free @syms and the map and ELF tables it holds; NULL is a no-op. */
 void
 fpd_symbols_destroy(struct fpd_symbols *syms);
 

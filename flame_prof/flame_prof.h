@@ -78,6 +78,7 @@ fpp_inputs_expand(char *const *args, size_t nargs, const struct fpp_time *from,
 		  const struct fpp_time *to, struct fpp_inputs *inputs,
 		  const char **bad);
 
+/* Free the file list fpp_inputs_collect() made; the struct is left empty. */
 void
 fpp_inputs_free(struct fpp_inputs *inputs);
 
@@ -255,6 +256,7 @@ fpp_usage_command(enum fpp_command c, FILE *f);
 int
 fpp_options_parse(int argc, char **argv, struct fpp_options *o);
 
+/* Free what fpp_options_parse() allocated in @o. */
 void
 fpp_options_free(struct fpp_options *o);
 
@@ -271,6 +273,7 @@ fpp_weight_label(const struct fpp_options *o);
 const char *
 fpp_field_value(const struct fp_perf_record *rec, const struct fpp_field *f);
 
+/* The heading a field is shown under: its name, or label/callers. */
 const char *
 fpp_field_title(const struct fpp_field *f);
 
@@ -348,6 +351,7 @@ int
 fpp_names_read(const struct fpp_options *o, char *const *args, size_t nargs,
 	       struct fpp_names **out);
 
+/* Free a name table of fpp_names_read(); NULL is a no-op. */
 void
 fpp_names_destroy(struct fpp_names *names);
 
@@ -392,8 +396,10 @@ fpp_warn_saturated(const struct fpp_options *o, bool saturated);
 int
 fpp_cmd_render(const struct fpp_options *o, char *const *args, size_t nargs);
 
+/* The diff command over the two sets of @args; returns an FPP_EXIT_* code. */
 int
 fpp_cmd_diff(const struct fpp_options *o, char *const *args, size_t nargs);
 
+/* The procs command: a row per process; returns an FPP_EXIT_* code. */
 int
 fpp_cmd_procs(const struct fpp_options *o, char *const *args, size_t nargs);

@@ -41,6 +41,7 @@ extern ei_socket_callbacks conn_io_callbacks;
 
 /* conn-epmd.c */
 
+/* The first IPv4 address of @host: 0, or -EHOSTUNREACH. */
 int
 conn_resolve_ipv4(const char *host, struct in_addr *addr);
 

@@ -17,18 +17,26 @@
 
 #include "fp/node.h"
 
+/* Have the node parse @source (erl_scan, erl_parse) into @parsed: 0 or
+ * a negative errno as node_call(). */
 int
 node_expr_parse(struct fp_node *node, const char *source, ei_x_buff *parsed,
 		unsigned timeout_ms);
 
+/* Send erl_eval:exprs(@parsed, @bindings) without waiting; the request
+ * id goes to @id. @timed: wrapped in timer:tc. 0 or a negative errno. */
 int
 node_eval_send(struct fp_node *node, const ei_x_buff *parsed,
 	       const ei_x_buff *bindings, bool timed, uint64_t *id);
 
+/* node_eval_send() and wait up to @timeout_ms for the reply, moved to
+ * Value. 0 or a negative errno as node_call(). */
 int
 node_eval_call(struct fp_node *node, const ei_x_buff *parsed,
 	       const ei_x_buff *bindings, unsigned timeout_ms,
 	       struct fp_reply *reply);
 
+/* Move @reply from {value, Value, Bindings} to Value: 0, or -EBADMSG
+ * for another shape (a badrpc included). */
 int
 node_reply_eval_value(struct fp_reply *reply);

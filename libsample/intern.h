@@ -25,9 +25,11 @@ struct intern {
 	size_t bytes;			/* arena bytes handed out */
 };
 
+/* An empty table. */
 void
 intern_init(struct intern *t);
 
+/* Free the table and every string it handed out. */
 void
 intern_release(struct intern *t);
 
@@ -51,5 +53,6 @@ intern_add(struct intern *t, uint64_t hash, const void *key, size_t len,
 void *
 intern_alloc(struct intern *t, size_t size);
 
+/* A NUL-terminated copy of @s[0..len) in the arena, freed with the table. */
 char *
 intern_strdup(struct intern *t, const char *s, size_t len);

@@ -19,12 +19,15 @@ struct pidmap {
 	unsigned char *values;
 };
 
+/* An empty map whose values are @value_size bytes. */
 void
 pidmap_init(struct pidmap *map, size_t value_size);
 
+/* Free the map's memory; it is left empty and usable, as after init. */
 void
 pidmap_release(struct pidmap *map);
 
+/* Remove every entry, keeping the memory. */
 void
 pidmap_clear(struct pidmap *map);
 
@@ -37,6 +40,7 @@ pidmap_find(const struct pidmap *map, uint64_t key);
 void *
 pidmap_insert(struct pidmap *map, uint64_t key, bool *created);
 
+/* Remove @key's entry, if there is one. */
 void
 pidmap_remove(struct pidmap *map, uint64_t key);
 

@@ -98,6 +98,8 @@ node_encode_sample_pids(struct fp_node *node, ei_x_buff *x,
 			const struct fp_pid *pids, const enum fp_ask *asks,
 			size_t n);
 
+/* The item lists of a sample request, one per process by @asks: the
+ * probe items, or the items read first then those the process answers. */
 void
 node_encode_sample_items(const struct fp_node *node, ei_x_buff *x,
 			 const enum fp_ask *asks, size_t n);

@@ -243,6 +243,7 @@ int
 sampler_decode_mfa(const char *buf, int *index, char *m, char *f,
 		   uint32_t *arity);
 
+/* Remember @m:@f/@arity as the process's initial call (copied). */
 void
 sampler_set_initial_call(struct proc_state *st, const char *m, const char *f,
 			 uint32_t arity);

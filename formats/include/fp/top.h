@@ -81,6 +81,7 @@ fp_func_table_net_weight(const struct fp_func_table *table);
 bool
 fp_func_table_saturated(const struct fp_func_table *table);
 
+/** Functions in the table (rows fp_func_table_at() returns). */
 size_t
 fp_func_table_count(const struct fp_func_table *table);
 

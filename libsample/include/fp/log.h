@@ -29,6 +29,7 @@ fp_log_set_handler(fp_log_handler handler, enum fp_log_priority threshold);
 int
 fp_log_enabled(enum fp_log_priority priority);
 
+/** Log a printf-style message at @priority through the installed handler. */
 void
 fp_log(enum fp_log_priority priority, const char *format, ...)
 	__attribute__((format(printf, 2, 3)));

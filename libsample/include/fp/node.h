@@ -400,6 +400,7 @@ enum fp_label_source {
 	FP_LABEL_DICT,		/* {dictionary, '$process_label'} */
 };
 
+/** Where this node keeps process labels, as probed at connect. */
 enum fp_label_source
 fp_node_label_source(const struct fp_node *node);
 

@@ -156,6 +156,7 @@ struct fp_cache_stats {
 void
 fp_sampler_drop_caches(struct fp_sampler *sampler);
 
+/** Fill @stats with the sizes and hit counts of the sampler's caches. */
 void
 fp_sampler_cache_stats(const struct fp_sampler *sampler,
 		       struct fp_cache_stats *stats);

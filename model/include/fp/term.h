@@ -95,6 +95,7 @@ enum fp_status {
 const char *
 fp_status_name(enum fp_status status);
 
+/* The status a name stands for, or FP_STATUS_UNKNOWN. */
 enum fp_status
 fp_status_from_name(const char *name);
 
@@ -119,6 +120,8 @@ enum fp_metric {
 const char *
 fp_metric_name(enum fp_metric metric);
 
+/* Whether a metric only grows over a process's life (its delta is what
+ * a sample adds), as reductions do. */
 bool
 fp_metric_is_counter(enum fp_metric metric);
 

@@ -13,6 +13,7 @@
 #include "fp/node.h"
 #include "fp/perf-file.h"
 #include "fp/term.h"
+#include "fs-safe.h"
 
 /* Exit codes (sysexits.h values; listed in --help and flame_profd(1)). */
 enum fpd_exit {
@@ -22,7 +23,8 @@ enum fpd_exit {
 	FPD_EXIT_NOINPUT = 66,		/* cookie file missing or unreadable */
 	FPD_EXIT_UNAVAILABLE = 69,	/* node unreachable */
 	FPD_EXIT_SOFTWARE = 70,		/* internal error, node answered nonsense */
-	FPD_EXIT_CANTCREAT = 73,	/* output directory not writable */
+	FPD_EXIT_CANTCREAT = 73,	/* output directory or log file cannot be
+					 * made, or is not safe (fs-safe.h) */
 	FPD_EXIT_IOERR = 74,		/* write error on output */
 	FPD_EXIT_TEMPFAIL = 75,		/* output directory locked by another daemon */
 	FPD_EXIT_NOPERM = 77,		/* node refused us: wrong cookie */
@@ -81,9 +83,16 @@ struct fpd_options {
 };
 
 /* log.c */
-/* Log to stderr, or append to @path (made with @mode if absent). */
+/**
+ * Log to stderr, or append to @path (made with @mode if absent). The
+ * file's directory is opened as fs-safe.h's fpd_fs_open_dir() does and
+ * kept for fpd_log_reopen(); the file is opened without following a link
+ * and must be regular, with one link, owned by root or @trust's user.
+ * @return 0, or a negative errno; -EPERM, -ELOOP or -ENOTDIR set *why.
+ */
 int
-fpd_log_open(const char *path, int verbosity, mode_t mode);
+fpd_log_open(const char *path, int verbosity, mode_t mode,
+	     const struct fpd_trust *trust, const char **why);
 
 /* Hand the log file to the user the daemon drops to (as root, before the
  * drop), if the daemon made it; 0 or a negative errno. */
@@ -174,14 +183,19 @@ struct fpd_output_config {
 	uint64_t keep_age_us;		/* 0: no limit */
 	mode_t file_mode;
 	mode_t dir_mode;
+	uid_t uid;			/* the run's user, trusted besides root */
+	gid_t gid;
 };
 
 struct fpd_output;
 
 /**
  * Create (mkdir -p) DIR/<node>/, lock it, finish or set aside what an
- * earlier run left, and check it takes files.
- * @return NULL with *err set to an errno and *what to a static text.
+ * earlier run left, and check it takes files. Every path is opened as
+ * fs-safe.h says.
+ * @return NULL with *err set to an errno and *what to a static text; or
+ *         with *err 0 and *what the whole message, when a directory or
+ *         file was refused as not safe.
  */
 struct fpd_output *
 fpd_output_new(const struct fpd_output_config *config, int *err,
@@ -248,9 +262,12 @@ void
 fpd_output_settle_options(struct fpd_output *out, const char *json);
 
 /** Give the node directory and its bookkeeping files to @uid:@gid (before
- * dropping root), so the daemon can go on writing there. */
+ * dropping root), so the daemon can go on writing there: only if this run
+ * made the directory. One it did not make must already be @uid's.
+ * @return 0, or -EPERM with *why set, or a negative errno. */
 int
-fpd_output_chown(struct fpd_output *out, uid_t uid, gid_t gid);
+fpd_output_chown(struct fpd_output *out, uid_t uid, gid_t gid,
+		 const char **why);
 
 /** Samples dropped on write errors since the start. */
 uint64_t
@@ -277,17 +294,23 @@ struct fpd_file_entry {
 	uint64_t first_us, last_us;
 	uint64_t samples, bytes, skipped, dropped, events;
 	bool recovered;
+	bool future_told;		/* its date in the future was reported */
+	struct fpd_made made;		/* device and inode written; ino 0:
+					 * unknown, never deleted */
 };
 
 /**
- * Delete the oldest finished files of @node_s in @dirfd beyond the limits
- * (never the newest one). Nothing else is ever deleted.
+ * Delete the files of the index @entries (*@n of them, in the order they
+ * were finished) beyond the limits, the earliest finished first, never
+ * the last one. Only a file whose device and inode are recorded and
+ * still the same is deleted and counted; a file named for a time in the
+ * future is reported once. Deleted entries leave @entries.
  * @return the number of files deleted.
  */
 int
-fpd_retention_apply(int dirfd, const char *node_s, unsigned keep_files,
-		    uint64_t keep_bytes, uint64_t keep_age_us,
-		    uint64_t now_epoch_us);
+fpd_retention_apply(int dirfd, struct fpd_file_entry *entries, size_t *n,
+		    unsigned keep_files, uint64_t keep_bytes,
+		    uint64_t keep_age_us, uint64_t now_epoch_us);
 
 /** Append @e to the index @entries of *@n entries. */
 void
@@ -300,8 +323,8 @@ fpd_index_load(int dirfd, struct fpd_file_entry **entries, size_t *n);
 
 /**
  * Rewrite the index and manifest.json atomically from @entries, keeping
- * only the files that still exist; both are created with @mode, never
- * through a link.
+ * only the files that still exist (as the file recorded, when its device
+ * and inode are); both are created with @mode, never through a link.
  */
 int
 fpd_index_store(int dirfd, struct fpd_file_entry *entries, size_t *n,
@@ -324,12 +347,17 @@ fpd_rename_free(int dirfd, const char *from, char *name, size_t size);
  * @dir) of @node_s: partial files are recovered (or set aside), and
  * finished files the index does not list (a run killed between the rename
  * and the index update) are counted and added to the index @entries of
- * *@n entries. *@unfinished counts the files that must stay as they are.
+ * *@n entries. Only regular files with one link, owned by root or
+ * @trust's user, are touched or listed; a finished name dated in the
+ * future is reported and not listed. Entries of an older index without
+ * a device and inode get those of such a file. *@unfinished counts the
+ * files that must stay as they are.
  * @return whether the index changed.
  */
 bool
 fpd_recover(int dirfd, const char *dir, const char *node_s,
-	    struct fpd_file_entry **entries, size_t *n, unsigned *unfinished);
+	    const struct fpd_trust *trust, struct fpd_file_entry **entries,
+	    size_t *n, unsigned *unfinished);
 
 /* budget.c */
 struct fpd_budget {

@@ -36,6 +36,8 @@ open_output(const struct fpd_options *o, int *exit_code)
 		.keep_age_us = o->keep_age_us,
 		.file_mode = o->file_mode,
 		.dir_mode = o->dir_mode,
+		.uid = o->user ? o->uid : geteuid(),
+		.gid = o->user ? o->gid : getegid(),
 	};
 	const char *what = "";
 	struct fpd_output *out;
@@ -44,7 +46,11 @@ open_output(const struct fpd_options *o, int *exit_code)
 	out = fpd_output_new(&oc, &err, &what);
 	free(header);
 	free(options);
-	if (!out) {
+	if (!out && !err) {
+		/* refused as not safe: the text says which and why */
+		fprintf(stderr, "flame_profd: error: %s\n", what);
+		*exit_code = FPD_EXIT_CANTCREAT;
+	} else if (!out) {
 		fprintf(stderr, "flame_profd: error: %s: %s/%s: %s\n", what,
 			o->out_dir, o->node, strerror(err));
 		*exit_code = err == EWOULDBLOCK ? FPD_EXIT_TEMPFAIL : FPD_EXIT_CANTCREAT;
@@ -57,8 +63,20 @@ open_output(const struct fpd_options *o, int *exit_code)
 static int
 drop_root(const struct fpd_options *o, struct fpd_output *out)
 {
-	if (fpd_output_chown(out, o->uid, o->gid) < 0 ||
-	    setgroups(0, NULL) < 0 || setgid(o->gid) < 0 ||
+	const char *why;
+	int rc = fpd_output_chown(out, o->uid, o->gid, &why);
+
+	if (rc < 0) {
+		if (why)
+			fprintf(stderr, "flame_profd: error: output directory %s %s: "
+				"not handed to user %s (chown it to %s, or remove it)\n",
+				fpd_output_dir(out), why, o->user, o->user);
+		else
+			fprintf(stderr, "flame_profd: error: cannot hand output directory %s to user %s: %s\n",
+				fpd_output_dir(out), o->user, strerror(-rc));
+		return FPD_EXIT_CANTCREAT;
+	}
+	if (setgroups(0, NULL) < 0 || setgid(o->gid) < 0 ||
 	    setuid(o->uid) < 0 || (o->uid != 0 && setuid(0) == 0)) {
 		fprintf(stderr, "flame_profd: error: cannot drop privileges to user %s: %s\n",
 			o->user, strerror(errno));

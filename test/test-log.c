@@ -13,12 +13,28 @@
 
 #include "daemon-log.c"
 
+static const char *why;
+static struct fpd_trust trust;
+
 #define S 1000000ull
 
 static void
 reset(void)
 {
 	memset(limits, 0, sizeof(limits));
+	trust.uid = geteuid();
+	trust.gid = getegid();
+}
+
+/* A log file in a directory of its own: the log's directory must be one
+ * no other user can write (/tmp is not). */
+static int
+tmp_log_path(char *dir, char *path, size_t size)
+{
+	if (!mkdtemp(dir))
+		return -1;
+	snprintf(path, size, "%s/log", dir);
+	return open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 }
 
 /* One kind's warnings at these times: which are printed, with what
@@ -121,14 +137,14 @@ log_at(uint64_t now, enum fp_log_priority priority, const char *format, ...)
  * carried is summed up. */
 START_TEST(log_file)
 {
-	char path[] = "/tmp/fp-test-log-XXXXXX";
-	int fd = mkstemp(path);
+	char dir[] = "/tmp/fp-test-log-XXXXXX", path[64];
+	int fd = tmp_log_path(dir, path, sizeof(path));
 	char *text;
 
 	fp_assert_int_ge(fd, 0);
 	close(fd);
 	reset();
-	fp_assert_int_eq(fpd_log_open(path, 0, 0640), 0);
+	fp_assert_int_eq(fpd_log_open(path, 0, 0640, &trust, &why), 0);
 	for (int i = 0; i < 5; i++) {
 		log_at(i, FP_LOG_WARNING, "rpc failed on %s: %d", "node", i);
 		log_at(i, FP_LOG_ERROR, "an error %d", i);
@@ -155,6 +171,7 @@ START_TEST(log_file)
 	fp_assert_int_eq(count_lines(text, "warning: 1 more warnings were not shown, like: library %s\n"), 1);
 	free(text);
 	unlink(path);
+	rmdir(dir);
 }
 END_TEST
 
@@ -163,15 +180,15 @@ END_TEST
 START_TEST(limit_full)
 {
 	static char kinds[LIMIT_KINDS + 1][8];
-	char path[] = "/tmp/fp-test-log-XXXXXX";
-	int fd = mkstemp(path);
+	char dir[] = "/tmp/fp-test-log-XXXXXX", path[64];
+	int fd = tmp_log_path(dir, path, sizeof(path));
 	uint64_t count;
 	char *text;
 
 	fp_assert_int_ge(fd, 0);
 	close(fd);
 	reset();
-	fp_assert_int_eq(fpd_log_open(path, 0, 0640), 0);
+	fp_assert_int_eq(fpd_log_open(path, 0, 0640, &trust, &why), 0);
 	for (int i = 0; i <= LIMIT_KINDS; i++)
 		snprintf(kinds[i], sizeof(kinds[i]), "k%d", i);
 	for (int i = 0; i < LIMIT_KINDS; i++)
@@ -186,6 +203,7 @@ START_TEST(limit_full)
 	fp_assert_int_eq(count_lines(text, "1 more warnings were not shown, like: k0\n"), 1);
 	free(text);
 	unlink(path);
+	rmdir(dir);
 }
 END_TEST
 

@@ -56,7 +56,9 @@ fixture_new(struct fixture *fx, const char *duration)
 	args[12] = fx->dir;
 	optind = 0;
 	fp_assert_int_eq(fpd_options_parse(13, (char **)args, &fx->o), 0);
-	fp_assert_int_eq(fpd_log_open(fx->log, 0, 0600), 0);
+	fp_assert_int_eq(fpd_log_open(fx->log, 0, 0600,
+				      &(struct fpd_trust){ geteuid(), getegid() },
+				      &(const char *){ NULL }), 0);
 
 	oc.dir = fx->dir;
 	oc.node = NODE;
@@ -66,6 +68,8 @@ fixture_new(struct fixture *fx, const char *duration)
 	oc.rotate_us = 3600000000u;
 	oc.file_mode = 0600;
 	oc.dir_mode = 0700;
+	oc.uid = geteuid();
+	oc.gid = getegid();
 	fx->out = fpd_output_new(&oc, &err, &what);
 	fp_assert_ptr_nonnull(fx->out);
 	fx->loop = fpd_loop_new(fx->o.duration_us, NULL);

@@ -187,24 +187,29 @@ static const struct option_spec options[] = {
 	{ "compress-level", 0, required_argument, fpd_option_compress_level,
 	  "      --compress-level N    zstd 1-19 (default 3), gzip 1-9 (default 6)\n" },
 	{ "keep-files", 0, required_argument, fpd_option_keep_files,
-	  "      --keep-files N        after each rotation keep the newest N files,\n" },
+	  "      --keep-files N        after each rotation keep the last N files,\n" },
 	{ "keep-bytes", 0, required_argument, fpd_option_keep_bytes,
 	  "      --keep-bytes SIZE     ... at most SIZE of files,\n" },
 	{ "keep-age", 0, required_argument, fpd_option_keep_age,
 	  "      --keep-age DUR        ... no file older than DUR (any combination;\n"
-	  "                            only flame_profd's own finished files are deleted)\n" },
+	  "                            only files the index records flame_profd writing\n"
+	  "                            are deleted, never by a name's date)\n" },
 	{ "duration", 'd', required_argument, fpd_option_duration,
 	  "  -d, --duration DUR        stop after DUR, leaving complete files (default: run\n"
 	  "                            until SIGINT/SIGTERM)\n" },
 	{ "file-mode", 0, required_argument, fpd_option_file_mode,
 	  "      --file-mode MODE      mode of output files (default 0640)\n" },
 	{ "dir-mode", 0, required_argument, fpd_option_dir_mode,
-	  "      --dir-mode MODE       mode of output directories (default 0750)\n" },
+	  "      --dir-mode MODE       mode of output directories (default 0750; others\n"
+	  "                            may not write)\n" },
 	{ "user", 0, required_argument, fpd_option_user,
 	  "      --user NAME           when started as root: drop to NAME once the cookie\n"
-	  "                            is read and the output directory is ready\n" },
+	  "                            is read and the output directory is ready (a\n"
+	  "                            node directory it did not make must be NAME's)\n" },
 	{ "log-file", 0, required_argument, fpd_option_log_file,
-	  "      --log-file PATH       log there instead of stderr (SIGHUP reopens it)\n" },
+	  "      --log-file PATH       log there instead of stderr (SIGHUP reopens it); a\n"
+	  "                            regular file of root or the run's user, in a\n"
+	  "                            directory others cannot write, never a link\n" },
 	{ "verbose", 'v', no_argument, fpd_option_verbose,
 	  "  -v, --verbose             more log output\n" },
 	{ "quiet", 'q', no_argument, fpd_option_quiet,
@@ -244,7 +249,9 @@ static const char usage_tail[] =
 "      --duration run lost the node and had not regained it at the end\n"
 "  70  internal error, the node answered with nonsense, or it would not\n"
 "      load the --request helper module\n"
-"  73  output directory cannot be created or written\n"
+"  73  output directory or log file cannot be created or written, or is\n"
+"      not safe: a link another user could have made, another user's, or\n"
+"      writable by other users (docs/OPERATIONS.md, Security)\n"
 "  74  I/O error while writing output\n"
 "  75  another flame_profd is writing to the same output directory\n"
 "  77  the node refused the connection (wrong cookie, or short vs long names),\n"

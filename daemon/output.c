@@ -288,8 +288,13 @@ fpd_output_new(const struct fpd_output_config *config, int *err,
 
 	/* Fail now, not at the first rotation, if files cannot be made. */
 	*what = "cannot write to the output directory";
-	snprintf(probe, sizeof(probe), ".flame_profd-probe.%ld", (long)getpid());
-	fd = fpd_fs_create(out->dirfd, probe, O_WRONLY, 0600, &probe_made);
+	/* a name taken (by a leftover, a link) is passed over */
+	fd = -EEXIST;
+	for (int i = 0; fd == -EEXIST && i < 100; i++) {
+		snprintf(probe, sizeof(probe), ".flame_profd-probe.%ld.%d",
+			 (long)getpid(), i);
+		fd = fpd_fs_create(out->dirfd, probe, O_WRONLY, 0600, &probe_made);
+	}
 	if (fd < 0) {
 		rc = fd;
 		goto fail;

@@ -207,6 +207,47 @@ START_TEST(limit_full)
 }
 END_TEST
 
+/* --log-file is never opened through a link, nor a FIFO (the open does
+ * not wait for a reader), nor a hard link, nor in a directory all users
+ * can write; what the path pointed at stays as it was. */
+static const char *const refused_logs[] = { "link", "fifo", "hardlink", "dir0777" };
+
+START_TEST(log_file_refused)
+{
+	char dir[] = "/tmp/fp-test-log-XXXXXX", path[64], victim[64];
+	const char *kind = refused_logs[_i];
+	int fd = tmp_log_path(dir, path, sizeof(path));
+	char *text;
+
+	fp_assert_int_ge(fd, 0);
+	close(fd);
+	unlink(path);
+	snprintf(victim, sizeof(victim), "%s/victim", dir);
+	fd = open(victim, O_WRONLY | O_CREAT | O_EXCL, 0644);
+	fp_assert_int_eq(write(fd, "precious\n", 9), 9);
+	close(fd);
+	if (strcmp(kind, "link") == 0)
+		fp_assert_int_eq(symlink(victim, path), 0);
+	else if (strcmp(kind, "fifo") == 0)
+		fp_assert_int_eq(mkfifo(path, 0600), 0);
+	else if (strcmp(kind, "hardlink") == 0)
+		fp_assert_int_eq(link(victim, path), 0);
+	else
+		fp_assert_int_eq(chmod(dir, 0777), 0);
+	reset();
+	why = NULL;
+	fp_assert_int_lt(fpd_log_open(path, 0, 0640, &trust, &why), 0);
+	fp_assert_ptr_nonnull(why);
+	fpd_log_close();
+	text = slurp(victim);
+	fp_assert_str_eq(text, "precious\n");
+	free(text);
+	unlink(path);
+	unlink(victim);
+	rmdir(dir);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -219,6 +260,11 @@ suite(void)
 	tcase_add_test(tc, limit_kinds_apart);
 	tcase_add_test(tc, limit_full);
 	tcase_add_test(tc, log_file);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("log file");
+	tcase_add_loop_test(tc, log_file_refused, 0,
+			    (int)(sizeof(refused_logs) / sizeof(refused_logs[0])));
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -317,9 +317,11 @@ void
 fpd_index_add(struct fpd_file_entry **entries, size_t *n,
 	      const struct fpd_file_entry *e);
 
-/** Read the index of finished files (a missing index is empty). */
+/** Read the index of finished files (a missing index is empty); the index
+ * must pass fpd_fs_open_file() with @trust. */
 int
-fpd_index_load(int dirfd, struct fpd_file_entry **entries, size_t *n);
+fpd_index_load(int dirfd, const struct fpd_trust *trust,
+	       struct fpd_file_entry **entries, size_t *n);
 
 /**
  * Rewrite the index and manifest.json atomically from @entries, keeping
@@ -327,9 +329,9 @@ fpd_index_load(int dirfd, struct fpd_file_entry **entries, size_t *n);
  * and inode are); both are created with @mode, never through a link.
  */
 int
-fpd_index_store(int dirfd, struct fpd_file_entry *entries, size_t *n,
-		const char *node, const char *otp_release,
-		const char *options_json, mode_t mode);
+fpd_index_store(int dirfd, const struct fpd_trust *trust,
+		struct fpd_file_entry *entries, size_t *n, const char *node,
+		const char *otp_release, const char *options_json, mode_t mode);
 
 /* recover.c */
 /**

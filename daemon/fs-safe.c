@@ -353,6 +353,29 @@ fpd_fs_unlink_made(int dirfd, const char *name, const struct fpd_made *made)
 }
 
 int
+fpd_fs_clear_own_name(int dirfd, const char *name, const struct fpd_trust *t)
+{
+	struct stat st;
+
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (!S_ISLNK(st.st_mode) &&
+	    !(S_ISREG(st.st_mode) && st.st_nlink == 1 && owner_trusted(st.st_uid, t)))
+		return -EPERM;
+	if (unlinkat(dirfd, name, 0) < 0 && errno != ENOENT)
+		return -errno;
+	return 0;
+}
+
+int
+fpd_fs_rename(int dirfd, const char *from, const char *to, bool replace)
+{
+	if (renameat2(dirfd, from, dirfd, to, replace ? 0 : RENAME_NOREPLACE) < 0)
+		return -errno;
+	return 0;
+}
+
+int
 fpd_fs_chown_made(int dirfd, const char *name, const struct fpd_made *made,
 		  uid_t uid, gid_t gid)
 {

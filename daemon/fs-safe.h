@@ -109,6 +109,25 @@ int
 fpd_fs_chown_made(int dirfd, const char *name, const struct fpd_made *made,
 		  uid_t uid, gid_t gid);
 
+/**
+ * Clear @name in @dirfd, a name only the daemon uses (its temporary
+ * names): a link there is removed (never followed), a regular file only
+ * if it has one link and belongs to root or @t's user.
+ * @return 0 (also when nothing is there), -EPERM when something else is
+ *         there (left alone), or a negative errno.
+ */
+int
+fpd_fs_clear_own_name(int dirfd, const char *name, const struct fpd_trust *t);
+
+/**
+ * Rename @from to @to within @dirfd; with @replace false never over
+ * anything at @to (-EEXIST). A link at either name is moved or replaced
+ * itself, never followed.
+ * @return 0 or a negative errno.
+ */
+int
+fpd_fs_rename(int dirfd, const char *from, const char *to, bool replace);
+
 /** The identity of what @fd is open on. */
 void
 fpd_fs_made_of(const struct stat *st, struct fpd_made *made);

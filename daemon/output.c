@@ -187,15 +187,16 @@ store_index(struct fpd_output *out)
 	int rc;
 
 	out->index_due = false;
-	rc = fpd_index_store(out->dirfd, out->index, &out->nindex,
+	rc = fpd_index_store(out->dirfd, &out->trust, out->index, &out->nindex,
 			     out->cfg.node, out->otp_release,
 			     out->cfg.options_json, out->cfg.file_mode);
 
 	if ((rc == -ENOSPC || rc == -EDQUOT) &&
 	    fpd_fs_unlink_made(out->dirfd, RESERVE_NAME, &out->reserve_made) == 0)
-		rc = fpd_index_store(out->dirfd, out->index, &out->nindex,
-				     out->cfg.node, out->otp_release,
-				     out->cfg.options_json, out->cfg.file_mode);
+		rc = fpd_index_store(out->dirfd, &out->trust, out->index,
+				     &out->nindex, out->cfg.node,
+				     out->otp_release, out->cfg.options_json,
+				     out->cfg.file_mode);
 	if (rc < 0)
 		fpd_warn("cannot write the manifest in %s: %s", out->dir,
 			 strerror(-rc));
@@ -302,7 +303,7 @@ fpd_output_new(const struct fpd_output_config *config, int *err,
 	close(fd);
 	fpd_fs_unlink_made(out->dirfd, probe, &probe_made);
 
-	if (fpd_index_load(out->dirfd, &out->index, &out->nindex) < 0)
+	if (fpd_index_load(out->dirfd, &out->trust, &out->index, &out->nindex) < 0)
 		fpd_warn("cannot read the index in %s; starting a new one", out->dir);
 	/* What was recovered is stored now in case this run writes no file,
 	 * but not before the options the manifest records are known. A run

@@ -56,10 +56,9 @@ fpd_rename_free(int dirfd, const char *from, char *name, size_t size)
 					 parsed.kind);
 		if (rc < 0)
 			return rc;
-		if (renameat2(dirfd, from, dirfd, name, RENAME_NOREPLACE) == 0)
-			return 0;
-		if (errno != EEXIST)
-			return -errno;
+		rc = fpd_fs_rename(dirfd, from, name, false);
+		if (rc != -EEXIST)
+			return rc;
 	}
 	return -EEXIST;
 }
@@ -272,7 +271,7 @@ recover_one(const struct leftovers *l, const char *partial)
 	return;
 
 set_aside:
-	if (renameat2(l->dirfd, partial, l->dirfd, aside, RENAME_NOREPLACE) == 0)
+	if (fpd_fs_rename(l->dirfd, partial, aside, false) == 0)
 		fpd_warn("set aside %s/%s: nothing in it could be recovered",
 			 l->dir, aside);
 	return;

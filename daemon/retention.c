@@ -106,9 +106,11 @@ fpd_index_add(struct fpd_file_entry **entries, size_t *n,
 }
 
 int
-fpd_index_load(int dirfd, struct fpd_file_entry **entries, size_t *n)
+fpd_index_load(int dirfd, const struct fpd_trust *trust,
+	       struct fpd_file_entry **entries, size_t *n)
 {
-	int fd = openat(dirfd, INDEX_NAME, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	const char *why;
+	int fd = fpd_fs_open_file(dirfd, INDEX_NAME, O_RDONLY, trust, NULL, &why);
 	size_t cap = 0;
 	char line[1024];
 	FILE *f;
@@ -116,7 +118,7 @@ fpd_index_load(int dirfd, struct fpd_file_entry **entries, size_t *n)
 	*entries = NULL;
 	*n = 0;
 	if (fd < 0)
-		return errno == ENOENT ? 0 : -errno;
+		return fd == -ENOENT ? 0 : fd;
 	f = fdopen(fd, "r");
 	if (!f) {
 		close(fd);
@@ -168,23 +170,23 @@ json_string(FILE *f, const char *s)
 
 /*
  * Write via a temporary name, fsync, rename over @name. The temporary
- * file is always a new one of ours: whatever stands at its name (a link
- * planted by someone who can write the directory, a leftover) is removed
- * first, and the file is created exclusively, never through a link.
+ * file is always a new one of ours: a link planted at its name, or a
+ * leftover of an earlier run, is removed first (fpd_fs_clear_own_name()),
+ * and the file is created exclusively, never through a link.
  */
 static int
-replace_file(int dirfd, const char *name, FILE **fp, char *tmp, size_t tmplen,
-	     mode_t mode)
+replace_file(int dirfd, const struct fpd_trust *trust, const char *name,
+	     FILE **fp, char *tmp, size_t tmplen, mode_t mode)
 {
 	int fd;
 
 	snprintf(tmp, tmplen, ".%s.tmp", name);
-	if (unlinkat(dirfd, tmp, 0) < 0 && errno != ENOENT)
-		return -errno;
-	fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-		    mode);
+	fd = fpd_fs_clear_own_name(dirfd, tmp, trust);
 	if (fd < 0)
-		return -errno;
+		return fd;
+	fd = fpd_fs_create(dirfd, tmp, O_WRONLY, mode, NULL);
+	if (fd < 0)
+		return fd;
 	*fp = fdopen(fd, "w");
 	if (!*fp) {
 		close(fd);
@@ -202,10 +204,10 @@ commit_file(int dirfd, const char *tmp, const char *name, FILE *f)
 		rc = -(errno ? errno : EIO);
 	if (fclose(f) != 0 && rc == 0)
 		rc = -errno;
-	if (rc == 0 && renameat(dirfd, tmp, dirfd, name) < 0)
-		rc = -errno;
+	if (rc == 0)
+		rc = fpd_fs_rename(dirfd, tmp, name, true);
 	if (rc < 0)
-		unlinkat(dirfd, tmp, 0);
+		unlinkat(dirfd, tmp, 0);	/* just made by us */
 	return rc;
 }
 
@@ -216,9 +218,9 @@ iso(uint64_t us, char *buf, size_t size)
 }
 
 int
-fpd_index_store(int dirfd, struct fpd_file_entry *entries, size_t *n,
-		const char *node, const char *otp_release,
-		const char *options_json, mode_t mode)
+fpd_index_store(int dirfd, const struct fpd_trust *trust,
+		struct fpd_file_entry *entries, size_t *n, const char *node,
+		const char *otp_release, const char *options_json, mode_t mode)
 {
 	char tmp[340], a[40], b[40];
 	size_t kept = 0;
@@ -235,7 +237,7 @@ fpd_index_store(int dirfd, struct fpd_file_entry *entries, size_t *n,
 	}
 	*n = kept;
 
-	rc = replace_file(dirfd, INDEX_NAME, &f, tmp, sizeof(tmp), mode);
+	rc = replace_file(dirfd, trust, INDEX_NAME, &f, tmp, sizeof(tmp), mode);
 	if (rc < 0)
 		return rc;
 	for (size_t i = 0; i < *n; i++) {
@@ -252,7 +254,7 @@ fpd_index_store(int dirfd, struct fpd_file_entry *entries, size_t *n,
 	if (rc < 0)
 		return rc;
 
-	rc = replace_file(dirfd, MANIFEST_NAME, &f, tmp, sizeof(tmp), mode);
+	rc = replace_file(dirfd, trust, MANIFEST_NAME, &f, tmp, sizeof(tmp), mode);
 	if (rc < 0)
 		return rc;
 	iso(fpd_now_epoch_us(), a, sizeof(a));

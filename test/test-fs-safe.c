@@ -93,6 +93,12 @@ as_root(void)
 	return geteuid() == 0;
 }
 
+static bool
+there(const char *name)
+{
+	return access(at(name), F_OK) == 0;
+}
+
 /* ---- directories ---------------------------------------------------------- */
 
 START_TEST(dir_made_and_reopened)
@@ -324,6 +330,31 @@ START_TEST(unlink_and_chown_only_what_was_made)
 }
 END_TEST
 
+/* The daemon's own temporary names: a link or a leftover of ours there is
+ * cleared, anything else left; a FIFO as the index does not block. */
+START_TEST(own_names_cleared)
+{
+	int dir = open(root, O_RDONLY | O_DIRECTORY);
+	struct fpd_file_entry *e;
+	size_t n;
+
+	write_file(at("victim"), "precious\n");
+	fp_assert_int_eq(symlink(at("victim"), at(".manifest.json.tmp")), 0);
+	fp_assert_int_eq(fpd_fs_clear_own_name(dir, ".manifest.json.tmp", &me), 0);
+	fp_assert(!there(".manifest.json.tmp"));
+	fp_assert_str_eq(read_file(at("victim")), "precious\n");
+	fp_assert_int_eq(link(at("victim"), at(".manifest.json.tmp")), 0);
+	fp_assert_int_eq(fpd_fs_clear_own_name(dir, ".manifest.json.tmp", &me), -EPERM);
+	fp_assert(there(".manifest.json.tmp"));
+	fp_assert_int_eq(mkfifo(at(".flame_profd.index.tmp"), 0600), 0);
+	fp_assert_int_eq(fpd_fs_clear_own_name(dir, ".flame_profd.index.tmp", &me), -EPERM);
+	fp_assert_int_eq(fpd_fs_clear_own_name(dir, "nothing", &me), 0);
+	fp_assert_int_eq(mkfifo(at(".flame_profd.index"), 0600), 0);
+	fp_assert_int_eq(fpd_index_load(dir, &me, &e, &n), -EPERM);
+	close(dir);
+}
+END_TEST
+
 /* ---- retention and the index ---------------------------------------------- */
 
 /* A file of ours, finished at @ms, in the index. */
@@ -342,11 +373,6 @@ add_own(int dir, struct fpd_file_entry **e, size_t *n, uint64_t ms)
 	fpd_index_add(e, n, &entry);
 }
 
-static bool
-there(const char *name)
-{
-	return access(at(name), F_OK) == 0;
-}
 
 START_TEST(retention_only_own_files)
 {
@@ -390,12 +416,12 @@ START_TEST(retention_only_own_files)
 		fp_assert_str_eq(e[1].name, last);
 	}
 	/* the index and manifest list what is left, with identities */
-	fp_assert_int_eq(fpd_index_store(dir, e, &n, "a@b", "25", "{}", 0600), 0);
+	fp_assert_int_eq(fpd_index_store(dir, &me, e, &n, "a@b", "25", "{}", 0600), 0);
 	{
 		struct fpd_file_entry *back;
 		size_t nback;
 
-		fp_assert_int_eq(fpd_index_load(dir, &back, &nback), 0);
+		fp_assert_int_eq(fpd_index_load(dir, &me, &back, &nback), 0);
 		fp_assert_int_eq(nback, 2);
 		for (size_t i = 0; i < nback; i++) {
 			fp_assert_str_eq(back[i].name, e[i].name);
@@ -480,7 +506,7 @@ START_TEST(index_old_lines)
 		   "a@b.20261121T075630.018Z.perf 1 2 3 4 5 6 0\n"
 		   "a@b.20261121T075631.018Z.perf 1 2 3 4 5 6 1 7\n"
 		   "a@b.20261121T075632.018Z.perf 1 2 3 4 5 6 0 7 8 9\n");
-	fp_assert_int_eq(fpd_index_load(dir, &e, &n), 0);
+	fp_assert_int_eq(fpd_index_load(dir, &me, &e, &n), 0);
 	fp_assert_int_eq(n, 3);
 	fp_assert(e[0].made.ino == 0 && e[1].made.ino == 0);
 	fp_assert_int_eq(e[1].events, 7);
@@ -632,6 +658,7 @@ suite(void)
 	tcase_add_test(tc, create_never_through_a_link);
 	tcase_add_loop_test(tc, open_file_refused, 0, sizeof(files) / sizeof(files[0]));
 	tcase_add_test(tc, unlink_and_chown_only_what_was_made);
+	tcase_add_test(tc, own_names_cleared);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("retention");

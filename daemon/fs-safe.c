@@ -47,7 +47,8 @@ fpd_fs_check_dir(const struct stat *st, const struct fpd_trust *t,
 		*why = "is writable by all users";
 		return -EPERM;
 	}
-	if ((st->st_mode & S_IWGRP) && st->st_gid != 0 && st->st_gid != t->gid) {
+	/* A group is other users too (nogroup is shared by many daemons). */
+	if (st->st_mode & S_IWGRP) {
 		*why = "is writable by its group";
 		return -EPERM;
 	}

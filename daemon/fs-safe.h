@@ -10,8 +10,8 @@
  *   the operator's --out and --log-file paths a link is followed only if
  *   it and the directory holding it belong to root or the run's user;
  * - a directory the daemon did not create is used only if it belongs to
- *   root or the run's user and no other user can write to it (group
- *   write is allowed for root's group and the run's group);
+ *   root or the run's user and neither its group nor others can write
+ *   to it;
  * - a file is opened with O_NOFOLLOW|O_NONBLOCK and checked after the
  *   open: regular, one link, owned by root or the run's user;
  * - chown and unlink act only on a file whose device and inode the

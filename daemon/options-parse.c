@@ -503,10 +503,10 @@ fpd_option_dir_mode(struct fpd_options *o, const char *arg)
 
 	/* a directory others can write is one the daemon would refuse to
 	 * use again (fs-safe.h) */
-	if (rc == 0 && (o->dir_mode & S_IWOTH))
+	if (rc == 0 && (o->dir_mode & (S_IWGRP | S_IWOTH)))
 		rc = fpd_option_bad_value("--dir-mode", arg,
-					  "other users may not write to the output "
-					  "directories, e.g. 0750");
+					  "neither the group nor others may write to "
+					  "the output directories, e.g. 0750");
 	return rc;
 }
 

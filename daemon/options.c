@@ -200,8 +200,8 @@ static const struct option_spec options[] = {
 	{ "file-mode", 0, required_argument, fpd_option_file_mode,
 	  "      --file-mode MODE      mode of output files (default 0640)\n" },
 	{ "dir-mode", 0, required_argument, fpd_option_dir_mode,
-	  "      --dir-mode MODE       mode of output directories (default 0750; others\n"
-	  "                            may not write)\n" },
+	  "      --dir-mode MODE       mode of output directories (default 0750; no\n"
+	  "                            group or other write)\n" },
 	{ "user", 0, required_argument, fpd_option_user,
 	  "      --user NAME           when started as root: drop to NAME once the cookie\n"
 	  "                            is read and the output directory is ready (a\n"

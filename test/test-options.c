@@ -37,6 +37,7 @@ static const struct options_case cases[] = {
 	{ { "--node", "a@b", "--file-mode", "0400" }, FPD_EXIT_USAGE },
 	{ { "--node", "a@b", "--dir-mode", "0600" }, FPD_EXIT_USAGE },
 	{ { "--node", "a@b", "--dir-mode", "0757" }, FPD_EXIT_USAGE },
+	{ { "--node", "a@b", "--dir-mode", "0770" }, FPD_EXIT_USAGE },
 	{ { "--node", "a@b", "--dir-mode", "01777" }, FPD_EXIT_USAGE },
 	{ { "--node", "a@b", "--key", "$callers" }, FPD_EXIT_USAGE },
 	{ { "--node", "a@b", "--key", "x", "--logger-key", "x" }, FPD_EXIT_USAGE },

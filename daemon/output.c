@@ -247,6 +247,7 @@ fpd_output_new(const struct fpd_output_config *config, int *err,
 	const char *why = NULL, *which = config->dir;
 	struct fpd_made probe_made;
 	bool named = false;
+	struct stat st;
 	char probe[64];
 	bool recovered;
 	int fd, rc;
@@ -266,6 +267,20 @@ fpd_output_new(const struct fpd_output_config *config, int *err,
 	rc = open_node_dir(out, &out->dirfd, &out->dir_made, &why, &which);
 	if (rc < 0)
 		goto fail;
+	/* Root's, but not made by this run: with --user it would not be
+	 * handed over (fpd_output_chown()), so nothing is written there. */
+	if (!out->dir_made.ino && fstat(out->dirfd, &st) == 0 &&
+	    st.st_uid != config->uid) {
+		snprintf(refusal, sizeof(refusal),
+			 "output directory %s was not made by this run and belongs "
+			 "to uid %u, not to the user flame_profd runs as: not handed "
+			 "over (chown it to that user, or remove it)", out->dir,
+			 (unsigned)st.st_uid);
+		why = refusal;
+		named = true;
+		rc = -EPERM;
+		goto fail;
+	}
 
 	*what = "cannot lock the output directory";
 	out->lockfd = open_own(out, out->dirfd, LOCK_NAME, &out->lock_made, &why);

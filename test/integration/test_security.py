@@ -246,8 +246,9 @@ def path_checks(t, node):
     os.chmod(planted, 0o750)
     rc, _, se = h.run_daemon(h.daemon_args(node, out, user="nobody", duration="2s"),
                              timeout=20)
-    refused(t, rc, se, "root's OUT/<node> with --user", "not handed to user nobody")
+    refused(t, rc, se, "root's OUT/<node> with --user", "not handed over")
     t.eq(os.stat(planted).st_uid, 0, "root's OUT/<node> with --user: not chowned")
+    t.eq(os.listdir(planted), [], "root's OUT/<node> with --user: nothing written")
 
     # 4. retention: files named for 2099 (planted by the service user),
     #    another user's file and a hard link named like the daemon's

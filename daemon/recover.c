@@ -71,12 +71,16 @@ static ssize_t
 summarize(const struct leftovers *l, const char *name,
 	  enum fp_perf_compress kind, struct fp_perf_summary *s)
 {
-	/* through the directory descriptor checked, not the path again */
-	size_t size = strlen(name) + 64;
+	/* through the directory descriptor checked, not the path again
+	 * (without /proc, through the path) */
+	size_t size = strlen(l->dir) + strlen(name) + 64;
 	char *path = xzalloc(size);
 	ssize_t rc;
 
-	snprintf(path, size, "/proc/self/fd/%d/%s", l->dirfd, name);
+	if (access("/proc/self/fd", X_OK) == 0)
+		snprintf(path, size, "/proc/self/fd/%d/%s", l->dirfd, name);
+	else
+		snprintf(path, size, "%s/%s", l->dir, name);
 	rc = fp_perf_file_summarize(path, kind, s);
 	free(path);
 	return rc;
@@ -244,7 +248,7 @@ recover_one(const struct leftovers *l, const char *partial)
 	if (keep == -EINVAL || fpd_fs_is_made(l->dirfd, partial, &made) < 0)
 		goto close_fd;	/* swapped meanwhile: not ours to touch */
 	if (keep <= 0 || s.samples == 0) {
-		if (s.size == 0) {
+		if (st.st_size == 0) {	/* as checked, not as read */
 			if (fpd_fs_unlink_made(l->dirfd, partial, &made) == 0)
 				fpd_info("removed %s/%s: empty", l->dir, partial);
 			goto close_fd;

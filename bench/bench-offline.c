@@ -52,11 +52,11 @@
 #include "flame_profd.h"
 #include "fp/perf-script.h"
 #include "fp/sample.h"
+#include "util-buf.h"
 #include "util-mem.h"
 
 struct segment {
-	char *buf;
-	size_t len, cap;
+	struct fp_text text;
 	FILE *f;
 };
 
@@ -96,16 +96,8 @@ seg_write(void *cookie, const char *data, size_t len)
 {
 	struct segment *s = cookie;
 
-	if (s->len + len > s->cap) {
-		size_t cap = s->cap ? s->cap : 65536;
-
-		while (cap < s->len + len)
-			cap *= 2;
-		s->buf = xrealloc(s->buf, cap);
-		s->cap = cap;
-	}
-	memcpy(s->buf + s->len, data, len);
-	s->len += len;
+	fp_text_reserve_first(&s->text, len, 65536);
+	fp_text_put(&s->text, data, len);
 	return (ssize_t)len;
 }
 
@@ -195,8 +187,8 @@ stage_format(struct bench *b)
 
 	s = fp_sampler_samples(b->sampler, &n);
 	format_samples(b, b->uncached ? b->uncached : s, n);
-	if (b->seg.len >= b->segment_bytes)
-		b->seg.len = 0;	/* as if flushed */
+	if (b->seg.text.len >= b->segment_bytes)
+		b->seg.text.len = 0;	/* as if flushed */
 	return (long)n;
 }
 
@@ -219,10 +211,10 @@ stage_all(struct bench *b)
 		return -1;
 	s = fp_sampler_samples(b->sampler, &n);
 	format_samples(b, s, n);
-	if (b->seg.len >= b->segment_bytes) {
-		if (compress_segment(b, b->seg.buf, b->seg.len) < 0)
+	if (b->seg.text.len >= b->segment_bytes) {
+		if (compress_segment(b, b->seg.text.buf, b->seg.text.len) < 0)
 			return -1;
-		b->seg.len = 0;
+		b->seg.text.len = 0;
 	}
 	return (long)n;
 }
@@ -288,21 +280,21 @@ make_text(struct bench *b)
 	const struct fp_sample *s;
 	size_t n;
 
-	b->seg.len = 0;
+	b->seg.text.len = 0;
 	b->text_samples = 0;
-	while (b->seg.len < b->segment_bytes) {
+	while (b->seg.text.len < b->segment_bytes) {
 		if (decode_once(b) < 0)
 			return -EBADMSG;
 		s = fp_sampler_samples(b->sampler, &n);
-		for (size_t i = 0; i < n && b->seg.len < b->segment_bytes; i++) {
+		for (size_t i = 0; i < n && b->seg.text.len < b->segment_bytes; i++) {
 			fp_perf_write_sample(b->writer, b->seg.f, &s[i]);
 			b->text_samples++;
 		}
 	}
-	b->text = xzalloc(b->seg.len);
-	memcpy(b->text, b->seg.buf, b->seg.len);
-	b->text_len = b->seg.len;
-	b->seg.len = 0;
+	b->text = xzalloc(b->seg.text.len);
+	memcpy(b->text, b->seg.text.buf, b->seg.text.len);
+	b->text_len = b->seg.text.len;
+	b->seg.text.len = 0;
 	return 0;
 }
 
@@ -358,10 +350,7 @@ find_frames(const char *buf, struct span **out)
 
 				if (ei_skip_term(buf, &index) < 0)
 					goto out;
-				if (n == cap) {
-					cap = cap ? cap * 2 : 1024;
-					spans = xrealloc(spans, cap * sizeof(*spans));
-				}
+				FP_GROW(spans, cap, n + 1);
 				spans[n++] = (struct span){ at, index - at };
 			}
 			if (nframes > 0 && ei_skip_term(buf, &index) < 0)
@@ -603,7 +592,7 @@ main(int argc, char **argv)
 				goto out;
 			}
 		}
-		b.seg.len = 0;
+		b.seg.text.len = 0;
 		report(stages[k].name, runs, nruns);
 	}
 	fp_sampler_cache_stats(b.sampler, &stats);
@@ -616,7 +605,7 @@ main(int argc, char **argv)
 	rc = 0;
 out:
 	fclose(b.seg.f);
-	free(b.seg.buf);
+	fp_text_free(&b.seg.text);
 	free(b.text);
 	fpd_compressor_destroy(b.comp);
 	fp_perf_writer_destroy(b.writer);

@@ -15,24 +15,12 @@
 
 #include "options-parse.h"
 #include "util-mem.h"
+#include "util-parse.h"
 #include "fp/node.h"
 
-#define TOP_MAX 100000
-#define EVERY_MIN_US 100000u		/* 100ms */
 #define RATE_MIN 0.1
 #define RATE_MAX 1000.0
-#define ROTATE_MIN_US 1000000u		/* 1s */
-#define TIMEOUT_MIN_US 10000u		/* 10ms */
-#define TIMEOUT_MAX_US 600000000u	/* 10m */
-#define BACKTRACE_DEPTH_MAX 10000
-#define SCAN_MAX_MIN 100
-#define SCAN_MAX_MAX 10000000
-#define MIN_REDUCTIONS_MAX 1000000000
-#define ROTATE_SIZE_MIN 4096
-#define KEEP_FILES_MAX 10000000
-#define RUN_QUEUE_MAX 100000000
 #define PERF_PID_MAX 4194304		/* the kernel's largest pid_max */
-#define PERF_FREQ_MAX 10000
 #define PORT_MAX 65535
 #define KEY_NAME_MAX 100		/* bytes of a --key or --logger-key */
 #define NODE_NAME_MAX 256		/* of a pid's node, '<app@host.C.N.S>' */
@@ -59,6 +47,61 @@ parse_uint(const char *s, unsigned long max, unsigned long *out)
 		return -EINVAL;
 	*out = v;
 	return 0;
+}
+
+/* A whole number from @min to @max for @flag, else the message @why. */
+static int
+uint_value(const char *flag, const char *arg, unsigned long min,
+	   unsigned long max, const char *why, unsigned *out)
+{
+	unsigned long v;
+
+	if (parse_uint(arg, max, &v) < 0 || v < min)
+		return fpd_option_bad_value(flag, arg, why);
+	*out = (unsigned)v;
+	return 0;
+}
+
+int
+fpd_option_value(struct fpd_options *o, const char *name,
+		 const struct fpd_value *v, const char *arg)
+{
+	char *at = (char *)o + v->field;
+	char flag[64];
+	uint64_t u;
+	int i;
+
+	snprintf(flag, sizeof(flag), "--%s", name);
+	switch (v->kind) {
+	case FPD_VALUE_NONE:
+		break;
+	case FPD_VALUE_STRING:
+		*(const char **)at = arg;
+		return 0;
+	case FPD_VALUE_TRUE:
+	case FPD_VALUE_FALSE:
+		*(bool *)at = v->kind == FPD_VALUE_TRUE;
+		return 0;
+	case FPD_VALUE_UINT:
+		return uint_value(flag, arg, (unsigned long)v->min,
+				  (unsigned long)v->max, v->why, (unsigned *)at);
+	case FPD_VALUE_DURATION:
+	case FPD_VALUE_SIZE:
+		if ((v->kind == FPD_VALUE_DURATION ? fpd_parse_duration(arg, &u) :
+						     fpd_parse_size(arg, &u)) < 0 ||
+		    u < v->min || u > v->max)
+			return fpd_option_bad_value(flag, arg, v->why);
+		*(uint64_t *)at = u;
+		return 0;
+	case FPD_VALUE_CHOICE:
+		i = parse_enum(arg, v->names);
+		if (i < 0)
+			return fpd_option_bad_value(flag, arg, v->why);
+		*(int *)at = i;
+		return 0;
+	}
+	fprintf(stderr, "flame_profd: error: %s has no parser\n", flag);
+	return FPD_EXIT_SOFTWARE;
 }
 
 /* A key is written key.NAME on the event line: nothing in NAME may end
@@ -88,12 +131,6 @@ append(const char ***v, size_t *n, const char *arg)
 
 /* ---- target ------------------------------------------------------------- */
 
-int
-fpd_option_node(struct fpd_options *o, const char *arg)
-{
-	o->node = arg;
-	return 0;
-}
 
 int
 fpd_option_cookie_file(struct fpd_options *o, const char *arg)
@@ -103,15 +140,6 @@ fpd_option_cookie_file(struct fpd_options *o, const char *arg)
 	return 0;
 }
 
-int
-fpd_option_timeout(struct fpd_options *o, const char *arg)
-{
-	if (fpd_parse_duration(arg, &o->timeout_us) < 0 ||
-	    o->timeout_us < TIMEOUT_MIN_US || o->timeout_us > TIMEOUT_MAX_US)
-		return fpd_option_bad_value("--timeout", arg,
-				 "expected a duration from 10ms to 10m");
-	return 0;
-}
 
 int
 fpd_option_connect(struct fpd_options *o, const char *arg)
@@ -135,25 +163,14 @@ fpd_option_connect(struct fpd_options *o, const char *arg)
 int
 fpd_option_top(struct fpd_options *o, const char *arg)
 {
-	unsigned long v;
+	int rc = uint_value("--top", arg, 0, TOP_MAX,
+			    "expected a whole number from 0 to 100000", &o->top);
 
-	if (parse_uint(arg, TOP_MAX, &v) < 0)
-		return fpd_option_bad_value("--top", arg,
-				 "expected a whole number from 0 to 100000");
-	o->top = (unsigned)v;
-	o->top_set = true;
-	return 0;
+	if (rc == 0)
+		o->top_set = true;
+	return rc;
 }
 
-int
-fpd_option_every(struct fpd_options *o, const char *arg)
-{
-	if (fpd_parse_duration(arg, &o->every_us) < 0 ||
-	    o->every_us < EVERY_MIN_US)
-		return fpd_option_bad_value("--every", arg,
-				 "expected a duration of at least 100ms, e.g. 5s");
-	return 0;
-}
 
 int
 fpd_option_pid(struct fpd_options *o, const char *arg)
@@ -181,29 +198,7 @@ fpd_option_name(struct fpd_options *o, const char *arg)
 	return 0;
 }
 
-int
-fpd_option_scan_max(struct fpd_options *o, const char *arg)
-{
-	unsigned long v;
 
-	if (parse_uint(arg, SCAN_MAX_MAX, &v) < 0 || v < SCAN_MAX_MIN)
-		return fpd_option_bad_value("--scan-max", arg,
-				 "expected a whole number from 100 to 10000000");
-	o->scan_max = (unsigned)v;
-	return 0;
-}
-
-int
-fpd_option_min_reductions(struct fpd_options *o, const char *arg)
-{
-	unsigned long v;
-
-	if (parse_uint(arg, MIN_REDUCTIONS_MAX, &v) < 0)
-		return fpd_option_bad_value("--min-reductions", arg,
-				 "expected reductions a second, a whole number from 0 to 1000000000");
-	o->min_reductions = (unsigned)v;
-	return 0;
-}
 
 /* ---- sampling ----------------------------------------------------------- */
 
@@ -221,33 +216,8 @@ fpd_option_rate(struct fpd_options *o, const char *arg)
 	return 0;
 }
 
-int
-fpd_option_backtrace_depth(struct fpd_options *o, const char *arg)
-{
-	unsigned long v;
 
-	if (parse_uint(arg, BACKTRACE_DEPTH_MAX, &v) < 0 || v < 1)
-		return fpd_option_bad_value("--backtrace-depth", arg,
-				 "expected a whole number from 1 to 10000");
-	o->backtrace_depth = (unsigned)v;
-	return 0;
-}
 
-int
-fpd_option_lines(struct fpd_options *o, const char *arg)
-{
-	(void)arg;
-	o->lines = true;
-	return 0;
-}
-
-int
-fpd_option_erlang_names(struct fpd_options *o, const char *arg)
-{
-	(void)arg;
-	o->erlang_names = true;
-	return 0;
-}
 
 static int
 add_key(struct fpd_options *o, const char *arg, bool logger)
@@ -284,13 +254,6 @@ fpd_option_logger_key(struct fpd_options *o, const char *arg)
 	return add_key(o, arg, true);
 }
 
-int
-fpd_option_callers(struct fpd_options *o, const char *arg)
-{
-	(void)arg;
-	o->callers = true;
-	return 0;
-}
 
 int
 fpd_option_max_overhead(struct fpd_options *o, const char *arg)
@@ -310,36 +273,21 @@ fpd_option_max_overhead(struct fpd_options *o, const char *arg)
 int
 fpd_option_request(struct fpd_options *o, const char *arg)
 {
-	if (strcmp(arg, "rex") == 0)
-		o->request = FP_REQUEST_REX;
-	else if (strcmp(arg, "eval") == 0)
-		o->request = FP_REQUEST_EVAL;
-	else if (strcmp(arg, "helper") == 0)
-		o->request = FP_REQUEST_HELPER;
-	else
+	static const char *const names[] = {
+		[FP_REQUEST_REX] = "rex",
+		[FP_REQUEST_EVAL] = "eval",
+		[FP_REQUEST_HELPER] = "helper",
+		[FP_REQUEST_HELPER + 1] = NULL,
+	};
+	int i = parse_enum(arg, names);
+
+	if (i < 0)
 		return fpd_option_bad_value("--request", arg, "expected rex, eval or helper");
+	o->request = (enum fp_request_path)i;
 	return 0;
 }
 
-int
-fpd_option_no_idle_reuse(struct fpd_options *o, const char *arg)
-{
-	(void)arg;
-	o->idle_reuse = false;
-	return 0;
-}
 
-int
-fpd_option_breaker_run_queue(struct fpd_options *o, const char *arg)
-{
-	unsigned long v;
-
-	if (parse_uint(arg, RUN_QUEUE_MAX, &v) < 0 || v < 1)
-		return fpd_option_bad_value("--breaker-run-queue", arg,
-				 "expected a whole number of at least 1");
-	o->breaker_run_queue = (unsigned)v;
-	return 0;
-}
 
 int
 fpd_option_perf(struct fpd_options *o, const char *arg)
@@ -359,17 +307,6 @@ fpd_option_perf(struct fpd_options *o, const char *arg)
 	return 0;
 }
 
-int
-fpd_option_perf_freq(struct fpd_options *o, const char *arg)
-{
-	unsigned long v;
-
-	if (parse_uint(arg, PERF_FREQ_MAX, &v) < 0 || v < 1)
-		return fpd_option_bad_value("--perf-freq", arg,
-				 "expected 1 to 10000 samples a second");
-	o->perf_freq = (unsigned)v;
-	return 0;
-}
 
 /* ---- output ------------------------------------------------------------- */
 
@@ -382,39 +319,8 @@ fpd_option_out(struct fpd_options *o, const char *arg)
 	return 0;
 }
 
-int
-fpd_option_rotate(struct fpd_options *o, const char *arg)
-{
-	if (fpd_parse_duration(arg, &o->rotate_us) < 0 ||
-	    o->rotate_us < ROTATE_MIN_US)
-		return fpd_option_bad_value("--rotate", arg,
-				 "expected a duration of at least 1s, e.g. 2m");
-	return 0;
-}
 
-int
-fpd_option_rotate_size(struct fpd_options *o, const char *arg)
-{
-	if (fpd_parse_size(arg, &o->rotate_bytes) < 0 ||
-	    o->rotate_bytes < ROTATE_SIZE_MIN)
-		return fpd_option_bad_value("--rotate-size", arg,
-				 "expected a size of at least 4K, e.g. 64M");
-	return 0;
-}
 
-int
-fpd_option_compress(struct fpd_options *o, const char *arg)
-{
-	if (strcmp(arg, "zstd") == 0)
-		o->compress = FPD_COMPRESS_ZSTD;
-	else if (strcmp(arg, "gzip") == 0)
-		o->compress = FPD_COMPRESS_GZIP;
-	else if (strcmp(arg, "none") == 0)
-		o->compress = FPD_COMPRESS_NONE;
-	else
-		return fpd_option_bad_value("--compress", arg, "expected zstd, gzip or none");
-	return 0;
-}
 
 int
 fpd_option_compress_level(struct fpd_options *o, const char *arg)
@@ -431,44 +337,9 @@ fpd_option_compress_level(struct fpd_options *o, const char *arg)
 	return 0;
 }
 
-int
-fpd_option_keep_files(struct fpd_options *o, const char *arg)
-{
-	unsigned long v;
 
-	if (parse_uint(arg, KEEP_FILES_MAX, &v) < 0 || v < 1)
-		return fpd_option_bad_value("--keep-files", arg,
-				 "expected a whole number of at least 1");
-	o->keep_files = (unsigned)v;
-	return 0;
-}
 
-int
-fpd_option_keep_bytes(struct fpd_options *o, const char *arg)
-{
-	if (fpd_parse_size(arg, &o->keep_bytes) < 0 || o->keep_bytes == 0)
-		return fpd_option_bad_value("--keep-bytes", arg,
-				 "expected a size greater than 0, e.g. 1G");
-	return 0;
-}
 
-int
-fpd_option_keep_age(struct fpd_options *o, const char *arg)
-{
-	if (fpd_parse_duration(arg, &o->keep_age_us) < 0 || o->keep_age_us == 0)
-		return fpd_option_bad_value("--keep-age", arg,
-				 "expected a duration greater than 0, e.g. 7d");
-	return 0;
-}
-
-int
-fpd_option_duration(struct fpd_options *o, const char *arg)
-{
-	if (fpd_parse_duration(arg, &o->duration_us) < 0 || o->duration_us == 0)
-		return fpd_option_bad_value("--duration", arg,
-				 "expected a duration greater than 0, e.g. 30s");
-	return 0;
-}
 
 /* An octal mode with all of @need (of the owner's bits) set. */
 static int
@@ -501,8 +372,8 @@ fpd_option_dir_mode(struct fpd_options *o, const char *arg)
 			    "expected an octal mode giving the owner rwx, e.g. 0750",
 			    &o->dir_mode);
 
-	/* a directory others can write is one the daemon would refuse to
-	 * use again (fs-safe.h) */
+	/* a directory its group or others can write is one the daemon
+	 * would refuse to use again (fs-safe.h) */
 	if (rc == 0 && (o->dir_mode & (S_IWGRP | S_IWOTH)))
 		rc = fpd_option_bad_value("--dir-mode", arg,
 					  "neither the group nor others may write to "
@@ -526,12 +397,6 @@ fpd_option_user(struct fpd_options *o, const char *arg)
 	return 0;
 }
 
-int
-fpd_option_log_file(struct fpd_options *o, const char *arg)
-{
-	o->log_file = arg;
-	return 0;
-}
 
 int
 fpd_option_verbose(struct fpd_options *o, const char *arg)

@@ -10,6 +10,7 @@
 #include "config.h"
 
 #include <getopt.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,9 +28,31 @@ struct option_spec {
 	const char *name;	/* NULL: a line of --help between options */
 	int short_name;		/* 0: none */
 	int has_arg;		/* no_argument or required_argument */
-	/* 0, or an exit code with the reason on stderr */
+	/* 0, or an exit code with the reason on stderr; NULL: value says */
 	int (*parse)(struct fpd_options *o, const char *arg);
 	const char *help;	/* its lines of --help */
+	struct fpd_value value;	/* what to store, where parse is NULL */
+};
+
+#define FIELD(f) .field = offsetof(struct fpd_options, f)
+#define STRING(f) .value = { FPD_VALUE_STRING, FIELD(f) }
+#define SET_TRUE(f) .value = { FPD_VALUE_TRUE, FIELD(f) }
+#define SET_FALSE(f) .value = { FPD_VALUE_FALSE, FIELD(f) }
+#define UINT(f, lo, hi, msg) \
+	.value = { FPD_VALUE_UINT, FIELD(f), .min = (lo), .max = (hi), .why = (msg) }
+#define DURATION(f, lo, hi, msg) \
+	.value = { FPD_VALUE_DURATION, FIELD(f), .min = (lo), .max = (hi), .why = (msg) }
+#define SIZE(f, lo, msg) \
+	.value = { FPD_VALUE_SIZE, FIELD(f), .min = (lo), .max = UINT64_MAX, .why = (msg) }
+#define CHOICE(f, words, msg) \
+	.value = { FPD_VALUE_CHOICE, FIELD(f), .names = (words), .why = (msg) }
+
+/* --compress's words, in the order of enum fpd_compress */
+static const char *const compress_names[] = {
+	[FPD_COMPRESS_NONE] = "none",
+	[FPD_COMPRESS_GZIP] = "gzip",
+	[FPD_COMPRESS_ZSTD] = "zstd",
+	[FPD_COMPRESS_ZSTD + 1] = NULL,
 };
 
 static int
@@ -53,89 +76,103 @@ parse_version(struct fpd_options *o, const char *arg)
 static const struct option_spec options[] = {
 	{ .help = "\n" },
 	{ .help = "Target:\n" },
-	{ "node", 'n', required_argument, fpd_option_node,
-	  "  -n, --node NAME@HOST      node to profile (short or long name; required)\n" },
-	{ "cookie-file", 'c', required_argument, fpd_option_cookie_file,
-	  "  -c, --cookie-file PATH    file holding the node's cookie; the default is\n"
+	{ "node", 'n', required_argument,
+	  .help = "  -n, --node NAME@HOST      node to profile (short or long name; required)\n",
+	  STRING(node) },
+	{ "cookie-file", 'c', required_argument, .parse = fpd_option_cookie_file,
+	  .help = "  -c, --cookie-file PATH    file holding the node's cookie; the default is\n"
 	  "                            $FLAME_PROFD_COOKIE if set, else ~/.erlang.cookie.\n"
 	  "                            The file must be readable by its owner only.\n" },
-	{ "timeout", 0, required_argument, fpd_option_timeout,
-	  "      --timeout DUR         give up on a request after DUR (default 5s)\n" },
-	{ "connect", 0, required_argument, fpd_option_connect,
-	  "      --connect HOST:PORT   connect there instead of asking epmd for the node's\n"
+	{ "timeout", 0, required_argument,
+	  .help = "      --timeout DUR         give up on a request after DUR (default 5s)\n",
+	  DURATION(timeout_us, TIMEOUT_MIN_US, TIMEOUT_MAX_US,
+		   "expected a duration from 10ms to 10m") },
+	{ "connect", 0, required_argument, .parse = fpd_option_connect,
+	  .help = "      --connect HOST:PORT   connect there instead of asking epmd for the node's\n"
 	  "                            port (e.g. a local TLS tunnel to the node)\n" },
 	{ .help = "\n" },
 	{ .help = "Selection:\n" },
-	{ "top", 't', required_argument, fpd_option_top,
-	  "  -t, --top N               sample the N processes with the most reductions\n"
+	{ "top", 't', required_argument, .parse = fpd_option_top,
+	  .help = "  -t, --top N               sample the N processes with the most reductions\n"
 	  "                            since the previous selection (default 100; 0: none).\n"
 	  "                            With --pid/--name and no --top, only those.\n" },
-	{ "every", 'e', required_argument, fpd_option_every,
-	  "  -e, --every DUR           select again every DUR (default 5s)\n" },
-	{ "pid", 'p', required_argument, fpd_option_pid,
-	  "  -p, --pid PID             always sample PID, '<0.123.0>' or 0.123.0, or as\n"
+	{ "every", 'e', required_argument,
+	  .help = "  -e, --every DUR           select again every DUR (default 5s)\n",
+	  DURATION(every_us, EVERY_MIN_US, UINT64_MAX,
+		   "expected a duration of at least 100ms, e.g. 5s") },
+	{ "pid", 'p', required_argument, .parse = fpd_option_pid,
+	  .help = "  -p, --pid PID             always sample PID, '<0.123.0>' or 0.123.0, or as\n"
 	  "                            rabbitmqctl and observer print a pid of the node,\n"
 	  "                            '<app@host.Creation.123.0>' (repeatable)\n" },
-	{ "name", 'N', required_argument, fpd_option_name,
-	  "  -N, --name NAME           always sample the process registered as NAME:\n"
+	{ "name", 'N', required_argument, .parse = fpd_option_name,
+	  .help = "  -N, --name NAME           always sample the process registered as NAME:\n"
 	  "                            an atom (foo, :foo) or an Elixir alias\n"
 	  "                            (MyApp.Counter for 'Elixir.MyApp.Counter');\n"
 	  "                            repeatable\n" },
-	{ "scan-max", 0, required_argument, fpd_option_scan_max,
-	  "      --scan-max N          read the reductions of at most N processes per\n"
+	{ "scan-max", 0, required_argument,
+	  .help = "      --scan-max N          read the reductions of at most N processes per\n"
 	  "                            selection (default 50000); bigger nodes are covered\n"
 	  "                            by a moving window, the current selection always\n"
-	  "                            re-read\n" },
-	{ "min-reductions", 0, required_argument, fpd_option_min_reductions,
-	  "      --min-reductions N    --top picks no process that did fewer than N\n"
+	  "                            re-read\n",
+	  UINT(scan_max, SCAN_MAX_MIN, SCAN_MAX_MAX,
+	       "expected a whole number from 100 to 10000000") },
+	{ "min-reductions", 0, required_argument,
+	  .help = "      --min-reductions N    --top picks no process that did fewer than N\n"
 	  "                            reductions a second (default 500; 0: any that did\n"
-	  "                            some)\n" },
+	  "                            some)\n",
+	  UINT(min_reductions, 0, MIN_REDUCTIONS_MAX,
+	       "expected reductions a second, a whole number from 0 to 1000000000") },
 	{ .help = "\n" },
 	{ .help = "Sampling:\n" },
-	{ "rate", 'r', required_argument, fpd_option_rate,
-	  "  -r, --rate HZ             samples per second per process (default 10), spread\n"
+	{ "rate", 'r', required_argument, .parse = fpd_option_rate,
+	  .help = "  -r, --rate HZ             samples per second per process (default 10), spread\n"
 	  "                            evenly over the second\n" },
-	{ "backtrace-depth", 0, required_argument, fpd_option_backtrace_depth,
-	  "      --backtrace-depth N   frames per stack (default 64; the node's\n"
+	{ "backtrace-depth", 0, required_argument,
+	  .help = "      --backtrace-depth N   frames per stack (default 64; the node's\n"
 	  "                            backtrace_depth flag is raised while any\n"
 	  "                            flame_profd runs, and put back by the node itself\n"
-	  "                            when the last has gone, also after SIGKILL)\n" },
-	{ "lines", 0, no_argument, fpd_option_lines,
-	  "      --lines               put source line numbers in frame names (NAME:LINE)\n" },
-	{ "erlang-names", 0, no_argument, fpd_option_erlang_names,
-	  "      --erlang-names        write frames of Elixir modules as Erlang does\n"
+	  "                            when the last has gone, also after SIGKILL)\n",
+	  UINT(backtrace_depth, 1, BACKTRACE_DEPTH_MAX,
+	       "expected a whole number from 1 to 10000") },
+	{ "lines", 0, no_argument,
+	  .help = "      --lines               put source line numbers in frame names (NAME:LINE)\n",
+	  SET_TRUE(lines) },
+	{ "erlang-names", 0, no_argument,
+	  .help = "      --erlang-names        write frames of Elixir modules as Erlang does\n"
 	  "                            ('Elixir.Foo':bar/1, '-bar/1-fun-0-'/1) instead of\n"
 	  "                            as Elixir does (Foo.bar/1, anonymous fn/1 in\n"
-	  "                            Foo.bar/1), keeping the index of anonymous fns\n" },
-	{ "key", 0, required_argument, fpd_option_key,
-	  "      --key NAME            record the process dictionary's value under the\n"
+	  "                            Foo.bar/1), keeping the index of anonymous fns\n",
+	  SET_TRUE(erlang_names) },
+	{ "key", 0, required_argument, .parse = fpd_option_key,
+	  .help = "      --key NAME            record the process dictionary's value under the\n"
 	  "                            atom NAME with each sample (key.NAME: TEXT),\n"
 	  "                            read alone ({dictionary, NAME}, OTP 26.2 and\n"
 	  "                            later), never by copying the dictionary;\n"
 	  "                            repeatable\n" },
-	{ "logger-key", 0, required_argument, fpd_option_logger_key,
-	  "      --logger-key NAME     record key NAME of the process's Logger metadata\n"
+	{ "logger-key", 0, required_argument, .parse = fpd_option_logger_key,
+	  .help = "      --logger-key NAME     record key NAME of the process's Logger metadata\n"
 	  "                            (Logger.metadata/1, logger:set_process_metadata/1)\n"
 	  "                            the same way, e.g. request_id; repeatable. The\n"
 	  "                            metadata map is copied, the rest of the\n"
 	  "                            dictionary is not\n" },
-	{ "callers", 0, no_argument, fpd_option_callers,
-	  "      --callers             record '$callers' (the processes that started a\n"
+	{ "callers", 0, no_argument,
+	  .help = "      --callers             record '$callers' (the processes that started a\n"
 	  "                            Task, newest first) with each sample\n"
 	  "                            The process label (proc_lib:set_label/1,\n"
 	  "                            Process.set_label/1) is recorded wherever the node\n"
 	  "                            has one. On a node that cannot read one key\n"
 	  "                            (before OTP 26.2) keys and callers are not\n"
-	  "                            recorded: a warning at each connect says so\n" },
-	{ "max-overhead", 0, required_argument, fpd_option_max_overhead,
-	  "      --max-overhead PCT    cost budget: node-side work of flame_profd's\n"
+	  "                            recorded: a warning at each connect says so\n",
+	  SET_TRUE(callers) },
+	{ "max-overhead", 0, required_argument, .parse = fpd_option_max_overhead,
+	  .help = "      --max-overhead PCT    cost budget: node-side work of flame_profd's\n"
 	  "                            requests as a share of the node's schedulers\n"
 	  "                            (default 5), and its own CPU when the node is\n"
 	  "                            on this host, checked once a second;\n"
 	  "                            over it the rate, then the top-N, come down;\n"
 	  "                            0 turns the budget off\n" },
-	{ "request", 0, required_argument, fpd_option_request,
-	  "      --request rex|eval|helper\n"
+	{ "request", 0, required_argument, .parse = fpd_option_request,
+	  .help = "      --request rex|eval|helper\n"
 	  "                            how samples are asked for: rex (default) is an\n"
 	  "                            rpc per batch to stock functions, nothing left\n"
 	  "                            running on the node; eval starts 3 sampling\n"
@@ -148,21 +185,24 @@ static const struct option_spec options[] = {
 	  "                            node time on a node with time to spare, the same\n"
 	  "                            on a saturated one); it unloads itself when\n"
 	  "                            flame_profd stops or the connection goes\n" },
-	{ "no-idle-reuse", 0, no_argument, fpd_option_no_idle_reuse,
-	  "      --no-idle-reuse       ask every process for its stack at every sample;\n"
+	{ "no-idle-reuse", 0, no_argument,
+	  .help = "      --no-idle-reuse       ask every process for its stack at every sample;\n"
 	  "                            by default a process that has not run since its\n"
 	  "                            last sample is only probed (no signal, never\n"
 	  "                            scheduled to answer) and that sample's stack and\n"
-	  "                            memory figures, which cannot have changed, reused\n" },
-	{ "breaker-run-queue", 0, required_argument, fpd_option_breaker_run_queue,
-	  "      --breaker-run-queue N pause sampling while the node's run queues hold more\n"
+	  "                            memory figures, which cannot have changed, reused\n",
+	  SET_FALSE(idle_reuse) },
+	{ "breaker-run-queue", 0, required_argument,
+	  .help = "      --breaker-run-queue N pause sampling while the node's run queues hold more\n"
 	  "                            than N processes; by default, while they hold more\n"
 	  "                            than 50 per scheduler and a health probe takes\n"
 	  "                            100 ms or more (long queues alone are a busy node,\n"
 	  "                            such as one full of short-lived workers); a\n"
-	  "                            request timeout pauses it too; probes to resume\n" },
-	{ "perf", 0, required_argument, fpd_option_perf,
-	  "      --perf OSPID|auto     also sample the CPU of the local node's OS process\n"
+	  "                            request timeout pauses it too; probes to resume\n",
+	  UINT(breaker_run_queue, 1, RUN_QUEUE_MAX,
+	       "expected a whole number of at least 1") },
+	{ "perf", 0, required_argument, .parse = fpd_option_perf,
+	  .help = "      --perf OSPID|auto     also sample the CPU of the local node's OS process\n"
 	  "                            OSPID with perf_event_open(2), as samples of status\n"
 	  "                            cpu (a node started with +JPperf true: frames from\n"
 	  "                            its /tmp/perf-OSPID.map); shows handler code,\n"
@@ -172,52 +212,64 @@ static const struct option_spec options[] = {
 	  "                            used only if that process here is the node (holds\n"
 	  "                            its end of the connection, or has its name on its\n"
 	  "                            command line) and has a perf map; not with --user\n" },
-	{ "perf-freq", 0, required_argument, fpd_option_perf_freq,
-	  "      --perf-freq HZ        samples a second per thread on CPU (default 99)\n" },
+	{ "perf-freq", 0, required_argument,
+	  .help = "      --perf-freq HZ        samples a second per thread on CPU (default 99)\n",
+	  UINT(perf_freq, 1, PERF_FREQ_MAX, "expected 1 to 10000 samples a second") },
 	{ .help = "\n" },
 	{ .help = "Output:\n" },
-	{ "out", 'o', required_argument, fpd_option_out,
-	  "  -o, --out DIR             write under DIR/<node>/ (default .)\n" },
-	{ "rotate", 'R', required_argument, fpd_option_rotate,
-	  "  -R, --rotate DUR          start a new file every DUR (default 2m)\n" },
-	{ "rotate-size", 0, required_argument, fpd_option_rotate_size,
-	  "      --rotate-size SIZE    ... or when the file reaches SIZE on disk (64M, 1G)\n" },
-	{ "compress", 0, required_argument, fpd_option_compress,
-	  "      --compress KIND       zstd (default), gzip or none, while writing\n" },
-	{ "compress-level", 0, required_argument, fpd_option_compress_level,
-	  "      --compress-level N    zstd 1-19 (default 3), gzip 1-9 (default 6)\n" },
-	{ "keep-files", 0, required_argument, fpd_option_keep_files,
-	  "      --keep-files N        after each rotation keep the last N files,\n" },
-	{ "keep-bytes", 0, required_argument, fpd_option_keep_bytes,
-	  "      --keep-bytes SIZE     ... at most SIZE of files,\n" },
-	{ "keep-age", 0, required_argument, fpd_option_keep_age,
-	  "      --keep-age DUR        ... no file older than DUR (any combination;\n"
+	{ "out", 'o', required_argument, .parse = fpd_option_out,
+	  .help = "  -o, --out DIR             write under DIR/<node>/ (default .)\n" },
+	{ "rotate", 'R', required_argument,
+	  .help = "  -R, --rotate DUR          start a new file every DUR (default 2m)\n",
+	  DURATION(rotate_us, ROTATE_MIN_US, UINT64_MAX,
+		   "expected a duration of at least 1s, e.g. 2m") },
+	{ "rotate-size", 0, required_argument,
+	  .help = "      --rotate-size SIZE    ... or when the file reaches SIZE on disk (64M, 1G)\n",
+	  SIZE(rotate_bytes, ROTATE_SIZE_MIN, "expected a size of at least 4K, e.g. 64M") },
+	{ "compress", 0, required_argument,
+	  .help = "      --compress KIND       zstd (default), gzip or none, while writing\n",
+	  CHOICE(compress, compress_names, "expected zstd, gzip or none") },
+	{ "compress-level", 0, required_argument, .parse = fpd_option_compress_level,
+	  .help = "      --compress-level N    zstd 1-19 (default 3), gzip 1-9 (default 6)\n" },
+	{ "keep-files", 0, required_argument,
+	  .help = "      --keep-files N        after each rotation keep the last N files,\n",
+	  UINT(keep_files, 1, KEEP_FILES_MAX, "expected a whole number of at least 1") },
+	{ "keep-bytes", 0, required_argument,
+	  .help = "      --keep-bytes SIZE     ... at most SIZE of files,\n",
+	  SIZE(keep_bytes, 1, "expected a size greater than 0, e.g. 1G") },
+	{ "keep-age", 0, required_argument,
+	  .help = "      --keep-age DUR        ... no file older than DUR (any combination;\n"
 	  "                            only files the index records flame_profd writing\n"
-	  "                            are deleted, never by a name's date)\n" },
-	{ "duration", 'd', required_argument, fpd_option_duration,
-	  "  -d, --duration DUR        stop after DUR, leaving complete files (default: run\n"
-	  "                            until SIGINT/SIGTERM)\n" },
-	{ "file-mode", 0, required_argument, fpd_option_file_mode,
-	  "      --file-mode MODE      mode of output files (default 0640)\n" },
-	{ "dir-mode", 0, required_argument, fpd_option_dir_mode,
-	  "      --dir-mode MODE       mode of output directories (default 0750; no\n"
+	  "                            are deleted, never by a name's date)\n",
+	  DURATION(keep_age_us, 1, UINT64_MAX,
+		   "expected a duration greater than 0, e.g. 7d") },
+	{ "duration", 'd', required_argument,
+	  .help = "  -d, --duration DUR        stop after DUR, leaving complete files (default: run\n"
+	  "                            until SIGINT/SIGTERM)\n",
+	  DURATION(duration_us, 1, UINT64_MAX,
+		   "expected a duration greater than 0, e.g. 30s") },
+	{ "file-mode", 0, required_argument, .parse = fpd_option_file_mode,
+	  .help = "      --file-mode MODE      mode of output files (default 0640)\n" },
+	{ "dir-mode", 0, required_argument, .parse = fpd_option_dir_mode,
+	  .help = "      --dir-mode MODE       mode of output directories (default 0750; no\n"
 	  "                            group or other write)\n" },
-	{ "user", 0, required_argument, fpd_option_user,
-	  "      --user NAME           when started as root: drop to NAME once the cookie\n"
+	{ "user", 0, required_argument, .parse = fpd_option_user,
+	  .help = "      --user NAME           when started as root: drop to NAME once the cookie\n"
 	  "                            is read and the output directory is ready (a\n"
 	  "                            node directory it did not make must be NAME's)\n" },
-	{ "log-file", 0, required_argument, fpd_option_log_file,
-	  "      --log-file PATH       log there instead of stderr (SIGHUP reopens it); a\n"
+	{ "log-file", 0, required_argument,
+	  .help = "      --log-file PATH       log there instead of stderr (SIGHUP reopens it); a\n"
 	  "                            regular file of root or the run's user, in a\n"
-	  "                            directory others cannot write, never a link\n" },
-	{ "verbose", 'v', no_argument, fpd_option_verbose,
-	  "  -v, --verbose             more log output\n" },
-	{ "quiet", 'q', no_argument, fpd_option_quiet,
-	  "  -q, --quiet               warnings and errors only\n" },
-	{ "help", 'h', no_argument, parse_help,
-	  "  -h, --help                this text\n" },
-	{ "version", 'V', no_argument, parse_version,
-	  "  -V, --version             print the version\n" },
+	  "                            directory others cannot write, never a link\n",
+	  STRING(log_file) },
+	{ "verbose", 'v', no_argument, .parse = fpd_option_verbose,
+	  .help = "  -v, --verbose             more log output\n" },
+	{ "quiet", 'q', no_argument, .parse = fpd_option_quiet,
+	  .help = "  -q, --quiet               warnings and errors only\n" },
+	{ "help", 'h', no_argument, .parse = parse_help,
+	  .help = "  -h, --help                this text\n" },
+	{ "version", 'V', no_argument, .parse = parse_version,
+	  .help = "  -V, --version             print the version\n" },
 };
 
 #define NOPTIONS (sizeof(options) / sizeof(options[0]))
@@ -397,7 +449,8 @@ fpd_options_parse(int argc, char **argv, struct fpd_options *o)
 				argv[optind - 1]);
 			return FPD_EXIT_USAGE;
 		}
-		rc = spec->parse(o, optarg);
+		rc = spec->parse ? spec->parse(o, optarg) :
+				   fpd_option_value(o, spec->name, &spec->value, optarg);
 		if (rc)
 			return rc;
 	}

@@ -356,7 +356,9 @@ fpd_perf_source_read(struct fpd_perf_source *src, int64_t epoch_offset_us,
 	for (size_t i = 0; i < src->nthreads; i++)
 		drain_thread(src, i);
 	n = src->nraws;
-	qsort(src->raws, n, sizeof(*src->raws), cmp_raw);
+	/* raws is NULL until the first sample: qsort() takes no NULL */
+	if (n > 1)
+		qsort(src->raws, n, sizeof(*src->raws), cmp_raw);
 
 	for (size_t i = 0; i < n && !rc; i++) {
 		const struct raw *r = &src->raws[i];

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "fp/perf-script-read.h"
+#include "util-buf.h"
 
 /* Exit codes (sysexits.h values; listed in --help and flame_prof(1)). */
 enum fpp_exit {
@@ -149,9 +150,9 @@ struct fpp_options {
 	bool status_filter;
 	bool status_ok[FP_STATUS_COUNT];
 	struct fp_pid *pids;
-	size_t npids;
+	size_t npids, pids_cap;
 	char **names;			/* written atoms */
-	size_t nnames;
+	size_t nnames, names_cap;
 	struct fpp_time from, to;
 	bool no_status;
 	bool process;
@@ -177,7 +178,7 @@ struct fpp_options {
 	const char *svg_output;
 	/* --where, --by FIELD */
 	struct fpp_where *wheres;
-	size_t nwheres;
+	size_t nwheres, wheres_cap;
 	bool group;
 	struct fpp_field group_by;
 };
@@ -199,6 +200,7 @@ enum fpp_row_kind {
 	FPP_ROW_SET,		/* the int at field becomes value */
 	FPP_ROW_STRING,		/* the const char * at field: the argument */
 	FPP_ROW_CHOICE,		/* the int at field: the argument's index in words */
+	FPP_ROW_UINT,		/* the unsigned at field: a whole number, min to max */
 	FPP_ROW_PARSE,		/* parse() reads it */
 };
 
@@ -213,6 +215,7 @@ struct fpp_option_row {
 	size_t field;		/* offset in struct fpp_options */
 	int value;
 	const char *const *words;	/* NULL-terminated */
+	unsigned min, max;
 	/* 0, or -EINVAL after a message */
 	int (*parse)(struct fpp_options *o, const char *arg);
 	const char *help;	/* lines after the first indented by --help */
@@ -220,6 +223,16 @@ struct fpp_option_row {
 
 extern const struct fpp_option_row *const fpp_option_rows;
 extern const size_t fpp_option_nrows;
+
+/**
+ * The whole command: @argv as main() gets it (argv[1] the command).
+ * Returns the exit code (enum fpp_exit); what it makes goes to its output
+ * files or stdout, its messages to stderr. To run it again in the same
+ * process (the fuzz target, the tests), set optind = 0 first: glibc's
+ * getopt then starts afresh.
+ */
+int
+fpp_main(int argc, char **argv);
 
 /** Print "flame_prof: MESSAGE" to standard error. */
 void
@@ -272,7 +285,7 @@ struct fpp_run {
 		char *value;
 		struct fp_func_table *table;
 	} *groups;
-	size_t ngroups;
+	size_t ngroups, groups_cap;
 	bool groups_by_table;		/* top: no group frame */
 	struct fp_heatmap *heatmap;
 	/* heatmap: idle samples (fp_perf_record.idle) stand in the span
@@ -292,8 +305,7 @@ struct fpp_run {
 	/* per-sample scratch */
 	const char **names, **files, **leaf;
 	size_t cap;
-	char *text;
-	size_t text_len, text_cap;
+	struct fp_text text;		/* names made for the sample, NUL-ended */
 	size_t *text_offs;
 
 	/* progress */

@@ -180,16 +180,10 @@ add_file(struct expand *x, const char *path, const struct stat *st)
 			    x->ids[i].ino == st->st_ino)
 				return;
 		}
-		if (x->nids == x->ids_cap) {
-			x->ids_cap = x->ids_cap ? x->ids_cap * 2 : 16;
-			x->ids = xrealloc(x->ids, x->ids_cap * sizeof(*x->ids));
-		}
+		FP_GROW(x->ids, x->ids_cap, x->nids + 1);
 		x->ids[x->nids++] = (struct file_id){ st->st_dev, st->st_ino };
 	}
-	if (in->count == x->cap) {
-		x->cap = x->cap ? x->cap * 2 : 16;
-		in->files = xrealloc(in->files, x->cap * sizeof(*in->files));
-	}
+	FP_GROW(in->files, x->cap, in->count + 1);
 	f = &in->files[in->count++];
 	memset(f, 0, sizeof(*f));
 	f->path = xstrdup(path);
@@ -233,10 +227,7 @@ walk(struct expand *x, const char *dir, int depth)
 	while ((e = readdir(d))) {
 		if (e->d_name[0] == '.')
 			continue;
-		if (n == ncap) {
-			ncap = ncap ? ncap * 2 : 64;
-			names = xrealloc(names, ncap * sizeof(*names));
-		}
+		FP_GROW(names, ncap, n + 1);
 		names[n++] = xstrdup(e->d_name);
 	}
 	closedir(d);

@@ -21,6 +21,7 @@
 #include "fp/perf-script.h"
 #include "fp/top.h"
 #include "util-mem.h"
+#include "util-parse.h"
 
 const char *const fpp_command_names[FPP_CMD_COUNT] = {
 	"folded", "svg", "heatmap", "top", "speedscope", "diff", "procs",
@@ -67,16 +68,6 @@ parse_double(const char *text, double *v)
 	return !errno && end != text && !*end && *v >= 0;
 }
 
-/* @text among @words (NULL-terminated): its index, or -1 */
-static int
-word_index(const char *text, const char *const *words)
-{
-	for (int i = 0; words[i]; i++) {
-		if (strcmp(text, words[i]) == 0)
-			return i;
-	}
-	return -1;
-}
 
 /* label, callers, key:NAME, key.NAME or NAME (a key); @n bytes of @text.
  * The key's name points into @text, which outlives the options. */
@@ -189,7 +180,7 @@ opt_pid(struct fpp_options *o, const char *text)
 				 text);
 			break;
 		}
-		o->pids = xrealloc(o->pids, (o->npids + 1) * sizeof(*o->pids));
+		FP_GROW(o->pids, o->pids_cap, o->npids + 1);
 		o->pids[o->npids++] = pid;
 	}
 	free(copy);
@@ -200,7 +191,7 @@ static int
 opt_name(struct fpp_options *o, const char *arg)
 {
 	/* converted once the options are read and the form is known */
-	o->names = xrealloc(o->names, (o->nnames + 1) * sizeof(*o->names));
+	FP_GROW(o->names, o->names_cap, o->nnames + 1);
 	o->names[o->nnames++] = xstrdup(arg);
 	return 0;
 }
@@ -216,7 +207,7 @@ opt_where(struct fpp_options *o, const char *arg)
 			 arg);
 		return -EINVAL;
 	}
-	o->wheres = xrealloc(o->wheres, (o->nwheres + 1) * sizeof(*o->wheres));
+	FP_GROW(o->wheres, o->wheres_cap, o->nwheres + 1);
 	o->wheres[o->nwheres++] = w;
 	return 0;
 }
@@ -256,38 +247,12 @@ opt_to(struct fpp_options *o, const char *arg)
 }
 
 static int
-opt_width(struct fpp_options *o, const char *arg)
-{
-	unsigned long long u;
-
-	if (!parse_uint(arg, 100000, &u) || u < 100) {
-		fpp_fail("bad --width '%s' (100 to 100000)", arg);
-		return -EINVAL;
-	}
-	o->width = (unsigned)u;
-	return 0;
-}
-
-static int
 opt_minwidth(struct fpp_options *o, const char *arg)
 {
 	if (!parse_double(arg, &o->minwidth)) {
 		fpp_fail("bad --minwidth '%s'", arg);
 		return -EINVAL;
 	}
-	return 0;
-}
-
-static int
-opt_rows(struct fpp_options *o, const char *arg)
-{
-	unsigned long long u;
-
-	if (!parse_uint(arg, 1000, &u) || u < 1) {
-		fpp_fail("bad --rows '%s' (1 to 1000)", arg);
-		return -EINVAL;
-	}
-	o->rows = (unsigned)u;
 	return 0;
 }
 
@@ -322,19 +287,20 @@ static const char *const diff_by_words[] = { "self", "total", NULL };	/* fp_diff
 #define SET(f, v) .kind = FPP_ROW_SET, FIELD(f), .value = v
 #define STRING(f) .kind = FPP_ROW_STRING, FIELD(f)
 #define CHOICE(f, w) .kind = FPP_ROW_CHOICE, FIELD(f), .words = w
+#define UINT(f, lo, hi) .kind = FPP_ROW_UINT, FIELD(f), .min = lo, .max = hi
 #define PARSE(fn) .kind = FPP_ROW_PARSE, .parse = fn
 
 static const struct fpp_option_row rows[] = {
 	/* the commands' own */
 	{ "title", 0, "TEXT", B(SVG), FPP_SEC_COMMAND, STRING(title),
 	  .help = "title (default \"Flame Graph\", or what --weight weighs)" },
-	{ "width", 0, "PX", B(SVG), FPP_SEC_COMMAND, PARSE(opt_width),
+	{ "width", 0, "PX", B(SVG), FPP_SEC_COMMAND, UINT(width, 100, 100000),
 	  .help = "width in pixels (default 1200)" },
 	{ "minwidth", 0, "PX", B(SVG), FPP_SEC_COMMAND, PARSE(opt_minwidth),
 	  .help = "leave out frames narrower than PX (default 0.1)" },
 	{ "inverted", 0, NULL, B(SVG), FPP_SEC_COMMAND, FLAG(inverted, true),
 	  .help = "icicle graph: root at the top" },
-	{ "rows", 0, "N", B(HEATMAP), FPP_SEC_COMMAND, PARSE(opt_rows),
+	{ "rows", 0, "N", B(HEATMAP), FPP_SEC_COMMAND, UINT(rows, 1, 1000),
 	  .help = "rows per second (default 50: 20 ms each)" },
 	{ "title", 0, "TEXT", B(HEATMAP), FPP_SEC_COMMAND, STRING(title),
 	  .help = "title (default \"Heat Map\")" },
@@ -545,6 +511,7 @@ static int
 apply(const struct fpp_option_row *row, struct fpp_options *o, const char *arg)
 {
 	char *at = (char *)o + row->field;
+	unsigned long long u;
 	int i;
 
 	switch (row->kind) {
@@ -558,7 +525,7 @@ apply(const struct fpp_option_row *row, struct fpp_options *o, const char *arg)
 		*(const char **)at = arg;
 		return 0;
 	case FPP_ROW_CHOICE:
-		i = word_index(arg, row->words);
+		i = parse_enum(arg, row->words);
 		if (i < 0) {
 			fprintf(stderr, "flame_prof: bad --%s '%s' (", row->name, arg);
 			for (int k = 0; row->words[k]; k++)
@@ -567,6 +534,14 @@ apply(const struct fpp_option_row *row, struct fpp_options *o, const char *arg)
 			return -EINVAL;
 		}
 		*(int *)at = i;
+		return 0;
+	case FPP_ROW_UINT:
+		if (!parse_uint(arg, row->max, &u) || u < row->min) {
+			fpp_fail("bad --%s '%s' (%u to %u)", row->name, arg, row->min,
+				 row->max);
+			return -EINVAL;
+		}
+		*(unsigned *)at = (unsigned)u;
 		return 0;
 	case FPP_ROW_PARSE:
 		break;

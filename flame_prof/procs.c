@@ -80,10 +80,7 @@ proc_of(struct procs *t, const struct fp_pid *pid)
 			return p;
 		j = (j + 1) & (t->nslots - 1);
 	}
-	if (t->count == t->cap) {
-		t->cap = t->cap ? t->cap * 2 : 256;
-		t->procs = xrealloc(t->procs, t->cap * sizeof(*t->procs));
-	}
+	FP_GROW(t->procs, t->cap, t->count + 1);
 	p = &t->procs[t->count++];
 	memset(p, 0, sizeof(*p));
 	p->pid = *pid;

@@ -133,17 +133,7 @@ accept(struct fpp_run *r, const struct fp_perf_record *rec)
 static size_t
 scratch_put(struct fpp_run *r, const char *s, size_t n)
 {
-	size_t at = r->text_len;
-
-	if (r->text_len + n + 1 > r->text_cap) {
-		while (r->text_len + n + 1 > r->text_cap)
-			r->text_cap = r->text_cap ? r->text_cap * 2 : 4096;
-		r->text = xrealloc(r->text, r->text_cap);
-	}
-	memcpy(r->text + at, s, n);
-	r->text[at + n] = '\0';
-	r->text_len += n + 1;
-	return at;
+	return fp_text_put_str(&r->text, s, n);
 }
 
 /* "m:f/2:17" -> length of "m:f/2" */
@@ -172,13 +162,13 @@ build_stack(struct fpp_run *r, const struct fp_perf_record *rec, int64_t w,
 	bool placed = true;
 
 	if (need > r->cap) {
-		r->cap = need * 2;
-		r->names = xrealloc(r->names, r->cap * sizeof(*r->names));
+		/* files, leaf and text_offs are as long as names */
+		FP_GROW(r->names, r->cap, need);
 		r->files = xrealloc(r->files, r->cap * sizeof(*r->files));
 		r->leaf = xrealloc(r->leaf, r->cap * sizeof(*r->leaf));
 		r->text_offs = xrealloc(r->text_offs, r->cap * sizeof(*r->text_offs));
 	}
-	r->text_len = 0;
+	r->text.len = 0;
 
 	*mag = 0;
 	if (o->weight < 0) {
@@ -207,9 +197,9 @@ build_stack(struct fpp_run *r, const struct fp_perf_record *rec, int64_t w,
 
 		group_at = k;
 		r->text_offs[k] = scratch_put(r, t, strlen(t));
-		r->text_len--;
+		r->text.len--;
 		scratch_put(r, ":", 1);
-		r->text_len--;
+		r->text.len--;
 		scratch_put(r, v ? v : "-", strlen(v ? v : "-"));
 		r->files[k++] = NULL;
 	}
@@ -230,9 +220,9 @@ build_stack(struct fpp_run *r, const struct fp_perf_record *rec, int64_t w,
 			at = scratch_put(r, frame, (size_t)len);
 			if (rec->initial_call) {
 				/* extend the pid with " INITIAL_CALL" */
-				r->text_len--;
+				r->text.len--;
 				scratch_put(r, " ", 1);
-				r->text_len--;
+				r->text.len--;
 				scratch_put(r, rec->initial_call,
 					    strlen(rec->initial_call));
 			}
@@ -254,14 +244,14 @@ build_stack(struct fpp_run *r, const struct fp_perf_record *rec, int64_t w,
 	}
 	/* scratch text may have moved while growing: resolve offsets last */
 	if (sign_at != SIZE_MAX)
-		r->names[sign_at] = r->text + r->text_offs[sign_at];
+		r->names[sign_at] = r->text.buf + r->text_offs[sign_at];
 	if (proc_at != SIZE_MAX)
-		r->names[proc_at] = r->text + r->text_offs[proc_at];
+		r->names[proc_at] = r->text.buf + r->text_offs[proc_at];
 	if (group_at != SIZE_MAX)
-		r->names[group_at] = r->text + r->text_offs[group_at];
+		r->names[group_at] = r->text.buf + r->text_offs[group_at];
 	for (size_t i = *ngroups; i < k; i++) {
 		if (o->strip_lines)
-			r->names[i] = r->text + r->text_offs[i];
+			r->names[i] = r->text.buf + r->text_offs[i];
 		r->leaf[k - 1 - i] = r->names[i];
 	}
 	*n = k;
@@ -314,7 +304,7 @@ fpp_group_table(struct fpp_run *r, const struct fp_perf_record *rec)
 			!r->groups[i].value)
 			return r->groups[i].table;
 	}
-	r->groups = xrealloc(r->groups, (r->ngroups + 1) * sizeof(*r->groups));
+	FP_GROW(r->groups, r->groups_cap, r->ngroups + 1);
 	r->groups[r->ngroups].value = v ? xstrdup(v) : NULL;
 	r->groups[r->ngroups].table = fp_func_table_new();
 	return r->groups[r->ngroups++].table;
@@ -483,7 +473,7 @@ fpp_run_free(struct fpp_run *r)
 	free(r->names);
 	free(r->files);
 	free(r->leaf);
-	free(r->text);
+	fp_text_free(&r->text);
 	free(r->text_offs);
 }
 

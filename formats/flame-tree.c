@@ -12,6 +12,7 @@
 
 #include "util-hash.h"
 #include "fp/flame-tree.h"
+#include "util-buf.h"
 #include "util-mem.h"
 #include "util-sat.h"
 
@@ -213,10 +214,7 @@ sort_children(struct fp_flame_node *parent, struct fp_flame_node ***scratch,
 		n++;
 	if (n < 2)
 		return;
-	if (n > *cap) {
-		*cap = n;
-		*scratch = xrealloc(*scratch, n * sizeof(**scratch));
-	}
+	FP_GROW(*scratch, *cap, n);
 	n = 0;
 	for (struct fp_flame_node *c = parent->child; c; c = c->next)
 		(*scratch)[n++] = c;
@@ -257,4 +255,29 @@ uint32_t
 fp_flame_tree_depth(const struct fp_flame_tree *t)
 {
 	return t->depth;
+}
+
+const struct fp_flame_node *
+fp_flame_walk_start(struct fp_flame_walk *walk, const struct fp_flame_node *top)
+{
+	walk->top = top;
+	walk->node = top;
+	return top;
+}
+
+const struct fp_flame_node *
+fp_flame_walk_next(struct fp_flame_walk *walk, bool descend)
+{
+	const struct fp_flame_node *n = walk->node;
+
+	if (!n)
+		return NULL;
+	if (descend && n->child) {
+		walk->node = n->child;
+		return walk->node;
+	}
+	while (n != walk->top && !n->next)
+		n = n->parent;
+	walk->node = n != walk->top ? n->next : NULL;
+	return walk->node;
 }

@@ -296,23 +296,17 @@ static double
 max_diff(const struct fp_flame_tree *tree, bool weighted)
 {
 	const struct fp_flame_node *root = fp_flame_tree_root(tree);
-	const struct fp_flame_node *n = root->child;
+	const struct fp_flame_node *n;
+	struct fp_flame_walk walk;
 	double max = 0.0;
 
-	while (n) {
+	fp_flame_walk_start(&walk, root);
+	while ((n = fp_flame_walk_next(&walk, true))) {
 		double d = fabs(pct(value_of(n, 1, weighted), value_of(root, 1, weighted)) -
 				pct(value_of(n, 0, weighted), value_of(root, 0, weighted)));
 
 		if (d > max)
 			max = d;
-		if (n->child) {
-			n = n->child;
-			continue;
-		}
-		while (n && !n->next)
-			n = n->parent != root ? n->parent : NULL;
-		if (n)
-			n = n->next;
 	}
 	return max;
 }
@@ -350,6 +344,7 @@ fp_flamegraph_svg_write(const struct fp_flame_tree *tree,
 {
 	const struct fp_flame_node *root = fp_flame_tree_root(tree);
 	const struct fp_flame_node *n;
+	struct fp_flame_walk walk;
 	int set = o->diff ? 1 : 0;
 	unsigned width = o->width ? o->width : 1200;
 	double minwidth = o->minwidth < 0 ? 0.1 : o->minwidth;
@@ -396,7 +391,7 @@ fp_flamegraph_svg_write(const struct fp_flame_tree *tree,
 	fputs("<g id=\"frames\">\n", out);
 
 	cursor = xzalloc((depth + 2) * sizeof(*cursor));
-	n = total ? root : NULL;
+	n = total ? fp_flame_walk_start(&walk, root) : NULL;
 	while (n) {
 		uint64_t v = value_of(n, set, o->weighted);
 		uint64_t off = cursor[n->depth];
@@ -427,14 +422,10 @@ fp_flamegraph_svg_write(const struct fp_flame_tree *tree,
 			fputs("</text></g>\n", out);
 		}
 
-		if (shown && n->child) {
+		/* a frame too narrow to show hides its children */
+		if (shown && n->child)
 			cursor[n->depth + 1] = off;
-			n = n->child;
-			continue;
-		}
-		while (n && n != root && !n->next)
-			n = n->parent;
-		n = n && n != root ? n->next : NULL;
+		n = fp_flame_walk_next(&walk, shown);
 	}
 	free(cursor);
 	fputs("</g>\n</svg>\n", out);

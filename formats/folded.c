@@ -11,54 +11,43 @@
 #include <string.h>
 
 #include "fp/folded.h"
+#include "util-buf.h"
 #include "util-mem.h"
 
 int
 fp_folded_write(const struct fp_flame_tree *tree, int set, bool weighted,
 		FILE *out)
 {
-	const struct fp_flame_node *root = fp_flame_tree_root(tree);
-	const struct fp_flame_node *n = root->child;
-	size_t cap = 4096, *mark, len = 0;
-	char *path = xzalloc(cap);
+	const struct fp_flame_node *n;
+	struct fp_flame_walk walk;
+	struct fp_text path = { 0 };
+	size_t *mark;
+	bool descend = true;
 	int rc = 0;
 
 	mark = xzalloc((fp_flame_tree_depth(tree) + 2) * sizeof(*mark));
-	while (n) {
-		size_t name_len = strlen(n->name);
+	fp_flame_walk_start(&walk, fp_flame_tree_root(tree));
+	/* the root (no name) is in no line: its children start them */
+	while ((n = fp_flame_walk_next(&walk, descend))) {
 		uint64_t count = weighted ? n->self_weight[set] :
 					    n->self_samples[set];
 
 		/* path holds the names of the ancestors of n */
-		len = mark[n->depth - 1];
-		if (len + name_len + 2 > cap) {
-			while (len + name_len + 2 > cap)
-				cap *= 2;
-			path = xrealloc(path, cap);
-		}
+		path.len = mark[n->depth - 1];
 		if (n->depth > 1)
-			path[len++] = ';';
-		memcpy(path + len, n->name, name_len);
-		len += name_len;
-		mark[n->depth] = len;
+			fp_text_putc(&path, ';');
+		fp_text_puts(&path, n->name);
+		mark[n->depth] = path.len;
 
 		if (count > 0) {
-			fwrite(path, 1, len, out);
+			fwrite(path.buf, 1, path.len, out);
 			fprintf(out, " %" PRIu64 "\n", count);
 		}
-
-		if (n->child && n->samples[set] > 0) {
-			n = n->child;
-			continue;
-		}
-		while (n && !n->next)
-			n = n->parent != root ? n->parent : NULL;
-		if (n)
-			n = n->next;
+		descend = n->samples[set] > 0;
 	}
 	if (fflush(out) != 0 || ferror(out))
 		rc = errno ? -errno : -EIO;
 	free(mark);
-	free(path);
+	fp_text_free(&path);
 	return rc;
 }

@@ -15,6 +15,7 @@
 
 #include "fp/heatmap-svg.h"
 #include "svg-util.h"
+#include "util-buf.h"
 #include "util-mem.h"
 #include "util-sat.h"
 
@@ -105,10 +106,7 @@ fp_heatmap_destroy(struct fp_heatmap *m)
 void
 fp_heatmap_add(struct fp_heatmap *m, uint64_t time_us, int64_t value)
 {
-	if (m->count == m->cap) {
-		m->cap = m->cap ? m->cap * 2 : 4096;
-		m->points = xrealloc(m->points, m->cap * sizeof(*m->points));
-	}
+	FP_GROW(m->points, m->cap, m->count + 1);
 	m->points[m->count++] = (struct point){ time_us, value };
 	fp_heatmap_cover(m, time_us);
 }

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "perf-script-read-private.h"
+#include "util-buf.h"
 #include "util-mem.h"
 
 int
@@ -114,8 +115,7 @@ fp_perf_reader_open(const char *path, struct fp_perf_reader **out)
 	r->raw = xzalloc(RAW_SIZE);
 	r->cap = TEXT_SIZE;
 	r->buf = xzalloc(r->cap);
-	r->arena_cap = 4096;
-	r->arena = xzalloc(r->arena_cap);
+	fp_text_reserve_first(&r->arena, 1, 4096);
 
 	/* Sniff the compression from the first bytes. */
 	rc = fill_raw(r);
@@ -161,12 +161,12 @@ fp_perf_reader_destroy(struct fp_perf_reader *r)
 	ZSTD_freeDStream(r->zs);
 	free(r->raw);
 	free(r->buf);
-	free(r->arena);
+	fp_text_free(&r->arena);
 	free(r->offs);
 	free(r->ptrs);
 	free(r->key_offs);
 	free(r->key_ptrs);
-	free(r->conv.buf);
+	fp_text_free(&r->conv);
 	free(r->path);
 	free(r);
 }
@@ -287,8 +287,7 @@ fill_text(struct fp_perf_reader *r)
 		if (r->cap >= MAX_LINE)
 			return fp_perf_reader_bad(r, "line %llu longer than %d bytes",
 				   (unsigned long long)r->lineno + 1, MAX_LINE);
-		r->cap *= 2;
-		r->buf = xrealloc(r->buf, r->cap);
+		FP_GROW(r->buf, r->cap, r->cap + 1);
 	}
 
 	switch (r->comp) {

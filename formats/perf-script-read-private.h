@@ -61,8 +61,7 @@ struct fp_perf_reader {
 
 	/* the sample being read */
 	struct fp_perf_record rec;
-	char *arena;
-	size_t arena_len, arena_cap;
+	struct fp_text arena;	/* the sample's names, NUL-terminated each */
 	size_t *offs;		/* name, file offset pairs */
 	size_t noffs, offs_cap;
 	const char **ptrs;
@@ -74,6 +73,7 @@ struct fp_perf_reader {
 	size_t *key_offs;	/* name, value pairs */
 	size_t nkey_offs, key_offs_cap;
 	const char **key_ptrs;
+	size_t key_ptrs_cap;
 
 	bool erlang_names;	/* hand names over in the Erlang form */
 	struct fp_text conv;	/* a name being rewritten in that form */

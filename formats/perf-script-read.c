@@ -12,6 +12,7 @@
 
 #include "fp/perf-script.h"
 #include "perf-script-read-private.h"
+#include "util-buf.h"
 #include "util-mem.h"
 
 static const char *const status_names[] = {
@@ -126,19 +127,9 @@ parse_mfa(struct cursor *c, struct fp_name_mfa *mfa)
 static size_t
 arena_put(struct fp_perf_reader *r, const char *s, size_t n)
 {
-	size_t at = r->arena_len;
-
 	/* parse_frame() checks MAX_SAMPLE_BYTES first; an event line is
 	 * below MAX_LINE */
-	if (r->arena_len + n + 1 > r->arena_cap) {
-		while (r->arena_len + n + 1 > r->arena_cap)
-			r->arena_cap *= 2;
-		r->arena = xrealloc(r->arena, r->arena_cap);
-	}
-	memcpy(r->arena + at, s, n);
-	r->arena[at + n] = '\0';
-	r->arena_len += n + 1;
-	return at;
+	return fp_text_put_str(&r->arena, s, n);
 }
 
 /* An MFA (with what follows it up to @stop: ":LINE") into the arena, in
@@ -221,11 +212,7 @@ parse_tags(struct fp_perf_reader *r, struct cursor *c)
 			c->p++;
 		if (c->p == name || !eat(c, ": "))
 			return fp_perf_reader_bad(r, "bad key field (expected key.NAME: TEXT)");
-		if (r->nkey_offs + 2 > r->key_offs_cap) {
-			r->key_offs_cap = r->key_offs_cap ? r->key_offs_cap * 2 : 8;
-			r->key_offs = xrealloc(r->key_offs,
-					       r->key_offs_cap * sizeof(*r->key_offs));
-		}
+		FP_GROW(r->key_offs, r->key_offs_cap, r->nkey_offs + 2);
 		r->key_offs[r->nkey_offs++] = arena_put(r, name,
 						       (size_t)(c->p - 2 - name));
 		if (parse_tag_text(r, c, &r->key_offs[r->nkey_offs++]) < 0)
@@ -371,14 +358,11 @@ parse_frame(struct fp_perf_reader *r, const char *line, size_t len)
 		return fp_perf_reader_bad(r, "more than %d frames in the sample of line %llu "
 					     "(flame_profd writes at most %d)", MAX_FRAMES,
 					  (unsigned long long)r->rec.line, MAX_FRAMES);
-	if (r->arena_len + (size_t)(c.p - name) + 2 > MAX_SAMPLE_BYTES)
+	if (r->arena.len + (size_t)(c.p - name) + 2 > MAX_SAMPLE_BYTES)
 		return fp_perf_reader_bad(r, "the sample of line %llu holds more than %d MiB "
 					     "of names", (unsigned long long)r->rec.line,
 					  MAX_SAMPLE_BYTES / (1024 * 1024));
-	if (r->noffs + 2 > r->offs_cap) {
-		r->offs_cap = r->offs_cap ? r->offs_cap * 2 : 128;
-		r->offs = xrealloc(r->offs, r->offs_cap * sizeof(*r->offs));
-	}
+	FP_GROW(r->offs, r->offs_cap, r->noffs + 2);
 	r->offs[r->noffs++] = arena_put_mfa(r, name, name_end, &mfa, mfa_end);
 	r->offs[r->noffs++] = arena_put(r, file, (size_t)(c.p - file));
 	return 0;
@@ -402,26 +386,23 @@ emit(struct fp_perf_reader *r, fp_perf_record_fn fn, void *data)
 
 	/* never NULL, also for a sample without frames: callers may do
 	 * pointer arithmetic on frames and files */
-	if (!r->ptrs || r->noffs > r->ptrs_cap) {
-		r->ptrs_cap = r->noffs ? r->noffs : 2;
-		r->ptrs = xrealloc(r->ptrs, r->ptrs_cap * sizeof(*r->ptrs));
-	}
+	FP_GROW(r->ptrs, r->ptrs_cap, r->noffs + 1);
 	for (size_t i = 0; i < nframes; i++) {
-		r->ptrs[i] = r->arena + r->offs[2 * i];
-		r->ptrs[nframes + i] = r->arena + r->offs[2 * i + 1];
+		r->ptrs[i] = r->arena.buf + r->offs[2 * i];
+		r->ptrs[nframes + i] = r->arena.buf + r->offs[2 * i + 1];
 	}
 	rec->frames = r->ptrs;
 	rec->files = r->ptrs + nframes;
 	rec->nframes = (uint32_t)nframes;
-	rec->registered_name = r->has_regname ? r->arena + r->regname_off : NULL;
-	rec->initial_call = r->has_initcall ? r->arena + r->initcall_off : NULL;
-	rec->label = r->label_off != SIZE_MAX ? r->arena + r->label_off : NULL;
-	rec->callers = r->callers_off != SIZE_MAX ? r->arena + r->callers_off : NULL;
+	rec->registered_name = r->has_regname ? r->arena.buf + r->regname_off : NULL;
+	rec->initial_call = r->has_initcall ? r->arena.buf + r->initcall_off : NULL;
+	rec->label = r->label_off != SIZE_MAX ? r->arena.buf + r->label_off : NULL;
+	rec->callers = r->callers_off != SIZE_MAX ? r->arena.buf + r->callers_off : NULL;
 	rec->nkeys = (uint32_t)(r->nkey_offs / 2);
-	r->key_ptrs = xrealloc(r->key_ptrs, (r->nkey_offs + 1) * sizeof(*r->key_ptrs));
+	FP_GROW(r->key_ptrs, r->key_ptrs_cap, r->nkey_offs + 1);
 	for (size_t i = 0; i < rec->nkeys; i++) {
-		r->key_ptrs[i] = r->arena + r->key_offs[2 * i];
-		r->key_ptrs[rec->nkeys + i] = r->arena + r->key_offs[2 * i + 1];
+		r->key_ptrs[i] = r->arena.buf + r->key_offs[2 * i];
+		r->key_ptrs[rec->nkeys + i] = r->arena.buf + r->key_offs[2 * i + 1];
 	}
 	rec->key_names = r->key_ptrs;
 	rec->key_values = r->key_ptrs + rec->nkeys;
@@ -470,7 +451,7 @@ fp_perf_read(struct fp_perf_reader *r, fp_perf_record_fn fn, void *data)
 				return rc;
 			continue;
 		}
-		r->arena_len = 0;
+		r->arena.len = 0;
 		r->noffs = 0;
 		rc = parse_event(r, line, len);
 		if (rc < 0)

@@ -18,6 +18,7 @@
 
 #include "fp/perf-file.h"
 #include "fp/perf-script-read.h"
+#include "util-buf.h"
 #include "util-mem.h"
 
 /*
@@ -33,8 +34,8 @@ struct scan {
 	unsigned char in[65536];
 	size_t inlen, inpos;
 	bool eof;
-	char *text;
-	size_t textlen, textcap, text_max;
+	struct fp_text text;	/* decoded, not yet handed on */
+	size_t text_max;
 	fp_perf_segment_fn fn;
 	void *data;
 };
@@ -71,28 +72,20 @@ scan_text_add(struct scan *s, const void *data, size_t n)
 {
 	if (n == 0)
 		return true;	/* a read that gave no text yet: text may be NULL */
-	if (s->textlen + n > s->text_max)
+	if (s->text.len + n > s->text_max)
 		return false;
-	if (s->textlen + n > s->textcap) {
-		size_t cap = s->textcap ? s->textcap : 65536;
-
-		while (cap < s->textlen + n)
-			cap *= 2;
-		s->text = xrealloc(s->text, cap);
-		s->textcap = cap;
-	}
-	memcpy(s->text + s->textlen, data, n);
-	s->textlen += n;
+	fp_text_reserve_first(&s->text, n, 65536);
+	fp_text_put(&s->text, data, n);
 	return true;
 }
 
 static void
 scan_emit(struct scan *s, size_t len)
 {
-	s->fn(s->data, s->text, len);
-	if (s->textlen > len)
-		memmove(s->text, s->text + len, s->textlen - len);
-	s->textlen -= len;
+	s->fn(s->data, s->text.buf, len);
+	if (s->text.len > len)
+		memmove(s->text.buf, s->text.buf + len, s->text.len - len);
+	s->text.len -= len;
 }
 
 static ssize_t
@@ -131,7 +124,7 @@ scan_zstd(struct scan *s)
 		if (ret == 0) {
 			/* a frame ended: one whole segment */
 			good = scan_offset(s);
-			scan_emit(s, s->textlen);
+			scan_emit(s, s->text.len);
 		}
 	}
 	rc = (ssize_t)good;
@@ -178,7 +171,7 @@ scan_gzip(struct scan *s)
 		if (ret == Z_STREAM_END) {
 			/* a member ended: one whole segment */
 			good = scan_offset(s);
-			scan_emit(s, s->textlen);
+			scan_emit(s, s->text.len);
 			if (inflateReset(&z) != Z_OK)
 				break;
 		}
@@ -208,13 +201,14 @@ scan_plain(struct scan *s)
 		if (!scan_text_add(s, s->in + s->inpos, n))
 			break;
 		s->inpos = s->inlen;
-		for (char *p = s->text; (p = memmem(p, s->textlen - (size_t)(p - s->text),
-						   "\n\n", 2)); p += 2)
+		for (char *p = s->text.buf;
+		     (p = memmem(p, s->text.len - (size_t)(p - s->text.buf), "\n\n", 2));
+		     p += 2)
 			cut = p + 2;
 		if (cut) {
-			size_t len = (size_t)(cut - s->text);
+			size_t len = (size_t)(cut - s->text.buf);
 
-			good = scan_offset(s) - (off_t)(s->textlen - len);
+			good = scan_offset(s) - (off_t)(s->text.len - len);
 			scan_emit(s, len);
 		}
 	}
@@ -243,7 +237,7 @@ fp_perf_segments_scan(enum fp_perf_compress kind, int fd, size_t text_max,
 		rc = scan_plain(s);
 		break;
 	}
-	free(s->text);
+	fp_text_free(&s->text);
 	free(s);
 	return rc;
 }

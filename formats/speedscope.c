@@ -14,6 +14,7 @@
 #include "svg-util.h"
 #include "util-hash.h"
 #include "fp/speedscope.h"
+#include "util-buf.h"
 #include "util-mem.h"
 #include "util-sat.h"
 
@@ -43,11 +44,9 @@ struct fp_speedscope {
 	uint32_t *slots;	/* frame index + 1 */
 	size_t nslots;
 	struct profile *profiles;
-	size_t nprofiles;
+	size_t nprofiles, profiles_cap;
 	uint64_t first_us;	/* of all samples, when timed */
 	uint64_t nsamples;	/* added to all profiles */
-	uint32_t *scratch;
-	size_t scratch_cap;
 };
 
 static uint64_t
@@ -86,7 +85,6 @@ fp_speedscope_destroy(struct fp_speedscope *ss)
 	free(ss->profiles);
 	free(ss->frames);
 	free(ss->slots);
-	free(ss->scratch);
 	free(ss);
 }
 
@@ -165,11 +163,7 @@ frame_index(struct fp_speedscope *ss, const char *name, const char *file)
 			return ss->slots[j] - 1;
 		j = (j + 1) & (ss->nslots - 1);
 	}
-	if (ss->nframes == ss->frames_cap) {
-		ss->frames_cap = ss->frames_cap ? ss->frames_cap * 2 : 256;
-		ss->frames = xrealloc(ss->frames,
-				      ss->frames_cap * sizeof(*ss->frames));
-	}
+	FP_GROW(ss->frames, ss->frames_cap, ss->nframes + 1);
 	f = &ss->frames[ss->nframes++];
 	f->name = xstrdup(name);
 	/* "unknown" is the writer's word for no file */
@@ -191,8 +185,7 @@ profile_named(struct fp_speedscope *ss, const char *name)
 		if (strcmp(ss->profiles[i].name, name) == 0)
 			return &ss->profiles[i];
 	}
-	ss->profiles = xrealloc(ss->profiles,
-				(ss->nprofiles + 1) * sizeof(*ss->profiles));
+	FP_GROW(ss->profiles, ss->profiles_cap, ss->nprofiles + 1);
 	p = &ss->profiles[ss->nprofiles++];
 	memset(p, 0, sizeof(*p));
 	p->name = xstrdup(name);
@@ -207,17 +200,14 @@ fp_speedscope_add(struct fp_speedscope *ss, const char *profile,
 {
 	struct profile *p = profile_named(ss, profile);
 
-	if (p->nidx + n > p->idx_cap) {
-		while (p->nidx + n > p->idx_cap)
-			p->idx_cap = p->idx_cap ? p->idx_cap * 2 : 4096;
-		p->idx = xrealloc(p->idx, p->idx_cap * sizeof(*p->idx));
-	}
+	FP_GROW(p->idx, p->idx_cap, p->nidx + n);
 	for (size_t i = 0; i < n; i++)
 		p->idx[p->nidx++] = frame_index(ss, names[i],
 						files ? files[i] : NULL);
 	if (p->count + 1 >= p->cap) {
-		p->cap = p->cap ? p->cap * 2 : 1024;
-		p->off = xrealloc(p->off, (p->cap + 1) * sizeof(*p->off));
+		/* off holds one more entry than weights and times; all
+		 * three are p->cap long */
+		FP_GROW(p->off, p->cap, p->count + 2);
 		p->weights = xrealloc(p->weights, p->cap * sizeof(*p->weights));
 		p->times = xrealloc(p->times, p->cap * sizeof(*p->times));
 	}

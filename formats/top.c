@@ -12,6 +12,7 @@
 
 #include "util-hash.h"
 #include "fp/top.h"
+#include "util-buf.h"
 #include "util-mem.h"
 #include "util-sat.h"
 
@@ -103,10 +104,7 @@ intern(struct fp_func_table *t, const char *name)
 
 	if (f)
 		return f;
-	if (t->count == t->cap) {
-		t->cap = t->cap ? t->cap * 2 : 256;
-		t->funcs = xrealloc(t->funcs, t->cap * sizeof(*t->funcs));
-	}
+	FP_GROW(t->funcs, t->cap, t->count + 1);
 	f = &t->funcs[t->count++];
 	memset(f, 0, sizeof(*f));
 	f->stats.name = xstrdup(name);

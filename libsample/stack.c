@@ -11,6 +11,7 @@
 #include "etf.h"
 #include "sampler-private.h"
 #include "util-hash.h"
+#include "util-buf.h"
 #include "util-mem.h"
 
 /* Ids of cached frames and stacks: unique in the process, never reused,
@@ -108,10 +109,7 @@ decode_charlist(struct fp_sampler *s, const char *buf, int *index,
 static struct fp_frame *
 new_frame(struct fp_sampler *s)
 {
-	if (s->nframes == s->frames_cap) {
-		s->frames_cap = s->frames_cap ? s->frames_cap * 2 : 1024;
-		s->frames = xrealloc(s->frames, s->frames_cap * sizeof(*s->frames));
-	}
+	FP_GROW(s->frames, s->frames_cap, s->nframes + 1);
 	memset(&s->frames[s->nframes], 0, sizeof(*s->frames));
 	return &s->frames[s->nframes++];
 }
@@ -256,11 +254,7 @@ scan_frames(struct fp_sampler *s, const unsigned char *b, size_t start,
 		 * it stays under 3 times the reply. */
 		if (s->len - p < 2 || b[p] != ERL_SMALL_TUPLE_EXT || b[p + 1] != 4)
 			return -1;
-		if (i == s->spans_cap) {
-			s->spans_cap = s->spans_cap ? s->spans_cap * 2 : 64;
-			s->spans = xrealloc(s->spans,
-					    s->spans_cap * sizeof(*s->spans));
-		}
+		FP_GROW(s->spans, s->spans_cap, i + 1);
 		f = &s->spans[i];
 		f->at = f->end = p;
 		if (etf_skip_frame_or_plain(b, s->len, &f->end) < 0)

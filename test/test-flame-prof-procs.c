@@ -7,13 +7,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "flame_prof.h"
 #include "fp-test.h"
 #include "fp/perf-script.h"
 #include "util-mem.h"
-
-/* flame_prof/main.c's main(), renamed in this build of it */
-int
-fpp_cli_main(int argc, char **argv);
 
 static const struct fp_frame crunch[] = {
 	{ .module = "fp_demo", .function = "crunch", .arity = 1,
@@ -90,7 +87,7 @@ procs_run(struct procs_run *pr, const char *format,
 	char *argv[] = { "flame_prof", "procs", "--format", (char *)format,
 			 "-o", pr->out, pr->in, NULL };
 	optind = 0;	/* glibc: start getopt afresh */
-	fp_assert_int_eq(fpp_cli_main(7, argv), 0);
+	fp_assert_int_eq(fpp_main(7, argv), 0);
 	f = fopen(pr->out, "r");
 	fp_assert_ptr_nonnull(f);
 	pr->text = NULL;

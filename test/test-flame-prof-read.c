@@ -485,8 +485,9 @@ START_TEST(old_pid_column)
 		while (sp < eol && text[sp] != ' ')
 			sp++;
 		if (text[i] != '#' && text[i] != '\t' && text[i] != '\n' &&
-		    sp + 2 < eol && memcmp(text + sp, " 0.", 3) == 0) {
-			const char *dot = memchr(text + sp + 3, '.', eol - sp - 3);
+		    eol - sp >= 3 && memcmp(text + sp, " 0.", 3) == 0) {
+			const char *pid = text + sp + 3;
+			const char *dot = memchr(pid, '.', (size_t)(text + eol - pid));
 
 			fp_assert_ptr_nonnull(dot);
 			memcpy(conv + n, text + i, sp + 1 - i);

@@ -193,6 +193,57 @@ START_TEST(folded_golden)
 }
 END_TEST
 
+/* The walk visits a node before its children, siblings by name, and
+ * skips a subtree when told not to descend; a walk of a subtree stays in
+ * it. */
+START_TEST(tree_walk)
+{
+	static const char *const s1[] = { "a", "b", "c" };
+	static const char *const s2[] = { "a", "d" };
+	static const char *const s3[] = { "e" };
+	struct fp_flame_tree *tree = fp_flame_tree_new();
+	const struct fp_flame_node *n, *a = NULL;
+	struct fp_flame_walk walk;
+	char order[16];
+	size_t len = 0;
+
+	fp_flame_tree_add(tree, 0, s3, NULL, 1, 0, 1);
+	fp_flame_tree_add(tree, 0, s1, NULL, 3, 0, 1);
+	fp_flame_tree_add(tree, 0, s2, NULL, 2, 0, 1);
+	fp_flame_tree_finish(tree);
+
+	for (n = fp_flame_walk_start(&walk, fp_flame_tree_root(tree)); n;
+	     n = fp_flame_walk_next(&walk, true))
+		order[len++] = n->depth ? n->name[0] : '/';
+	order[len] = '\0';
+	fp_assert_str_eq(order, "/abcde");
+
+	len = 0;
+	for (n = fp_flame_walk_start(&walk, fp_flame_tree_root(tree)); n;
+	     n = fp_flame_walk_next(&walk, strcmp(n->name, "b") != 0)) {
+		order[len++] = n->depth ? n->name[0] : '/';
+		if (strcmp(n->name, "a") == 0)
+			a = n;
+	}
+	order[len] = '\0';
+	fp_assert_str_eq(order, "/abde");
+
+	len = 0;
+	for (n = fp_flame_walk_start(&walk, a); n; n = fp_flame_walk_next(&walk, true))
+		order[len++] = n->name[0];
+	order[len] = '\0';
+	fp_assert_str_eq(order, "abcd");
+
+	len = 0;
+	for (n = fp_flame_walk_start(&walk, fp_flame_tree_root(tree)); n;
+	     n = fp_flame_walk_next(&walk, false))
+		order[len++] = n->depth ? n->name[0] : '/';
+	order[len] = '\0';
+	fp_assert_str_eq(order, "/");
+	fp_flame_tree_destroy(tree);
+}
+END_TEST
+
 /* Counts add up: the folded lines of the demo sum to its samples. */
 START_TEST(folded_sums)
 {
@@ -738,6 +789,7 @@ suite(void)
 	tc = tcase_create("golden");
 	tcase_add_loop_test(tc, folded_golden, 0, N(folded_cases));
 	tcase_add_test(tc, folded_sums);
+	tcase_add_test(tc, tree_walk);
 	tcase_add_loop_test(tc, top_golden, 0, N(top_cases));
 	tcase_add_test(tc, top_recursion);
 	tcase_add_test(tc, top_gross);

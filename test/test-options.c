@@ -10,7 +10,7 @@
 #include "fp-test.h"
 #include "../daemon/options.h"
 
-#define ARGS_MAX 14
+#define ARGS_MAX 40
 
 struct options_case {
 	const char *argv[ARGS_MAX];
@@ -97,6 +97,42 @@ START_TEST(values)
 	fp_assert_int_eq(o.perf_freq, 99);
 	fp_assert_int_eq(o.top, 100);
 	fp_assert_int_eq(o.compress_level, 3);
+	fpd_options_release(&o);
+}
+END_TEST
+
+/* Every kind of value the table stores lands in its field. */
+START_TEST(table_values)
+{
+	static const char *const args[] = {
+		"-n", "a@b", "--timeout", "250ms", "--scan-max", "200",
+		"--min-reductions", "7", "--backtrace-depth", "9", "--lines",
+		"--erlang-names", "--callers", "--breaker-run-queue", "3",
+		"--perf-freq", "10", "-R", "90s", "--rotate-size", "64M",
+		"--compress", "gzip", "--keep-files", "4", "--keep-bytes", "1G",
+		"--keep-age", "7d", "-d", "30s", "--log-file", "/tmp/fp.log",
+		"--request", "eval", NULL,
+	};
+	struct fpd_options o;
+
+	fp_assert_int_eq(parse(args, &o), 0);
+	fp_assert(o.timeout_us == 250000);
+	fp_assert_int_eq(o.scan_max, 200);
+	fp_assert_int_eq(o.min_reductions, 7);
+	fp_assert_int_eq(o.backtrace_depth, 9);
+	fp_assert(o.lines && o.erlang_names && o.callers && o.idle_reuse);
+	fp_assert_int_eq(o.breaker_run_queue, 3);
+	fp_assert_int_eq(o.perf_freq, 10);
+	fp_assert(o.rotate_us == 90000000);
+	fp_assert(o.rotate_bytes == 64ULL << 20);
+	fp_assert_int_eq(o.compress, FPD_COMPRESS_GZIP);
+	fp_assert_int_eq(o.compress_level, 6);	/* gzip's default */
+	fp_assert_int_eq(o.keep_files, 4);
+	fp_assert(o.keep_bytes == 1ULL << 30);
+	fp_assert(o.keep_age_us == 7ULL * 86400 * 1000000);
+	fp_assert(o.duration_us == 30000000);
+	fp_assert_str_eq(o.log_file, "/tmp/fp.log");
+	fp_assert_int_eq(o.request, FP_REQUEST_EVAL);
 	fpd_options_release(&o);
 }
 END_TEST
@@ -215,6 +251,7 @@ suite(void)
 
 	tcase_add_loop_test(tc, exit_codes, 0, (int)(sizeof(cases) / sizeof(cases[0])));
 	tcase_add_test(tc, values);
+	tcase_add_test(tc, table_values);
 	tcase_add_test(tc, pins_alone);
 	tcase_add_test(tc, help_lists_every_option);
 	tcase_add_loop_test(tc, perf_auto, 0,

@@ -110,6 +110,13 @@ END_TEST
 
 static volatile int spinning;
 
+/*
+ * Called through a pointer the compiler cannot see through: at -O3 gcc
+ * would otherwise clone fp_test_spin() for the constant argument
+ * (fp_test_spin.constprop.0), and the samples would name the clone.
+ */
+static uint64_t (*volatile spin_fn)(uint64_t) = fp_test_spin;
+
 static void *
 spinner(void *arg)
 {
@@ -117,7 +124,7 @@ spinner(void *arg)
 
 	*tid = (pid_t)syscall(SYS_gettid);
 	while (__atomic_load_n(&spinning, __ATOMIC_RELAXED))
-		fp_test_spin(100000);
+		spin_fn(100000);
 	return NULL;
 }
 

@@ -1,6 +1,6 @@
 /*
- * flame_profd — unit tests: the duration and size parser both programs
- * use (util/util-parse.c): every unit taken, every input refused.
+ * flame_profd — unit tests: the duration, size and choice parsers both
+ * programs use (util/util-parse.c): every unit taken, every input refused.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -139,6 +139,38 @@ START_TEST(size)
 }
 END_TEST
 
+static const char *const choices[] = { "zstd", "gzip", "none", NULL };
+
+static const struct {
+	const char *text;
+	int rc;
+} choice_cases[] = {
+	{ "zstd", 0 },
+	{ "gzip", 1 },
+	{ "none", 2 },
+	/* byte for byte: no case folding, no prefixes, no padding */
+	{ "ZSTD", -EINVAL },
+	{ "zst", -EINVAL },
+	{ "zstd ", -EINVAL },
+	{ "", -EINVAL },
+};
+
+START_TEST(choice)
+{
+	fp_assert_int_eq(parse_enum(choice_cases[_i].text, choices), choice_cases[_i].rc);
+}
+END_TEST
+
+/* An empty table takes nothing. */
+START_TEST(choice_empty)
+{
+	static const char *const none[] = { NULL };
+
+	fp_assert_int_eq(parse_enum("", none), -EINVAL);
+	fp_assert_int_eq(parse_enum("zstd", none), -EINVAL);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -150,6 +182,10 @@ suite(void)
 	suite_add_tcase(s, tc);
 	tc = tcase_create("size");
 	tcase_add_loop_test(tc, size, 0, sizeof(sizes) / sizeof(sizes[0]));
+	suite_add_tcase(s, tc);
+	tc = tcase_create("choice");
+	tcase_add_loop_test(tc, choice, 0, sizeof(choice_cases) / sizeof(choice_cases[0]));
+	tcase_add_test(tc, choice_empty);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -101,6 +101,21 @@ fp_text_put_u64(struct fp_text *t, uint64_t v)
 	fp_text_put(t, tmp + sizeof(tmp) - n, n);
 }
 
+/*
+ * @n bytes of @s and a NUL after them, for text kept as offsets into one
+ * buffer (pointers would move when it grows). Returns the offset of the
+ * first byte.
+ */
+static inline size_t
+fp_text_put_str(struct fp_text *t, const void *s, size_t n)
+{
+	size_t at = t->len;
+
+	fp_text_put(t, s, n);
+	fp_text_putc(t, '\0');
+	return at;
+}
+
 /* Free the bytes; the buffer is empty again. */
 static inline void
 fp_text_free(struct fp_text *t)

@@ -1,5 +1,5 @@
 /*
- * flame_profd — durations and sizes of the command lines.
+ * flame_profd — durations, sizes and choices of the command lines.
  */
 #include <errno.h>
 #include <math.h>
@@ -78,4 +78,14 @@ parse_size(const char *text, uint64_t max_bytes, uint64_t *bytes)
 	if (*end)
 		return -EINVAL;
 	return scaled(v, scale, max_bytes, bytes);
+}
+
+int
+parse_enum(const char *text, const char *const *names)
+{
+	for (int i = 0; names[i]; i++) {
+		if (strcmp(text, names[i]) == 0)
+			return i;
+	}
+	return -EINVAL;
 }

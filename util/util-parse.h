@@ -1,6 +1,7 @@
 /*
- * flame_profd — durations and sizes as both programs take them on the
- * command line (flame_profd(1) and flame_prof(1) say the same).
+ * flame_profd — durations, sizes and names of choices as both programs
+ * take them on the command line (flame_profd(1) and flame_prof(1) say the
+ * same).
  */
 #pragma once
 
@@ -28,3 +29,13 @@ parse_duration(const char *text, uint64_t max_us, uint64_t *us);
  */
 int
 parse_size(const char *text, uint64_t max_bytes, uint64_t *bytes);
+
+/**
+ * One of a fixed set of words, such as an option's choices: @names is
+ * NULL-terminated, in the order of the values they stand for (an enum's,
+ * from 0). Compared byte for byte.
+ *
+ * @return the index of @text in @names; -EINVAL if it is none of them.
+ */
+int
+parse_enum(const char *text, const char *const *names);

@@ -4,7 +4,7 @@
  *
  * The input becomes a file (a memfd, named by its /proc path, so the
  * command's own input expansion and stat checks see a regular file) and
- * flame_prof's main() runs over it once per command, with the options
+ * flame_prof's fpp_main() runs over it once per command, with the options
  * that reach the most code: weights (signed and not), process and status
  * frames, line stripping, both name forms, diff with its SVG. Outputs go
  * to /dev/null. Anything the reader refuses ends in an exit code; what
@@ -18,9 +18,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-/* flame_prof/main.c's main(), renamed when built for this target */
-int
-fpp_cli_main(int argc, char **argv);
+#include "flame_prof.h"
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -74,7 +72,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		argv[argc] = NULL;
 		/* getopt_long keeps state across calls: 0 starts it over */
 		optind = 0;
-		fpp_cli_main(argc, argv);
+		fpp_main(argc, argv);
 	}
 	return 0;
 }

@@ -81,3 +81,28 @@ fp_flame_tree_size(const struct fp_flame_tree *tree);
 /** Deepest node's depth (0 for an empty tree). */
 uint32_t
 fp_flame_tree_depth(const struct fp_flame_tree *tree);
+
+/**
+ * A walk over a subtree in pre-order: a node before its children,
+ * siblings in list order (by name after fp_flame_tree_finish()). It
+ * holds no memory; the tree must not change while it runs.
+ */
+struct fp_flame_walk {
+	const struct fp_flame_node *top;	/* the subtree's root */
+	const struct fp_flame_node *node;	/* the current node */
+};
+
+/**
+ * Start a walk over @top's subtree (@top a node of the tree, such as
+ * fp_flame_tree_root()). Returns @top, the walk's first node.
+ */
+const struct fp_flame_node *
+fp_flame_walk_start(struct fp_flame_walk *walk, const struct fp_flame_node *top);
+
+/**
+ * The node after the current one, or NULL when the subtree is done. With
+ * @descend false the current node's children (and all below them) are
+ * skipped: the walk goes on with its next sibling or an ancestor's.
+ */
+const struct fp_flame_node *
+fp_flame_walk_next(struct fp_flame_walk *walk, bool descend);

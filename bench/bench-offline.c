@@ -1,8 +1,8 @@
 /*
  * flame_profd — offline microbenchmark of the daemon's per-sample path:
  * decode a sample reply (fp_sampler_decode), format it as perf script
- * (fp_perf_write_sample into an unbuffered in-memory FILE, as
- * daemon/output.c does) and compress ~1 MiB segments with zstd
+ * (fp_perf_format_sample straight into the segment buffer, as the
+ * daemon's recorder does) and compress ~1 MiB segments with zstd
  * (fpd_compress_segment, daemon/compress.c). No node, no network, no
  * disk: what one core can do, stage by stage and all together.
  *
@@ -49,16 +49,11 @@
 
 #include <ei.h>
 
-#include "flame_profd.h"
+#include "compress.h"
 #include "fp/perf-script.h"
 #include "fp/sample.h"
 #include "util-buf.h"
 #include "util-mem.h"
-
-struct segment {
-	struct fp_text text;
-	FILE *f;
-};
 
 struct bench {
 	char *reply_buf;
@@ -69,7 +64,7 @@ struct bench {
 	struct fp_sampler *sampler;
 	struct fp_perf_writer *writer;
 	struct fpd_compressor *comp;
-	struct segment seg;
+	struct fp_text seg;		/* the segment being filled */
 	size_t segment_bytes;
 	uint64_t time_us;
 	bool cold, shuffle;
@@ -90,16 +85,6 @@ struct run {
 	double cpu_s, wall_s;
 	uint64_t samples;
 };
-
-static ssize_t
-seg_write(void *cookie, const char *data, size_t len)
-{
-	struct segment *s = cookie;
-
-	fp_text_reserve_first(&s->text, len, 65536);
-	fp_text_put(&s->text, data, len);
-	return (ssize_t)len;
-}
 
 static double
 now(clockid_t clock)
@@ -155,7 +140,7 @@ static void
 format_samples(struct bench *b, const struct fp_sample *s, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
-		fp_perf_write_sample(b->writer, b->seg.f, &s[i]);
+		fp_perf_format_sample(b->writer, &b->seg, &s[i]);
 }
 
 static int
@@ -187,8 +172,8 @@ stage_format(struct bench *b)
 
 	s = fp_sampler_samples(b->sampler, &n);
 	format_samples(b, b->uncached ? b->uncached : s, n);
-	if (b->seg.text.len >= b->segment_bytes)
-		b->seg.text.len = 0;	/* as if flushed */
+	if (b->seg.len >= b->segment_bytes)
+		b->seg.len = 0;	/* as if flushed */
 	return (long)n;
 }
 
@@ -211,10 +196,10 @@ stage_all(struct bench *b)
 		return -1;
 	s = fp_sampler_samples(b->sampler, &n);
 	format_samples(b, s, n);
-	if (b->seg.text.len >= b->segment_bytes) {
-		if (compress_segment(b, b->seg.text.buf, b->seg.text.len) < 0)
+	if (b->seg.len >= b->segment_bytes) {
+		if (compress_segment(b, b->seg.buf, b->seg.len) < 0)
 			return -1;
-		b->seg.text.len = 0;
+		b->seg.len = 0;
 	}
 	return (long)n;
 }
@@ -280,21 +265,21 @@ make_text(struct bench *b)
 	const struct fp_sample *s;
 	size_t n;
 
-	b->seg.text.len = 0;
+	b->seg.len = 0;
 	b->text_samples = 0;
-	while (b->seg.text.len < b->segment_bytes) {
+	while (b->seg.len < b->segment_bytes) {
 		if (decode_once(b) < 0)
 			return -EBADMSG;
 		s = fp_sampler_samples(b->sampler, &n);
-		for (size_t i = 0; i < n && b->seg.text.len < b->segment_bytes; i++) {
-			fp_perf_write_sample(b->writer, b->seg.f, &s[i]);
+		for (size_t i = 0; i < n && b->seg.len < b->segment_bytes; i++) {
+			fp_perf_format_sample(b->writer, &b->seg, &s[i]);
 			b->text_samples++;
 		}
 	}
-	b->text = xzalloc(b->seg.text.len);
-	memcpy(b->text, b->seg.text.buf, b->seg.text.len);
-	b->text_len = b->seg.text.len;
-	b->seg.text.len = 0;
+	b->text = xzalloc(b->seg.len);
+	memcpy(b->text, b->seg.buf, b->seg.len);
+	b->text_len = b->seg.len;
+	b->seg.len = 0;
 	return 0;
 }
 
@@ -449,7 +434,6 @@ first_has_stack(const char *buf)
 int
 main(int argc, char **argv)
 {
-	cookie_io_functions_t io = { .write = seg_write };
 	struct fp_perf_options popt = { .lines = false };
 	struct bench b = { .segment_bytes = 1u << 20 };
 	static const struct {
@@ -508,12 +492,8 @@ main(int argc, char **argv)
 	b.sampler = fp_sampler_new();
 	b.writer = fp_perf_writer_new(&popt);
 	b.comp = fpd_compressor_new(FPD_COMPRESS_ZSTD, level);
-	b.seg.f = fopencookie(&b.seg, "w", io);
-	if (!b.seg.f)
-		abort();
-	/* as daemon/output.c: the writer formats a whole sample and hands it
-	 * over in one fwrite */
-	setvbuf(b.seg.f, NULL, _IONBF, 0);
+	/* as daemon/output.c: the segment's first size */
+	fp_text_reserve_first(&b.seg, 1, 65536);
 
 	if (b.shuffle) {
 		size_t movable = make_shuffled_copies(&b);
@@ -592,7 +572,7 @@ main(int argc, char **argv)
 				goto out;
 			}
 		}
-		b.seg.text.len = 0;
+		b.seg.len = 0;
 		report(stages[k].name, runs, nruns);
 	}
 	fp_sampler_cache_stats(b.sampler, &stats);
@@ -604,8 +584,7 @@ main(int argc, char **argv)
 	       (unsigned long long)stats.clears);
 	rc = 0;
 out:
-	fclose(b.seg.f);
-	fp_text_free(&b.seg.text);
+	fp_text_free(&b.seg);
 	free(b.text);
 	fpd_compressor_destroy(b.comp);
 	fp_perf_writer_destroy(b.writer);

@@ -21,7 +21,7 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "flame_profd.h"
+#include "budget.h"
 
 #define COOLDOWN_MIN_US 2000000u
 #define COOLDOWN_MAX_US 60000000u

@@ -16,7 +16,8 @@
 #include <zlib.h>
 #include <zstd.h>
 
-#include "flame_profd.h"
+#include "compress.h"
+#include "util-buf.h"
 #include "util-mem.h"
 
 struct fpd_compressor {
@@ -64,19 +65,12 @@ fpd_compressor_destroy(struct fpd_compressor *c)
 	free(c);
 }
 
-static int
+/* Room for @need bytes of output: the first segment's bound, doubled
+ * when a later one needs more. */
+static void
 reserve(struct fpd_compressor *c, size_t need)
 {
-	unsigned char *p;
-
-	if (need <= c->cap)
-		return 0;
-	p = realloc(c->buf, need);
-	if (!p)
-		return -ENOMEM;
-	c->buf = p;
-	c->cap = need;
-	return 0;
+	fp_grow((void **)&c->buf, &c->cap, need, 1, need);
 }
 
 int
@@ -91,8 +85,7 @@ fpd_compress_segment(struct fpd_compressor *c, const void *data, size_t len,
 	if (c->kind == FPD_COMPRESS_ZSTD) {
 		size_t bound = ZSTD_compressBound(len), n;
 
-		if (reserve(c, bound) < 0)
-			return -ENOMEM;
+		reserve(c, bound);
 		n = ZSTD_compress2(c->zstd, c->buf, bound, data, len);
 		if (ZSTD_isError(n))
 			return -EIO;
@@ -103,8 +96,7 @@ fpd_compress_segment(struct fpd_compressor *c, const void *data, size_t len,
 	{
 		uLong bound = deflateBound(&c->z, (uLong)len) + 64;
 
-		if (reserve(c, bound) < 0)
-			return -ENOMEM;
+		reserve(c, bound);
 		if (deflateReset(&c->z) != Z_OK)
 			return -EIO;
 		c->z.next_in = (Bytef *)(uintptr_t)data;

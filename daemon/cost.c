@@ -30,6 +30,9 @@
 #include <math.h>
 
 #include "cost.h"
+#include "budget.h"
+#include "options.h"
+#include "util.h"
 
 #define REQUEST_COST_US 150.0
 #define SAMPLE_COST_REX_US 21.0
@@ -40,6 +43,21 @@
 #define SCAN_BYTE_COST_US 0.002
 #define HELPER_ROW_COST_US 60.0
 #define HELPER_PROBE_COST_US 1.0
+
+/* What a request path's requests cost on the node, at the least. */
+struct path_cost {
+	double request_us;	/* a request (the helper: a row) */
+	double sample_us;	/* a process asked in full, waiting */
+	double probe_us;	/* a probe of one that has not run */
+};
+
+/* Each request path's floors (the figures above). */
+static const struct path_cost path_costs[] = {
+	[FP_REQUEST_REX] = { REQUEST_COST_US, SAMPLE_COST_REX_US, PROBE_COST_US },
+	[FP_REQUEST_EVAL] = { REQUEST_COST_US, SAMPLE_COST_EVAL_US, PROBE_COST_US },
+	[FP_REQUEST_HELPER] = { HELPER_ROW_COST_US, SAMPLE_COST_EVAL_US,
+				HELPER_PROBE_COST_US },
+};
 
 /* The selection's share of the budget: the rest is the sampling's. */
 #define SCAN_BUDGET_SHARE 0.5
@@ -150,18 +168,15 @@ fpd_cost_other(struct fpd_cost *c, uint64_t us)
 double
 fpd_cost_work_us(const struct fpd_cost *c, const struct fpd_work *w)
 {
-	bool helper = c->path == FP_REQUEST_HELPER;
-	double sample_us = c->path == FP_REQUEST_REX ? SAMPLE_COST_REX_US :
-						       SAMPLE_COST_EVAL_US;
-	double floor_us = (helper ? HELPER_ROW_COST_US : REQUEST_COST_US) *
-			  (double)w->requests +
-			  sample_us * (double)(w->sampled - w->running) +
+	const struct path_cost *pc = &path_costs[c->path];
+	double floor_us = pc->request_us * (double)w->requests +
+			  pc->sample_us * (double)(w->sampled - w->running) +
 			  SAMPLE_BUSY_COST_US * (double)w->running;
 
 	return (double)w->other_us +
 	       fmax(w->min_sample_us > 0 ? w->min_sample_us * (double)w->sampled : 0,
 		    floor_us) +
-	       (helper ? HELPER_PROBE_COST_US : PROBE_COST_US) * (double)w->probed +
+	       pc->probe_us * (double)w->probed +
 	       fmax((double)w->scan_us, SCAN_COST_US * (double)w->scanned) +
 	       SCAN_BYTE_COST_US * (double)w->scan_bytes;
 }

@@ -10,7 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "flame_profd.h"
+#include "budget.h"
+#include "options.h"
 
 /* The budget looks at the last second of sampling (and the last
  * selection, spread over its interval), whatever --every is: a node is
@@ -44,6 +45,8 @@ struct fpd_cost {
 	double scan_pid_us;		/* ... per pid read; 0: none yet */
 };
 
+/** The cost model and budget of @o's options, the window starting at
+ * @now_mono (our CPU time @cpu_us then). */
 void
 fpd_cost_init(struct fpd_cost *c, const struct fpd_options *o,
 	      uint64_t now_mono, uint64_t cpu_us);
@@ -54,6 +57,7 @@ void
 fpd_cost_set_node(struct fpd_cost *c, enum fp_request_path path,
 		  unsigned schedulers, bool local);
 
+/** Zero @w's counts, for a new interval or window. */
 void
 fpd_work_reset(struct fpd_work *w);
 

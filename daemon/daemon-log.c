@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -18,7 +19,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "flame_profd.h"
+#include "daemon-log.h"
+#include "util.h"
 #include "util-mem.h"
 
 #define LIMIT_US 10000000u	/* one warning per kind per 10 s */
@@ -197,6 +199,23 @@ fpd_log(enum fp_log_priority priority, const char *format, ...)
 	va_start(args, format);
 	vlog(priority, format, args);
 	va_end(args);
+}
+
+void
+fpd_fatal(const char *format, ...)
+{
+	va_list args;
+
+	va_start(args, format);
+	fputs("flame_profd: error: ", stderr);
+	vfprintf(stderr, format, args);
+	fputc('\n', stderr);
+	va_end(args);
+	if (log_stream) {
+		va_start(args, format);
+		print_line(FP_LOG_ERROR, format, args, 0);
+		va_end(args);
+	}
 }
 
 /*

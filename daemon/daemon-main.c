@@ -15,8 +15,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "flame_profd.h"
+#include "daemon-log.h"
 #include "options.h"
+#include "run.h"
 
 #define MAX_COOKIE 255
 #define COOKIE_PATH_MAX 4096

@@ -15,8 +15,10 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
-#include "flame_profd.h"
 #include "loop.h"
+#include "daemon-log.h"
+#include "options.h"
+#include "util.h"
 #include "util-mem.h"
 
 /*
@@ -70,12 +72,13 @@ setup_fds(struct fpd_loop *loop)
 	return 0;
 }
 
-struct fpd_loop *
-fpd_loop_new(uint64_t duration_us, const char *user)
+int
+fpd_loop_new(uint64_t duration_us, const char *user, struct fpd_loop **out)
 {
 	struct fpd_loop *loop = xnew(struct fpd_loop);
 	int rc;
 
+	*out = NULL;
 	loop->tfd = loop->sfd = -1;
 	loop->pfd = xzalloc(2 * sizeof(*loop->pfd));
 	loop->user = user;
@@ -83,11 +86,12 @@ fpd_loop_new(uint64_t duration_us, const char *user)
 	loop->start_mono = fpd_now_mono_us();
 	rc = setup_fds(loop);
 	if (rc < 0) {
+		fpd_fatal("cannot set up timers and signals: %s", strerror(-rc));
 		fpd_loop_destroy(loop);
-		errno = -rc;
-		return NULL;
+		return rc;
 	}
-	return loop;
+	*out = loop;
+	return 0;
 }
 
 void

@@ -18,12 +18,15 @@ struct fpd_loop;
  * @duration_us: stop after this long (0: until stopped); @user: the user
  * the daemon runs as (--user), or NULL, for the advice on a log file it
  * cannot reopen.
- * @return NULL with errno set when the timer or the signals cannot be set
- *         up. Signals are blocked from here on.
+ * Signals are blocked from here on. The caller frees *@out with
+ * fpd_loop_destroy().
+ * @return 0, or a negative errno (logged with fpd_fatal()) when the timer
+ *         or the signals cannot be set up.
  */
-struct fpd_loop *
-fpd_loop_new(uint64_t duration_us, const char *user);
+int
+fpd_loop_new(uint64_t duration_us, const char *user, struct fpd_loop **out);
 
+/** NULL is a no-op; the sources added are not the loop's to destroy. */
 void
 fpd_loop_destroy(struct fpd_loop *loop);
 

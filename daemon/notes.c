@@ -1,5 +1,5 @@
 /*
- * flame_profd — notes, file header and options JSON.
+ * flame_profd — file header, options JSON, enum names.
  */
 #include "config.h"
 
@@ -7,10 +7,9 @@
 #include <stdlib.h>
 
 #include "notes.h"
+#include "options.h"
+#include "util.h"
 #include "util-mem.h"
-#include "fp/perf-script.h"
-
-#define NOTE_MAX 512		/* a note's text, truncated beyond */
 
 static char *
 xasprintf(const char *format, ...) __attribute__((format(printf, 1, 2)));
@@ -28,62 +27,6 @@ xasprintf(const char *format, ...)
 	if (len < 0)
 		x_out_of_memory(strlen(format));
 	return s;
-}
-
-void
-fpd_notes_init(struct fpd_notes *n, struct fpd_output *out,
-	       struct fp_perf_writer *writer)
-{
-	*n = (struct fpd_notes){ .out = out, .writer = writer };
-}
-
-void
-fpd_notes_release(struct fpd_notes *n)
-{
-	for (size_t i = 0; i < n->npending; i++)
-		free(n->pending[i]);
-	n->npending = 0;
-}
-
-/*
- * Notes written while no file is open wait for the next file: a file is
- * only opened for a sample, so no file ever holds comments alone
- * (Flamescope takes such a file for another format).
- */
-FILE *
-fpd_notes_stream(struct fpd_notes *n)
-{
-	bool fresh = !fpd_output_is_open(n->out);
-	FILE *f = fpd_output_stream(n->out, fpd_now_epoch_us());
-
-	if (f && fresh) {
-		for (size_t i = 0; i < n->npending; i++)
-			fp_perf_write_comment(n->writer, f, "%s", n->pending[i]);
-	}
-	if (f || n->npending == FPD_NOTES_PENDING_MAX)
-		fpd_notes_release(n);
-	return f;
-}
-
-void
-fpd_note(struct fpd_notes *n, const char *format, ...)
-{
-	char text[NOTE_MAX], stamp[40];
-	va_list args;
-
-	va_start(args, format);
-	vsnprintf(text, sizeof(text), format, args);
-	va_end(args);
-	fpd_format_utc(fpd_now_epoch_us(), stamp, sizeof(stamp));
-
-	if (fpd_output_is_open(n->out)) {
-		fp_perf_write_comment(n->writer, fpd_notes_stream(n),
-				      "flame_profd: %s %s", stamp, text);
-		return;
-	}
-	if (n->npending < FPD_NOTES_PENDING_MAX)
-		n->pending[n->npending++] = xasprintf("flame_profd: %s %s",
-						      stamp, text);
 }
 
 const char *

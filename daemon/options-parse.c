@@ -14,9 +14,12 @@
 #include <unistd.h>
 
 #include "options-parse.h"
+#include "compress.h"
+#include "options.h"
+#include "util.h"
+#include "fp/node.h"
 #include "util-mem.h"
 #include "util-parse.h"
-#include "fp/node.h"
 
 #define RATE_MIN 0.1
 #define RATE_MAX 1000.0

@@ -4,7 +4,7 @@
  */
 #pragma once
 
-#include "flame_profd.h"
+#include "options.h"
 
 #define ZSTD_LEVEL_MAX 19
 #define GZIP_LEVEL_MAX 9

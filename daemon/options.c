@@ -17,9 +17,10 @@
 #include <unistd.h>
 
 #include "options.h"
+#include "compress.h"
 #include "options-parse.h"
-#include "util-mem.h"
 #include "fp/node.h"
+#include "util-mem.h"
 
 /* getopt_long's value for a long-only option: its index in options[]. */
 #define LONG_ONLY 256

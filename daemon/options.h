@@ -4,7 +4,82 @@
  */
 #pragma once
 
-#include "flame_profd.h"
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "fp/node.h"
+
+/* Exit codes (sysexits.h values; listed in --help and flame_profd(1)). */
+enum fpd_exit {
+	FPD_EXIT_OK = 0,
+	FPD_EXIT_USAGE = 64,		/* bad flag, value or node name */
+	FPD_EXIT_NOSAMPLES = 65,	/* --duration run ended without a sample */
+	FPD_EXIT_NOINPUT = 66,		/* cookie file missing or unreadable */
+	FPD_EXIT_UNAVAILABLE = 69,	/* node unreachable */
+	FPD_EXIT_SOFTWARE = 70,		/* internal error, node answered nonsense */
+	FPD_EXIT_CANTCREAT = 73,	/* output directory or log file cannot be
+					 * made, or is not safe (fs-safe.h) */
+	FPD_EXIT_IOERR = 74,		/* write error on output */
+	FPD_EXIT_TEMPFAIL = 75,		/* output directory locked by another daemon */
+	FPD_EXIT_NOPERM = 77,		/* node refused us: wrong cookie */
+	FPD_EXIT_CONFIG = 78,		/* --perf auto: the node's process not usable */
+};
+
+/* What the command line says (fpd_options_parse()). */
+struct fpd_options {
+	const char *node;
+	const char *cookie_file;
+	bool cookie_file_set;
+	unsigned top;
+	bool top_set;
+	unsigned scan_max;
+	unsigned min_reductions;	/* --top's floor, reductions/s */
+	uint64_t every_us;
+	double rate;
+	const char **pids;	/* --pid, as given (fp_node_check_pids()) */
+	size_t npids;
+	const char **names;
+	size_t nnames;
+	const char *out_dir;
+	uint64_t rotate_us;
+	uint64_t rotate_bytes;	/* 0: no size limit */
+	int compress;		/* enum fpd_compress */
+	int compress_level;
+	unsigned keep_files;
+	uint64_t keep_bytes;
+	uint64_t keep_age_us;
+	uint64_t duration_us;	/* 0: until stopped */
+	bool lines;
+	bool erlang_names;	/* frames of Elixir modules in the Erlang form */
+	const char **keys;	/* --key: dictionary keys recorded */
+	size_t nkeys;
+	const char **logger_keys;	/* --logger-key: Logger metadata keys */
+	size_t nlogger_keys;
+	bool callers;		/* --callers: '$callers' recorded */
+	const char **key_names;	/* keys, then logger_keys (the writer's) */
+	unsigned backtrace_depth;
+	uint64_t timeout_us;
+	const char *log_file;
+	int verbosity;		/* 0 info, >0 debug, <0 warnings only */
+	mode_t file_mode;
+	mode_t dir_mode;
+	const char *user;	/* drop root to this user after start-up */
+	char *connect_host;	/* --connect HOST:PORT, or NULL */
+	unsigned connect_port;
+	double max_overhead;	/* percent of the node's schedulers; 0: off */
+	enum fp_request_path request;	/* --request (default rex) */
+	bool idle_reuse;	/* probe processes idle at their last sample */
+	unsigned breaker_run_queue;	/* 0: 50 per scheduler */
+	pid_t perf_pid;		/* --perf: the node's OS pid; 0: off or auto */
+	bool perf_auto;		/* --perf auto: asked of the node once connected */
+	unsigned perf_freq;	/* --perf-freq, per thread on CPU */
+	uid_t uid;
+	gid_t gid;
+};
+
 
 /**
  * Fill @o from the command line. --help and --version print and exit 0.
@@ -14,6 +89,7 @@
 int
 fpd_options_parse(int argc, char **argv, struct fpd_options *o);
 
+/** Free what fpd_options_parse() allocated in @o. */
 void
 fpd_options_release(struct fpd_options *o);
 

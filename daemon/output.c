@@ -23,12 +23,20 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "flame_profd.h"
+#include "output.h"
+#include "compress.h"
+#include "daemon-log.h"
 #include "fs-safe.h"
+#include "recorder.h"
+#include "recover.h"
+#include "retention.h"
+#include "util.h"
+#include "util-buf.h"
 #include "util-mem.h"
 
 #define LOCK_NAME ".flame_profd.lock"
 #define SEGMENT_US 1000000u		/* at most this much lost on a crash */
+#define SEGMENT_FIRST 65536u		/* a segment buffer's first size */
 #define ERROR_LOG_INTERVAL_US 10000000u
 
 struct fpd_output {
@@ -55,9 +63,7 @@ struct fpd_output {
 	struct fpd_file_entry entry;
 
 	/* the segment being filled */
-	FILE *seg;
-	char *segbuf;
-	size_t seglen, segcap;
+	struct fp_text seg;
 	uint64_t seg_samples, seg_first_us, seg_last_us;
 	uint64_t pending_skipped;	/* counts for the next file */
 	uint64_t pending_dropped;
@@ -74,24 +80,6 @@ struct fpd_output {
 	uint64_t last_error_log_mono;
 	uint64_t errors_since_log;
 };
-
-static ssize_t
-seg_write(void *cookie, const char *data, size_t len)
-{
-	struct fpd_output *out = cookie;
-
-	if (out->seglen + len > out->segcap) {
-		size_t cap = out->segcap ? out->segcap : 65536;
-
-		while (cap < out->seglen + len)
-			cap *= 2;
-		out->segbuf = xrealloc(out->segbuf, cap);
-		out->segcap = cap;
-	}
-	memcpy(out->segbuf + out->seglen, data, len);
-	out->seglen += len;
-	return (ssize_t)len;
-}
 
 static void
 log_write_error(struct fpd_output *out, int err, const char *what)
@@ -238,12 +226,13 @@ open_node_dir(struct fpd_output *out, int *dirfd, struct fpd_made *made,
 	return rc;
 }
 
-struct fpd_output *
-fpd_output_new(const struct fpd_output_config *config, int *err,
-	       const char **what)
+/* fpd_output_new(): NULL with *@err an errno and *@what what failed, or
+ * with *@err 0 and *@what the whole message when a path was refused. */
+static struct fpd_output *
+output_open(const struct fpd_output_config *config, int *err,
+	    const char **what)
 {
 	struct fpd_output *out = xnew(struct fpd_output);
-	cookie_io_functions_t io = { .write = seg_write };
 	const char *why = NULL, *which = config->dir;
 	struct fpd_made probe_made;
 	bool named = false;
@@ -334,10 +323,6 @@ fpd_output_new(const struct fpd_output_config *config, int *err,
 	}
 
 	out->comp = fpd_compressor_new(config->compress, config->level);
-	out->seg = fopencookie(out, "w", io);
-	if (!out->seg)
-		abort();
-	setvbuf(out->seg, NULL, _IONBF, 0);
 	return out;
 
 fail:
@@ -352,6 +337,25 @@ fail:
 	return NULL;
 }
 
+int
+fpd_output_new(const struct fpd_output_config *config, struct fpd_output **out)
+{
+	const char *what = "";
+	int err = 0;
+
+	*out = output_open(config, &err, &what);
+	if (*out)
+		return 0;
+	if (!err) {
+		/* refused as not safe: the text says which and why */
+		fpd_fatal("%s", what);
+		return -EPERM;
+	}
+	fpd_fatal("%s: %s/%s: %s", what, config->dir, config->node,
+		  strerror(err));
+	return -err;
+}
+
 void
 fpd_output_destroy(struct fpd_output *out)
 {
@@ -361,15 +365,13 @@ fpd_output_destroy(struct fpd_output *out)
 		fpd_output_finish(out);
 	if (out->index_due)
 		store_index(out);
-	if (out->seg)
-		fclose(out->seg);
 	fpd_compressor_destroy(out->comp);
 	if (out->lockfd >= 0)
 		close(out->lockfd);	/* drops the lock */
 	if (out->dirfd >= 0)
 		close(out->dirfd);
 	free(out->index);
-	free(out->segbuf);
+	fp_text_free(&out->seg);
 	free(out->dir);
 	free(out->node_s);
 	free((char *)out->cfg.header);
@@ -567,30 +569,37 @@ open_file(struct fpd_output *out, uint64_t now_epoch_us)
 	out->entry.dropped = out->pending_dropped;
 	out->entry.events = out->pending_events;
 	out->pending_skipped = out->pending_dropped = out->pending_events = 0;
-	out->seglen = 0;
+	out->seg.len = 0;
 	out->seg_samples = 0;
-	fputs(out->cfg.header, out->seg);
+	fp_text_reserve_first(&out->seg, 1, SEGMENT_FIRST);
+	fp_text_puts(&out->seg, out->cfg.header);
 	fpd_debug("writing %s/%s", out->dir, out->partial);
 	return 0;
 }
 
-FILE *
-fpd_output_stream(struct fpd_output *out, uint64_t now_epoch_us)
+struct fp_text *
+fpd_output_buffer(struct fpd_output *out, bool open, uint64_t now_epoch_us,
+		  bool *fresh)
 {
-	if (out->fd < 0 && open_file(out, now_epoch_us) < 0)
-		return NULL;
-	return out->seg;
+	*fresh = false;
+	if (out->fd < 0) {
+		if (!open || open_file(out, now_epoch_us) < 0)
+			return NULL;
+		*fresh = true;
+	}
+	return &out->seg;
 }
 
-void
+int
 fpd_output_sample(struct fpd_output *out, uint64_t time_us)
 {
 	if (!out->seg_samples)
 		out->seg_first_us = time_us;
 	out->seg_last_us = time_us;
 	out->seg_samples++;
-	if (out->seglen >= FP_PERF_SEGMENT_MAX)
-		fpd_output_flush(out);
+	if (out->seg.len >= FP_PERF_SEGMENT_MAX)
+		return fpd_output_flush(out);
+	return 0;
 }
 
 void
@@ -610,12 +619,13 @@ fpd_output_flush(struct fpd_output *out)
 	int rc;
 
 	out->flushed_mono_us = fpd_now_mono_us();
-	if (out->fd < 0 || out->seglen == 0)
+	if (out->fd < 0 || out->seg.len == 0)
 		return 0;
 	check_dir(out);
 	if (out->fd < 0)
 		return -EIO;	/* the directory went and could not be made again */
-	rc = fpd_compress_segment(out->comp, out->segbuf, out->seglen, &data, &len);
+	rc = fpd_compress_segment(out->comp, out->seg.buf, out->seg.len, &data,
+				  &len);
 	if (rc == 0)
 		rc = write_all(out->fd, data, len);
 	if (rc < 0) {
@@ -635,7 +645,7 @@ fpd_output_flush(struct fpd_output *out)
 			out->entry.samples += out->seg_samples;
 		}
 	}
-	out->seglen = 0;
+	out->seg.len = 0;
 	out->seg_samples = 0;
 	return rc;
 }
@@ -755,4 +765,36 @@ fpd_output_event(struct fpd_output *out)
 		out->entry.events++;
 	else
 		out->pending_events++;
+}
+
+/* ---- as the recorder's destination ------------------------------------ */
+
+static struct fp_text *
+dest_buffer(void *data, bool open, uint64_t now_epoch_us, bool *fresh)
+{
+	return fpd_output_buffer(data, open, now_epoch_us, fresh);
+}
+
+static int
+dest_sample(void *data, uint64_t time_us)
+{
+	return fpd_output_sample(data, time_us);
+}
+
+static void
+dest_skipped(void *data, uint64_t n)
+{
+	fpd_output_skipped(data, n);
+}
+
+static const struct fpd_record_dest_ops output_dest_ops = {
+	.buffer = dest_buffer,
+	.sample = dest_sample,
+	.skipped = dest_skipped,
+};
+
+struct fpd_record_dest
+fpd_output_dest(struct fpd_output *out)
+{
+	return (struct fpd_record_dest){ .ops = &output_dest_ops, .data = out };
 }

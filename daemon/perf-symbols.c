@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "flame_profd.h"
+#include "util.h"
 #include "perf-symbols.h"
 #include "util-mem.h"
 

@@ -18,7 +18,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "flame_profd.h"
+#include "recover.h"
+#include "daemon-log.h"
+#include "retention.h"
+#include "util.h"
 #include "util-mem.h"
 
 /* Names tried, one millisecond apart, for a file whose name is taken. */

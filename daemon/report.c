@@ -4,19 +4,23 @@
 #include <stdlib.h>
 
 #include "report.h"
+#include "daemon-log.h"
+#include "output.h"
+#include "util.h"
 #include "fp/sample.h"
 
 /* Shorter intervals (a stop right after the last line) say nothing. */
 #define REPORT_MIN_SECS 0.05
 
 void
-fpd_report_init(struct fpd_report *r, struct fpd_output *out,
+fpd_report_init(struct fpd_report *r, struct fpd_recorder *rec,
 		uint64_t now_mono, uint64_t cpu_us)
 {
 	*r = (struct fpd_report){
-		.out = out,
+		.rec = rec,
 		.interval_mono = now_mono,
 		.interval_cpu_us = cpu_us,
+		.recorded = *fpd_recorder_stats(rec),
 	};
 }
 
@@ -24,7 +28,7 @@ void
 fpd_report_skipped(struct fpd_report *r, uint64_t n)
 {
 	r->skipped += n;
-	fpd_output_skipped(r->out, n);
+	fpd_output_skipped(fpd_recorder_output(r->rec), n);
 }
 
 void
@@ -60,13 +64,20 @@ log_cache_stats(struct fp_sampler *sampler)
 
 bool
 fpd_report_interval(struct fpd_report *r, struct fpd_cost *c,
-		    struct fpd_notes *notes, struct fp_sampler *sampler,
-		    bool connected, size_t nset, size_t pinned, uint64_t now)
+		    struct fp_sampler *sampler, bool connected, size_t nset,
+		    size_t pinned, uint64_t now)
 {
+	const struct fpd_recorder_stats *rs = fpd_recorder_stats(r->rec);
+	uint64_t samples = rs->written[FPD_RECORD_NODE] -
+			   r->recorded.written[FPD_RECORD_NODE];
+	uint64_t cpu = rs->written[FPD_RECORD_CPU] -
+		       r->recorded.written[FPD_RECORD_CPU];
+	uint64_t skipped = r->skipped + rs->unwritten - r->recorded.unwritten;
 	double secs = (double)(now - r->interval_mono) / 1e6;
-	double achieved = secs > 0 ? (double)r->samples / secs : 0;
+	double achieved = secs > 0 ? (double)samples / secs : 0;
 	double requested = (double)nset * c->budget.rate;
-	uint64_t dropped = fpd_output_dropped(r->out) - r->dropped_before;
+	uint64_t dropped = fpd_output_dropped(fpd_recorder_output(r->rec)) -
+			   r->dropped_before;
 	uint64_t cpu_us = fpd_cpu_us(), used_us = cpu_us - r->interval_cpu_us;
 	double self_cpu = secs > 0 ? (double)used_us / (secs * 1e6) * 100.0 : 0;
 	double cost = fpd_cost_pct(c, fpd_cost_work_us(c, &c->interval), secs) +
@@ -86,8 +97,8 @@ fpd_report_interval(struct fpd_report *r, struct fpd_cost *c,
 		snprintf(text, sizeof(text),
 			 "interval: selected=%zu pinned=%zu samples=%llu skipped=%llu gone=%llu dropped=%llu achieved=%.1f/s requested=%.1f/s requests=%llu probes=%llu reused=%llu rtt_ms=%.1f/%.1f/%.1f target_ms=%.1f cost=%.2f%% self_cpu=%.2f%% rate=%g top=%u breaker=%s scanned=%llu scan_bytes=%llu scans_cut=%llu scans_skipped=%llu cpu=%llu",
 			 nset, pinned,
-			 (unsigned long long)r->samples,
-			 (unsigned long long)r->skipped,
+			 (unsigned long long)samples,
+			 (unsigned long long)skipped,
 			 (unsigned long long)r->gone,
 			 (unsigned long long)dropped, achieved, requested,
 			 (unsigned long long)r->requests,
@@ -100,14 +111,15 @@ fpd_report_interval(struct fpd_report *r, struct fpd_cost *c,
 			 (unsigned long long)c->interval.scan_bytes,
 			 (unsigned long long)r->scans_cut,
 			 (unsigned long long)r->scans_skipped,
-			 (unsigned long long)r->cpu);
+			 (unsigned long long)cpu);
 		fpd_info("%s", text);
-		fpd_note(notes, "%s", text);
+		fpd_recorder_note(r->rec, "%s", text);
 		log_cache_stats(sampler);
 	}
 	r->interval_mono = now;
 	r->interval_cpu_us = cpu_us;
-	r->samples = r->skipped = r->gone = r->cpu = 0;
+	r->skipped = r->gone = 0;
+	r->recorded = *rs;
 	r->requests = r->probes = r->reused = 0;
 	r->target_us = 0;
 	r->scans_cut = r->scans_skipped = 0;

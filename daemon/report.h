@@ -9,37 +9,39 @@
 #include <stdint.h>
 
 #include "cost.h"
-#include "notes.h"
+#include "recorder.h"
 
 #define FPD_REPORT_RTT_MAX 4096		/* round trips kept per interval */
 
 struct fp_sampler;
 
 struct fpd_report {
-	struct fpd_output *out;		/* not owned */
+	struct fpd_recorder *rec;	/* not owned */
 	uint64_t interval_mono;		/* the interval's start */
 	uint64_t interval_cpu_us;	/* ... and our CPU time then */
-	uint64_t samples, skipped, gone;
-	uint64_t cpu;			/* samples from a CPU sink (--perf) */
+	uint64_t skipped, gone;
+	struct fpd_recorder_stats recorded;	/* the recorder's, at its start */
 	uint64_t requests;		/* sample requests sent */
 	uint64_t probes, reused;	/* probes sent; samples they gave */
 	uint64_t target_us;		/* node-side time of our requests */
 	uint64_t scans_cut;		/* selections the budget shrank */
 	uint64_t scans_skipped;		/* ... or could not afford at all */
 	uint64_t dropped_before;	/* fpd_output_dropped() at its start */
-	uint64_t total_samples;		/* since the start */
 	uint32_t rtt_us[FPD_REPORT_RTT_MAX];
 	size_t nrtt;
 };
 
+/** An interval starting at @now_mono (our CPU time @cpu_us then), of the
+ * samples @rec (not owned) records. */
 void
-fpd_report_init(struct fpd_report *r, struct fpd_output *out,
+fpd_report_init(struct fpd_report *r, struct fpd_recorder *rec,
 		uint64_t now_mono, uint64_t cpu_us);
 
 /** Samples that were due and not taken: the interval line and the file. */
 void
 fpd_report_skipped(struct fpd_report *r, uint64_t n);
 
+/** A sample request's round trip (or a helper row's age), @us. */
 void
 fpd_report_rtt(struct fpd_report *r, uint64_t us);
 
@@ -51,5 +53,5 @@ fpd_report_rtt(struct fpd_report *r, uint64_t us);
  */
 bool
 fpd_report_interval(struct fpd_report *r, struct fpd_cost *c,
-		    struct fpd_notes *notes, struct fp_sampler *sampler,
+		    struct fp_sampler *sampler,
 		    bool connected, size_t nset, size_t pinned, uint64_t now);

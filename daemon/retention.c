@@ -19,7 +19,9 @@
 #include <unistd.h>
 
 #include "config.h"
-#include "flame_profd.h"
+#include "retention.h"
+#include "daemon-log.h"
+#include "util.h"
 #include "util-mem.h"
 
 #define INDEX_NAME ".flame_profd.index"

@@ -11,11 +11,15 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "flame_profd.h"
+#include "run.h"
+#include "daemon-log.h"
 #include "loop.h"
 #include "notes.h"
-#include "perf-feed.h"
+#include "options.h"
+#include "output.h"
+#include "recorder.h"
 #include "session.h"
+#include "source-perf.h"
 
 static struct fpd_output *
 open_output(const struct fpd_options *o, int *exit_code)
@@ -39,22 +43,14 @@ open_output(const struct fpd_options *o, int *exit_code)
 		.uid = o->user ? o->uid : geteuid(),
 		.gid = o->user ? o->gid : getegid(),
 	};
-	const char *what = "";
 	struct fpd_output *out;
-	int err = 0;
+	int rc;
 
-	out = fpd_output_new(&oc, &err, &what);
+	rc = fpd_output_new(&oc, &out);
 	free(header);
 	free(options);
-	if (!out && !err) {
-		/* refused as not safe: the text says which and why */
-		fprintf(stderr, "flame_profd: error: %s\n", what);
-		*exit_code = FPD_EXIT_CANTCREAT;
-	} else if (!out) {
-		fprintf(stderr, "flame_profd: error: %s: %s/%s: %s\n", what,
-			o->out_dir, o->node, strerror(err));
-		*exit_code = err == EWOULDBLOCK ? FPD_EXIT_TEMPFAIL : FPD_EXIT_CANTCREAT;
-	}
+	if (rc < 0)
+		*exit_code = rc == -EWOULDBLOCK ? FPD_EXIT_TEMPFAIL : FPD_EXIT_CANTCREAT;
 	return out;
 }
 
@@ -68,47 +64,58 @@ drop_root(const struct fpd_options *o, struct fpd_output *out)
 
 	if (rc < 0) {
 		if (why)
-			fprintf(stderr, "flame_profd: error: output directory %s %s: "
-				"not handed to user %s (chown it to %s, or remove it)\n",
-				fpd_output_dir(out), why, o->user, o->user);
+			fpd_fatal("output directory %s %s: not handed to user %s "
+				  "(chown it to %s, or remove it)",
+				  fpd_output_dir(out), why, o->user, o->user);
 		else
-			fprintf(stderr, "flame_profd: error: cannot hand output directory %s to user %s: %s\n",
-				fpd_output_dir(out), o->user, strerror(-rc));
+			fpd_fatal("cannot hand output directory %s to user %s: %s",
+				  fpd_output_dir(out), o->user, strerror(-rc));
 		return FPD_EXIT_CANTCREAT;
 	}
 	if (setgroups(0, NULL) < 0 || setgid(o->gid) < 0 ||
 	    setuid(o->uid) < 0 || (o->uid != 0 && setuid(0) == 0)) {
-		fprintf(stderr, "flame_profd: error: cannot drop privileges to user %s: %s\n",
-			o->user, strerror(errno));
+		fpd_fatal("cannot drop privileges to user %s: %s",
+			  o->user, strerror(errno));
 		return FPD_EXIT_SOFTWARE;
 	}
 	fpd_info("running as user %s (uid %u)", o->user, (unsigned)o->uid);
 	return 0;
 }
 
+/* The exit code of fpd_perf_source_open()'s @rc. */
+static int
+perf_exit_code(int rc)
+{
+	if (rc == -ESRCH)
+		return FPD_EXIT_USAGE;
+	if (rc == -EACCES || rc == -EPERM)
+		return FPD_EXIT_NOPERM;
+	return FPD_EXIT_SOFTWARE;
+}
+
 /* The events on the pid the node tells, written where the session
  * writes; every manifest of the run records that pid (0: none found). */
 static int
 open_perf_auto(const struct fpd_options *o, struct fpd_session *session,
-	       struct fpd_output *out, struct fpd_loop *loop,
-	       struct fpd_perf_feed **feed)
+	       struct fpd_recorder *rec, struct fpd_loop *loop,
+	       struct fpd_perf_source **feed)
 {
 	struct fpd_options found = *o;
 	char *json;
 	int rc;
 
 	rc = fpd_session_perf_pid(session, &found.perf_pid);
-	if (rc == 0 && found.perf_pid)
-		rc = fpd_perf_feed_open(&found, feed);
 	if (rc)
 		return rc;
+	if (found.perf_pid && (rc = fpd_perf_source_open(&found, feed)) < 0)
+		return perf_exit_code(rc);
 	json = fpd_options_json(&found);
-	fpd_output_settle_options(out, json);
+	fpd_output_settle_options(fpd_recorder_output(rec), json);
 	free(json);
 	if (!*feed)
 		return 0;
-	fpd_perf_feed_attach(*feed, fpd_session_cpu_sink(session));
-	fpd_loop_add(loop, fpd_perf_feed_source(*feed));
+	fpd_perf_source_attach(*feed, rec);
+	fpd_loop_add(loop, fpd_perf_source_source(*feed));
 	return 0;
 }
 
@@ -116,53 +123,55 @@ int
 fpd_run(const struct fpd_options *o, const char *cookie)
 {
 	struct fpd_session *session = NULL;
-	struct fpd_perf_feed *feed = NULL;
+	struct fpd_perf_source *feed = NULL;
 	struct fpd_loop *loop = NULL;
+	struct fpd_recorder *rec;
 	struct fpd_output *out;
 	int rc = 0;
 
 	out = open_output(o, &rc);
 	if (!out)
 		return rc;
-	rc = fpd_perf_feed_open(o, &feed);
-	if (rc)
+	rec = fpd_recorder_new(o, out);
+	rc = fpd_perf_source_open(o, &feed);
+	if (rc < 0) {
+		rc = perf_exit_code(rc);
 		goto out;
+	}
 	if (o->user) {
 		rc = drop_root(o, out);
 		if (rc)
 			goto out;
 	}
-	loop = fpd_loop_new(o->duration_us, o->user);
-	if (!loop) {
-		fprintf(stderr, "flame_profd: error: cannot set up timers and signals: %s\n",
-			strerror(errno));
+	rc = fpd_loop_new(o->duration_us, o->user, &loop);
+	if (rc < 0) {
 		rc = FPD_EXIT_SOFTWARE;
 		goto out;
 	}
-	session = fpd_session_new(o, cookie, out, fpd_loop_run_state(loop),
+	session = fpd_session_new(o, cookie, rec, fpd_loop_run_state(loop),
 				  fpd_loop_give_up, loop);
 	fpd_loop_add(loop, fpd_session_source(session));
 	if (feed) {
-		fpd_perf_feed_attach(feed, fpd_session_cpu_sink(session));
-		fpd_loop_add(loop, fpd_perf_feed_source(feed));
+		fpd_perf_source_attach(feed, rec);
+		fpd_loop_add(loop, fpd_perf_source_source(feed));
 	}
 	rc = fpd_session_start(session);
 	if (rc)
 		goto out;
 	if (o->perf_auto) {
-		rc = open_perf_auto(o, session, out, loop, &feed);
+		rc = open_perf_auto(o, session, rec, loop, &feed);
 		if (rc) {
 			rc = fpd_session_close(session, rc, false);
 			goto out;
 		}
 	}
 	rc = fpd_loop_run(loop);
-	fpd_perf_feed_finish(feed);
+	fpd_perf_source_finish(feed);
 	rc = fpd_session_close(session, rc, fpd_loop_duration_over(loop));
 out:
-	fpd_output_destroy(out);
+	fpd_recorder_destroy(rec);
 	fpd_session_destroy(session);
-	fpd_perf_feed_destroy(feed);
+	fpd_perf_source_destroy(feed);
 	fpd_loop_destroy(loop);
 	return rc;
 }

@@ -7,8 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "daemon-log.h"
+#include "options.h"
+#include "output.h"
 #include "perf-pid.h"
 #include "session-int.h"
+#include "util.h"
 
 /* The breaker trips when the run queues pass this many per scheduler
  * (--breaker-run-queue overrides it). */
@@ -23,30 +27,30 @@ connect_error_exit(struct fpd_session *s, int rc)
 
 	switch (rc) {
 	case -EHOSTUNREACH:
-		fprintf(stderr, "flame_profd: error: cannot resolve the host of %s\n", node);
+		fpd_fatal("cannot resolve the host of %s", node);
 		return FPD_EXIT_UNAVAILABLE;
 	case -ECONNREFUSED:
-		fprintf(stderr, "flame_profd: error: cannot reach %s: no epmd answers on its host (is the node running?)\n",
-			node);
+		fpd_fatal("cannot reach %s: no epmd answers on its host (is the node running?)",
+			  node);
 		return FPD_EXIT_UNAVAILABLE;
 	case -ENOENT:
-		fprintf(stderr, "flame_profd: error: cannot reach %s: epmd on its host does not know that node name (is it running? is the name right?)\n",
-			node);
+		fpd_fatal("cannot reach %s: epmd on its host does not know that node name (is it running? is the name right?)",
+			  node);
 		return FPD_EXIT_UNAVAILABLE;
 	case -ETIMEDOUT:
-		fprintf(stderr, "flame_profd: error: cannot reach %s: timed out\n", node);
+		fpd_fatal("cannot reach %s: timed out", node);
 		return FPD_EXIT_UNAVAILABLE;
 	case -EACCES:
-		fprintf(stderr, "flame_profd: error: %s refused the connection: wrong cookie? (or the node uses %s names)\n",
-			node, strchr(strchr(node, '@'), '.') ? "short" : "long");
+		fpd_fatal("%s refused the connection: wrong cookie? (or the node uses %s names)",
+			  node, strchr(strchr(node, '@'), '.') ? "short" : "long");
 		return FPD_EXIT_NOPERM;
 	case -EPROTO:
-		fprintf(stderr, "flame_profd: error: %s answered the setup calls with something unexpected\n",
-			node);
+		fpd_fatal("%s answered the setup calls with something unexpected",
+			  node);
 		return FPD_EXIT_SOFTWARE;
 	default:
-		fprintf(stderr, "flame_profd: error: cannot connect to %s: %s\n",
-			node, strerror(-rc));
+		fpd_fatal("cannot connect to %s: %s",
+			  node, strerror(-rc));
 		return FPD_EXIT_UNAVAILABLE;
 	}
 }
@@ -88,10 +92,10 @@ say_connected(struct fpd_session *s)
 	const char *request = fpd_request_name(fp_node_request_path(node));
 	const char *labels = fpd_label_source_name(fp_node_label_source(node));
 
-	fpd_note(&s->notes, "connected to %s (OTP %s%s)", s->o->node, otp,
-		 fp_node_is_local(node) ? ", on this host" : "");
-	fpd_note(&s->notes, "node: name=%s otp=%s dictionary_keys=%s request=%s labels=%s keys=%s",
-		 name, otp, dict, request, labels, keys_state(s));
+	fpd_recorder_note(s->rec, "connected to %s (OTP %s%s)", s->o->node, otp,
+			  fp_node_is_local(node) ? ", on this host" : "");
+	fpd_recorder_note(s->rec, "node: name=%s otp=%s dictionary_keys=%s request=%s labels=%s keys=%s",
+			  name, otp, dict, request, labels, keys_state(s));
 	fpd_debug("node: name=%s otp=%s dictionary_keys=%s request=%s labels=%s keys=%s",
 		  name, otp, dict, request, labels, keys_state(s));
 	if (asks_keys(s->o) && !fp_node_records_keys(node))
@@ -188,13 +192,7 @@ fpd_session_connect(struct fpd_session *s, uint64_t now)
 	s->runq_limit = s->o->breaker_run_queue ? s->o->breaker_run_queue :
 			RUNQ_PER_SCHEDULER * fp_node_schedulers(s->node);
 	say_connected(s);
-	if (helper_mode(s)) {
-		fpd_note(&s->notes, "helper module %s loaded on %s",
-			 fp_node_helper_module(s->node), s->o->node);
-		request_sent(&s->h.req_batch, fp_node_helper_id(s->node), now);
-		s->h.told = false;
-		fpd_helper_sync(s);
-	}
+	fpd_sampling_connected(s, now);
 	return 0;
 }
 
@@ -209,8 +207,8 @@ fpd_session_perf_pid(struct fpd_session *s, pid_t *pid)
 	if (!s->connected)
 		return 0;
 	if (!fp_node_is_local(s->node)) {
-		fprintf(stderr, "flame_profd: error: --perf auto: %s is not on this host (its address is none of ours); --perf samples a node on this host only\n",
-			node);
+		fpd_fatal("--perf auto: %s is not on this host (its address is none of ours); --perf samples a node on this host only",
+			  node);
 		return FPD_EXIT_CONFIG;
 	}
 	rc = fp_node_os_pid(s->node, timeout_ms(s), pid, &us);
@@ -223,9 +221,9 @@ fpd_session_perf_pid(struct fpd_session *s, pid_t *pid)
 		return 0;
 	}
 	if (rc < 0) {
-		fprintf(stderr, "flame_profd: error: --perf auto: %s did not tell its OS pid: %s\n",
-			node, rc == -EPROTO ? "it answered os:getpid/0 with no pid" :
-			strerror(-rc));
+		fpd_fatal("--perf auto: %s did not tell its OS pid: %s",
+			  node, rc == -EPROTO ? "it answered os:getpid/0 with no pid" :
+			  strerror(-rc));
 		*pid = 0;
 		return rc == -EPROTO ? FPD_EXIT_SOFTWARE : FPD_EXIT_UNAVAILABLE;
 	}
@@ -235,20 +233,20 @@ fpd_session_perf_pid(struct fpd_session *s, pid_t *pid)
 		fpd_info("--perf auto: %s is OS process %d", node, (int)*pid);
 		return 0;
 	case FPD_PERF_PID_NONE:
-		fprintf(stderr, "flame_profd: error: --perf auto: %s says its OS pid is %d, and there is no process %d here (is the node in another pid namespace, a container?)\n",
-			node, (int)*pid, (int)*pid);
+		fpd_fatal("--perf auto: %s says its OS pid is %d, and there is no process %d here (is the node in another pid namespace, a container?)",
+			  node, (int)*pid, (int)*pid);
 		break;
 	case FPD_PERF_PID_OTHER:
-		fprintf(stderr, "flame_profd: error: --perf auto: %s says its OS pid is %d, and process %d here is not that node (it does not hold the node's end of the connection, or, where that cannot be seen, was not started with -sname or -name naming it): is the node in another pid namespace? give --perf OSPID\n",
-			node, (int)*pid, (int)*pid);
+		fpd_fatal("--perf auto: %s says its OS pid is %d, and process %d here is not that node (it does not hold the node's end of the connection, or, where that cannot be seen, was not started with -sname or -name naming it): is the node in another pid namespace? give --perf OSPID",
+			  node, (int)*pid, (int)*pid);
 		break;
 	case FPD_PERF_PID_STALE_MAP:
-		fprintf(stderr, "flame_profd: error: --perf auto: %s (OS pid %d) has no perf map of its own: /tmp/perf-%d.map is older than the process, left by an earlier one of that pid; start the node with +JPperf true\n",
-			node, (int)*pid, (int)*pid);
+		fpd_fatal("--perf auto: %s (OS pid %d) has no perf map of its own: /tmp/perf-%d.map is older than the process, left by an earlier one of that pid; start the node with +JPperf true",
+			  node, (int)*pid, (int)*pid);
 		break;
 	case FPD_PERF_PID_NO_MAP:
-		fprintf(stderr, "flame_profd: error: --perf auto: %s (OS pid %d) has no perf map /tmp/perf-%d.map: start the node with +JPperf true (or the daemon does not see the node's /tmp)\n",
-			node, (int)*pid, (int)*pid);
+		fpd_fatal("--perf auto: %s (OS pid %d) has no perf map /tmp/perf-%d.map: start the node with +JPperf true (or the daemon does not see the node's /tmp)",
+			  node, (int)*pid, (int)*pid);
 		break;
 	}
 	*pid = 0;

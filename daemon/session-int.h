@@ -1,8 +1,9 @@
 /*
  * flame_profd — a node session's state, shared by its files: session.c
  * (connection, replies, timeouts, the breaker's probes),
- * session-targets.c (selection, --pid, --name, initial calls) and
- * session-sampling.c (the sample set, its slots and the helper).
+ * session-targets.c (selection, --pid, --name, initial calls),
+ * session-sampling.c (the sample set) and the samplers behind
+ * sampling.h (sampling-slots.c, sampling-helper.c).
  */
 #pragma once
 
@@ -12,20 +13,20 @@
 #include <errno.h>
 #include <string.h>
 
-#include "flame_profd.h"
 #include "cost.h"
+#include "daemon-log.h"
 #include "notes.h"
+#include "options.h"
+#include "output.h"
+#include "recorder.h"
 #include "report.h"
+#include "sampling.h"
 #include "session.h"
+#include "util.h"
 #include "fp/node.h"
 #include "fp/perf-script.h"
 #include "fp/sample.h"
 #include "fp/select.h"
-
-/* Sample requests in flight at once: on a busy node a request waits for
- * the sampled processes to be scheduled, and one at a time would cap the
- * rate at batch/rtt. Each takes other pids, so no process is in two. */
-#define MAX_INFLIGHT 3
 
 /*
  * A request that timed out is late: forgotten by whoever waits for it,
@@ -83,38 +84,15 @@ struct targets {
 	size_t ninit;
 };
 
-struct sample_slot {
-	struct request r;
-	struct fp_pid *pids;
-	size_t *idx;			/* their places in set[] ... */
-	uint64_t gen;			/* ... as of this set generation */
-	enum fp_ask *asks;
-	size_t n;
-};
-
-/* What is sampled, round robin, and the requests that sample it. */
+/* What is sampled, round robin, and the sampler that samples it. */
 struct sampling {
 	struct fp_pid *set;
 	size_t nset;
-	size_t cursor;
-	double owed;
+	double owed;			/* samples due and not yet asked for */
 	uint64_t last_tick_mono;
-	struct sample_slot slots[MAX_INFLIGHT];
-	bool *busy;			/* set[i] is in a request in flight */
-	uint64_t set_gen;
-	uint64_t last_stamp_us;		/* timestamps never go backwards */
-};
-
-/* --request helper: the node samples, we take its batches. */
-struct helper {
-	struct request req_batch;	/* active while one is expected */
-	bool stop_sent, done;
-	uint64_t gen;			/* what the helper was last told */
-	double rate;
-	bool paused, told;
-	struct fp_pid *row_pids;
-	enum fp_ask *row_asks;
-	struct fp_pid *forget;
+	uint64_t set_gen;		/* counts the set's rebuilds */
+	const struct fpd_sampling_ops *ops;
+	void *state;			/* the sampler's own */
 };
 
 struct fpd_session {
@@ -124,9 +102,8 @@ struct fpd_session {
 	struct fp_node *node;
 	struct fp_select *select;
 	struct fp_sampler *sampler;
-	struct fp_perf_writer *writer;
-	struct fpd_output *out;		/* not owned */
-	struct fpd_notes notes;
+	struct fpd_recorder *rec;	/* not owned: where samples go */
+	struct fpd_output *out;		/* the recorder's */
 	struct fpd_report report;
 	struct fpd_cost cost;
 
@@ -141,9 +118,9 @@ struct fpd_session {
 
 	struct targets t;
 	struct sampling sm;
-	struct helper h;
 };
 
+/* The most processes sampled at once: --top, --pid and --name. */
 static inline size_t
 set_capacity(const struct fpd_options *o)
 {
@@ -164,12 +141,7 @@ live(const struct fpd_session *s)
 	return s->connected && !s->lost;
 }
 
-static inline bool
-helper_mode(const struct fpd_session *s)
-{
-	return fp_node_request_path(s->node) == FP_REQUEST_HELPER;
-}
-
+/* @r was sent at @now as request @id: in flight, not late. */
 static inline void
 request_sent(struct request *r, uint64_t id, uint64_t now)
 {
@@ -229,11 +201,56 @@ fpd_session_take_time(struct fpd_session *s, struct fp_reply *reply)
 	return us;
 }
 
+/* Whether a request's timeout trips the circuit breaker. */
+enum fpd_trip {
+	FPD_TRIP_NEVER,		/* a side request: its work is small */
+	FPD_TRIP_CLOSED,	/* trips a closed breaker */
+	FPD_TRIP_PROBE,		/* the health probe: trips while probing */
+};
+
+/* A kind of request: what its reply and its timeout do. */
+struct fpd_request_kind {
+	const char *what;		/* for the log */
+	/** The reply to @r, in time. */
+	void (*on_reply)(struct fpd_session *s, struct request *r,
+			 struct fp_reply *reply, uint64_t now);
+	/** A late reply, dropped (may be NULL). */
+	void (*on_late)(struct fpd_session *s, uint64_t now);
+	/** @r has just timed out, the first time (may be NULL). */
+	void (*on_timeout)(struct fpd_session *s, struct request *r);
+	enum fpd_trip trip;
+	/* a timeout forgets it rather than wait for it late: the helper's
+	 * batches, which we do not ask for */
+	bool waits_anew;
+};
+
 /* session.c */
 
 /** Tear down a connection a handler found lost (the source's settle). */
 void
 fpd_session_settle(struct fpd_source *src);
+
+/**
+ * @reply, if it answers @r (of @kind): handled, a late one dropped.
+ * @return whether it answered @r.
+ */
+bool
+fpd_request_take(struct fpd_session *s, struct request *r,
+		 const struct fpd_request_kind *kind, struct fp_reply *reply,
+		 uint64_t now);
+
+/**
+ * @r (of @kind) unanswered for --timeout: late (or, @kind->waits_anew,
+ * forgotten), counted as a timeout, maybe tripping the breaker or, for
+ * the MAX_TIMEOUTS-th in a row, losing the connection.
+ */
+void
+fpd_request_expire(struct fpd_session *s, struct request *r,
+		   const struct fpd_request_kind *kind, uint64_t now);
+
+/** Send the health probe, unless one is in flight. */
+void
+fpd_session_send_health(struct fpd_session *s, uint64_t now);
 
 /* session-connect.c */
 
@@ -248,9 +265,12 @@ void
 fpd_session_restore_node(struct fpd_session *s);
 
 /* session-targets.c */
+
+/** The targets' arrays, for o->npids and o->nnames. */
 void
 fpd_targets_init(struct fpd_session *s);
 
+/** Free what fpd_targets_init() allocated. */
 void
 fpd_targets_release(struct targets *t);
 
@@ -258,25 +278,38 @@ fpd_targets_release(struct targets *t);
 void
 fpd_targets_reset(struct fpd_session *s);
 
+/**
+ * At connect, the node checks the --pid targets (waiting up to
+ * @timeout_ms): at the first connect a pid that is none of the node's is
+ * a usage error, one that does not live is said once.
+ * @return 0, or an exit code (enum fpd_exit) to give up with.
+ */
 int
 fpd_targets_check_pins(struct fpd_session *s, unsigned timeout_ms);
 
+/** Every --every: a selection scan, the --name lookups and the --pid
+ * liveness checks that are due, within the budget. */
 void
 fpd_targets_start_selection(struct fpd_session *s, uint64_t now);
 
+/** Ask the node for the initial calls the sampler wants, when due. */
 void
 fpd_targets_ask_initial_calls(struct fpd_session *s, uint64_t now);
 
+/** The scan's reply: the new top-N, and the sample set rebuilt. */
 void
 fpd_targets_on_scan(struct fpd_session *s, struct fp_reply *reply,
 		    uint64_t now);
 
+/** The --name lookups' reply: which names are registered, to what. */
 void
 fpd_targets_on_whereis(struct fpd_session *s, const struct fp_reply *reply);
 
+/** The --pid liveness reply: a target that exited is said once. */
 void
 fpd_targets_on_alive(struct fpd_session *s, const struct fp_reply *reply);
 
+/** The initial calls asked for, handed to the sampler. */
 void
 fpd_targets_on_initial_calls(struct fpd_session *s, struct fp_reply *reply);
 
@@ -285,49 +318,70 @@ size_t
 fpd_targets_pinned(const struct fpd_session *s);
 
 /* session-sampling.c */
+
+/** The set's arrays, and the sampler of the node's request path. */
 void
 fpd_sampling_init(struct fpd_session *s);
 
+/** Free the set and the sampler's state. */
 void
 fpd_sampling_release(struct fpd_session *s);
 
-/** The set from the targets and the selection; slots in flight keep
+/** The set from the targets and the selection; requests in flight keep
  * their pids. */
 void
 fpd_sampling_rebuild(struct fpd_session *s);
+
+/** @pid's place in the set, or SIZE_MAX. */
+size_t
+fpd_sampling_find(const struct fpd_session *s, struct fp_pid pid);
+
+/** Connected (again), the set built: the sampler's first requests. */
+void
+fpd_sampling_connected(struct fpd_session *s, uint64_t now);
 
 /** On loss of the connection: what was in flight is skipped. */
 void
 fpd_sampling_reset(struct fpd_session *s);
 
+/** Every tick: what falls due is owed (or, breaker open, skipped), and
+ * the sampler asks for it. */
 void
 fpd_sampling_tick(struct fpd_session *s, uint64_t now);
 
-struct sample_slot *
-fpd_sampling_slot_of(struct fpd_session *s, uint64_t id);
-
+/** Every tick, after the budget: the sampler tells the node what
+ * changed. */
 void
-fpd_sampling_on_sample(struct fpd_session *s, struct sample_slot *slot,
-		       struct fp_reply *reply, uint64_t now);
+fpd_sampling_sync(struct fpd_session *s);
 
-/** A slot's request timed out: its samples are skipped, its pids kept
- * busy until the late reply. */
+/** @reply, if it is the sampler's: handled. @return whether it was. */
+bool
+fpd_sampling_on_reply(struct fpd_session *s, struct fp_reply *reply,
+		      uint64_t now);
+
+/** Every tick: the sampler's requests past --timeout. */
 void
-fpd_sampling_slot_expired(struct fpd_session *s, struct sample_slot *slot);
+fpd_sampling_expire(struct fpd_session *s, uint64_t now);
 
+/** Stopping: whether samples are still in flight. */
 bool
 fpd_sampling_in_flight(const struct fpd_session *s);
+
+/** Stopping: the sampler asks for what is still owed. */
+void
+fpd_sampling_drain(struct fpd_session *s, uint64_t now);
 
 /** Stopping for good: the samples still asked for are skipped. */
 void
 fpd_sampling_abandon(struct fpd_session *s);
 
+/**
+ * A decode of @probes probes (and the rest in full) went well: count it
+ * and write its samples through the recorder.
+ */
 void
-fpd_helper_sync(struct fpd_session *s);
+fpd_sampling_take(struct fpd_session *s, size_t probes);
 
-void
-fpd_helper_finish(struct fpd_session *s, uint64_t now);
-
-void
-fpd_helper_on_batch(struct fpd_session *s, const struct fp_reply *reply,
-		    uint64_t now);
+/** The probes among @n asks. */
+size_t
+fpd_sampling_count_probes(const enum fp_ask *asks, size_t n);

@@ -6,6 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "budget.h"
+#include "daemon-log.h"
+#include "options.h"
 #include "session-int.h"
 #include "util-mem.h"
 
@@ -163,7 +166,7 @@ fpd_targets_check_pins(struct fpd_session *s, unsigned timeout_ms)
 		}
 	}
 	t->pins_checked = true;
-	if (s->report.total_samples == 0 && !any_target(s)) {
+	if (fpd_recorder_samples(s->rec) == 0 && !any_target(s)) {
 		nothing_to_sample(s);
 		return FPD_EXIT_NOSAMPLES;
 	}
@@ -321,7 +324,7 @@ fpd_targets_on_whereis(struct fpd_session *s, const struct fp_reply *reply)
 	}
 	t->names_checked = true;
 	say_names(s, first);
-	if (first && s->report.total_samples == 0 && !any_target(s)) {
+	if (first && fpd_recorder_samples(s->rec) == 0 && !any_target(s)) {
 		nothing_to_sample(s);
 		return;
 	}
@@ -347,7 +350,7 @@ fpd_targets_on_alive(struct fpd_session *s, const struct fp_reply *reply)
 			continue;
 		if (!alive[k++]) {
 			fpd_warn("--pid %s has exited; no longer sampled", s->o->pids[i]);
-			fpd_note(&s->notes, "--pid %s has exited", s->o->pids[i]);
+			fpd_recorder_note(s->rec, "--pid %s has exited", s->o->pids[i]);
 			t->pin_state[i] = FP_PID_DEAD;
 			changed = true;
 		}

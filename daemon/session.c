@@ -10,10 +10,16 @@
  * under it.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "budget.h"
+#include "daemon-log.h"
+#include "options.h"
+#include "output.h"
 #include "session-int.h"
+#include "util.h"
 #include "util-mem.h"
 
 /* A node that answers nothing for this many request timeouts in a row is
@@ -42,7 +48,7 @@ fpd_session_settle(struct fpd_source *src)
 		fpd_warn("lost connection to %s: %s", s->o->node, why);
 	else
 		fpd_warn("lost connection to %s: %s; reconnecting", s->o->node, why);
-	fpd_note(&s->notes, "lost connection to %s: %s", s->o->node, why);
+	fpd_recorder_note(s->rec, "lost connection to %s: %s", s->o->node, why);
 	fpd_sampling_reset(s);
 	fpd_output_finish(s->out);
 	fp_node_disconnect(s->node);
@@ -68,14 +74,14 @@ trip(struct fpd_session *s, uint64_t now, const char *why)
 	fpd_warn("circuit breaker %s: %s; sampling paused for %.0f s",
 		 was_open ? "stays open" : "open", why,
 		 (double)br->cooldown_us / 1e6);
-	fpd_note(&s->notes, "circuit breaker %s: %s; sampling paused for %.0f s",
-		 was_open ? "stays open" : "open", why,
-		 (double)br->cooldown_us / 1e6);
+	fpd_recorder_note(s->rec, "circuit breaker %s: %s; sampling paused for %.0f s",
+			  was_open ? "stays open" : "open", why,
+			  (double)br->cooldown_us / 1e6);
 	fpd_output_event(s->out);
 }
 
-static void
-send_health(struct fpd_session *s, uint64_t now)
+void
+fpd_session_send_health(struct fpd_session *s, uint64_t now)
 {
 	uint64_t id;
 	int rc;
@@ -106,14 +112,14 @@ runq_trouble(const struct fpd_session *s, int64_t runq, uint64_t rtt)
 }
 
 static void
-on_health(struct fpd_session *s, const struct fp_reply *reply, uint64_t now)
+on_health(struct fpd_session *s, struct request *r, struct fp_reply *reply,
+	  uint64_t now)
 {
 	struct fpd_breaker *br = &s->cost.breaker;
-	uint64_t rtt = now - s->req_health.sent_mono;
+	uint64_t rtt = now - r->sent_mono;
 	int64_t runq = -1;
 	char why[128];
 
-	s->req_health.active = false;
 	fp_node_decode_int(reply, &runq);
 	if (br->probing) {
 		if (runq >= 0 && !runq_trouble(s, runq, rtt) &&
@@ -122,8 +128,8 @@ on_health(struct fpd_session *s, const struct fp_reply *reply, uint64_t now)
 			fpd_cost_window_start(&s->cost, now, fpd_cpu_us());
 			fpd_info("circuit breaker closed: run queues %lld, probe %.1f ms; sampling resumes",
 				 (long long)runq, (double)rtt / 1000.0);
-			fpd_note(&s->notes, "circuit breaker closed: run queues %lld, probe %.1f ms",
-				 (long long)runq, (double)rtt / 1000.0);
+			fpd_recorder_note(s->rec, "circuit breaker closed: run queues %lld, probe %.1f ms",
+					  (long long)runq, (double)rtt / 1000.0);
 			s->sm.last_tick_mono = 0;
 			s->sm.owed = 0;
 		} else {
@@ -140,40 +146,104 @@ on_health(struct fpd_session *s, const struct fp_reply *reply, uint64_t now)
 	}
 }
 
-/* ---- replies ------------------------------------------------------------ */
+/* A late reply to the breaker's probe: the probe it was is sent again. */
+static void
+health_late(struct fpd_session *s, uint64_t now)
+{
+	if (s->cost.breaker.probing)
+		fpd_session_send_health(s, now);
+}
+
+/* ---- requests ------------------------------------------------------------ */
+
+static void
+on_scan(struct fpd_session *s, struct request *r, struct fp_reply *reply,
+	uint64_t now)
+{
+	(void)r;
+	fpd_targets_on_scan(s, reply, now);
+}
+
+static void
+on_whereis(struct fpd_session *s, struct request *r, struct fp_reply *reply,
+	   uint64_t now)
+{
+	(void)r;
+	(void)now;
+	fpd_targets_on_whereis(s, reply);
+}
+
+static void
+on_alive(struct fpd_session *s, struct request *r, struct fp_reply *reply,
+	 uint64_t now)
+{
+	(void)r;
+	(void)now;
+	fpd_targets_on_alive(s, reply);
+}
+
+static void
+on_initial_calls(struct fpd_session *s, struct request *r,
+		 struct fp_reply *reply, uint64_t now)
+{
+	(void)r;
+	(void)now;
+	fpd_targets_on_initial_calls(s, reply);
+}
+
+/*
+ * The session's own requests, beside the sampler's. Only the scan's
+ * timeout trips the breaker: the others are small, and the health
+ * probe's trips it only while it probes.
+ */
+static const struct {
+	size_t offset;			/* of its struct request in the session */
+	struct fpd_request_kind kind;
+} requests[] = {
+	{ offsetof(struct fpd_session, t.req_scan),
+	  { "selection scan", on_scan, .trip = FPD_TRIP_CLOSED } },
+	{ offsetof(struct fpd_session, t.req_whereis),
+	  { "whereis request", on_whereis, .trip = FPD_TRIP_NEVER } },
+	{ offsetof(struct fpd_session, t.req_init),
+	  { "initial_call request", on_initial_calls, .trip = FPD_TRIP_NEVER } },
+	{ offsetof(struct fpd_session, t.req_alive),
+	  { "is_process_alive request", on_alive, .trip = FPD_TRIP_NEVER } },
+	{ offsetof(struct fpd_session, req_health),
+	  { "health probe", on_health, .on_late = health_late,
+	    .trip = FPD_TRIP_PROBE } },
+};
+
+static struct request *
+request_at(struct fpd_session *s, size_t i)
+{
+	return (struct request *)((char *)s + requests[i].offset);
+}
+
+bool
+fpd_request_take(struct fpd_session *s, struct request *r,
+		 const struct fpd_request_kind *kind, struct fp_reply *reply,
+		 uint64_t now)
+{
+	if (!r->active || r->id != reply->id)
+		return false;
+	if (fpd_request_answered(r, now, kind->what))
+		kind->on_reply(s, r, reply, now);
+	else if (kind->on_late)
+		kind->on_late(s, now);
+	return true;
+}
 
 static void
 dispatch(struct fpd_session *s, struct fp_reply *reply, uint64_t now)
 {
-	struct targets *t = &s->t;
-	struct sample_slot *slot = fpd_sampling_slot_of(s, reply->id);
-
-	if (slot && slot->r.late)
-		fpd_request_answered(&slot->r, now, "sample request");
-	else if (slot)
-		fpd_sampling_on_sample(s, slot, reply, now);
-	else if (helper_mode(s) && reply->id == fp_node_helper_id(s->node))
-		fpd_helper_on_batch(s, reply, now);
-	else if (t->req_scan.active && reply->id == t->req_scan.id) {
-		if (fpd_request_answered(&t->req_scan, now, "selection scan"))
-			fpd_targets_on_scan(s, reply, now);
-	} else if (t->req_whereis.active && reply->id == t->req_whereis.id) {
-		if (fpd_request_answered(&t->req_whereis, now, "whereis request"))
-			fpd_targets_on_whereis(s, reply);
-	} else if (t->req_alive.active && reply->id == t->req_alive.id) {
-		if (fpd_request_answered(&t->req_alive, now, "is_process_alive request"))
-			fpd_targets_on_alive(s, reply);
-	} else if (s->req_health.active && reply->id == s->req_health.id) {
-		if (fpd_request_answered(&s->req_health, now, "health probe"))
-			on_health(s, reply, now);
-		else if (s->cost.breaker.probing)
-			send_health(s, now);	/* the probe it was */
-	} else if (t->req_init.active && reply->id == t->req_init.id) {
-		if (fpd_request_answered(&t->req_init, now, "initial_call request"))
-			fpd_targets_on_initial_calls(s, reply);
-	} else {
-		fpd_debug("late reply %llu dropped", (unsigned long long)reply->id);
+	if (fpd_sampling_on_reply(s, reply, now))
+		return;
+	for (size_t i = 0; i < sizeof(requests) / sizeof(requests[0]); i++) {
+		if (fpd_request_take(s, request_at(s, i), &requests[i].kind,
+				     reply, now))
+			return;
 	}
+	fpd_debug("late reply %llu dropped", (unsigned long long)reply->id);
 }
 
 static void
@@ -212,9 +282,11 @@ input(struct fpd_source *src)
  * another timeout: nothing new is sent to a node that stopped answering,
  * and it must still be given up on.
  */
-static void
-expire(struct fpd_session *s, struct request *r, uint64_t now, const char *what)
+void
+fpd_request_expire(struct fpd_session *s, struct request *r,
+		   const struct fpd_request_kind *kind, uint64_t now)
 {
+	const char *what = kind->what;
 	uint64_t since = r->counted_mono;
 	bool again = r->late;
 
@@ -227,7 +299,7 @@ expire(struct fpd_session *s, struct request *r, uint64_t now, const char *what)
 		return;
 	}
 	r->counted_mono = now;
-	if (!again && r == &s->h.req_batch) {
+	if (!again && kind->waits_anew) {
 		r->active = false;
 		fpd_warn("%s timed out after %.1f s", what,
 			 (double)(now - r->sent_mono) / 1e6);
@@ -236,10 +308,8 @@ expire(struct fpd_session *s, struct request *r, uint64_t now, const char *what)
 		fpd_warn("%s timed out after %.1f s; not sent again until its reply arrives",
 			 what, (double)(now - r->sent_mono) / 1e6);
 	}
-	for (int i = 0; i < MAX_INFLIGHT && !again; i++) {
-		if (r == &s->sm.slots[i].r)
-			fpd_sampling_slot_expired(s, &s->sm.slots[i]);
-	}
+	if (!again && kind->on_timeout)
+		kind->on_timeout(s, r);
 	/* Requests sent before the last counted timeout belong to the same
 	 * stall: one stall, one count, one trip. */
 	if (since < s->timeout_epoch)
@@ -251,35 +321,20 @@ expire(struct fpd_session *s, struct request *r, uint64_t now, const char *what)
 	}
 	if (again)
 		return;
-	if (r == &s->req_health && s->cost.breaker.probing)
+	if (kind->trip == FPD_TRIP_PROBE && s->cost.breaker.probing)
 		trip(s, now, "the probe timed out");
-	else if (!s->cost.breaker.open && r != &s->req_health &&
-		 r != &s->t.req_init && r != &s->t.req_whereis &&
-		 r != &s->t.req_alive)
+	else if (kind->trip == FPD_TRIP_CLOSED && !s->cost.breaker.open)
 		trip(s, now, "a request timed out");
 }
 
 static void
 expire_all(struct fpd_session *s, uint64_t now)
 {
-	struct targets *t = &s->t;
-
-	for (int i = 0; i < MAX_INFLIGHT && live(s); i++)
-		expire(s, &s->sm.slots[i].r, now, "sample request");
+	fpd_sampling_expire(s, now);
 	if (!live(s))
 		return;
-	expire(s, &t->req_scan, now, "selection scan");
-	expire(s, &t->req_whereis, now, "whereis request");
-	expire(s, &t->req_init, now, "initial_call request");
-	expire(s, &t->req_alive, now, "is_process_alive request");
-	expire(s, &s->req_health, now, "health probe");
-	if (helper_mode(s)) {
-		expire(s, &s->h.req_batch, now, "helper batch");
-		if (s->h.stop_sent && !s->h.req_batch.active)
-			s->h.done = true;	/* waited long enough */
-		else if (!s->h.req_batch.active && live(s))
-			request_sent(&s->h.req_batch, fp_node_helper_id(s->node), now);
-	}
+	for (size_t i = 0; i < sizeof(requests) / sizeof(requests[0]); i++)
+		fpd_request_expire(s, request_at(s, i), &requests[i].kind, now);
 }
 
 /* ---- periodic work ---------------------------------------------------- */
@@ -292,7 +347,7 @@ budget_tick(struct fpd_session *s, uint64_t now)
 	if (fpd_cost_check(&s->cost, now, s->o->every_us, s->run->stopping,
 			   what, sizeof(what))) {
 		fpd_info("budget: %s", what);
-		fpd_note(&s->notes, "budget: %s", what);
+		fpd_recorder_note(s->rec, "budget: %s", what);
 		fpd_output_event(s->out);
 	}
 }
@@ -300,14 +355,14 @@ budget_tick(struct fpd_session *s, uint64_t now)
 static void
 interval_report(struct fpd_session *s, uint64_t now)
 {
-	if (!fpd_report_interval(&s->report, &s->cost, &s->notes, s->sampler,
+	if (!fpd_report_interval(&s->report, &s->cost, s->sampler,
 				 s->connected, s->sm.nset, fpd_targets_pinned(s),
 				 now))
 		return;
 	fpd_breaker_calm(&s->cost.breaker, now,
 			 BREAKER_CALM_INTERVALS * s->o->every_us);
 	if (!s->cost.breaker.open)
-		send_health(s, now);
+		fpd_session_send_health(s, now);
 }
 
 static void
@@ -340,7 +395,7 @@ tick(struct fpd_source *src, uint64_t now)
 	if (br->open && !br->probing && !s->run->stopping &&
 	    now >= br->open_until_us) {
 		br->probing = true;
-		send_health(s, now);
+		fpd_session_send_health(s, now);
 		if (!live(s))
 			return;
 	}
@@ -355,8 +410,7 @@ tick(struct fpd_source *src, uint64_t now)
 	if (!live(s))
 		return;
 	budget_tick(s, now);
-	if (helper_mode(s))
-		fpd_helper_sync(s);
+	fpd_sampling_sync(s);
 
 	if (now - s->report.interval_mono >= s->o->every_us)
 		interval_report(s, now);
@@ -376,10 +430,7 @@ fd(struct fpd_source *src)
 static void
 drain(struct fpd_source *src, uint64_t now)
 {
-	struct fpd_session *s = (struct fpd_session *)src;
-
-	if (helper_mode(s))
-		fpd_helper_finish(s, now);
+	fpd_sampling_drain((struct fpd_session *)src, now);
 }
 
 static bool
@@ -419,13 +470,9 @@ fpd_session_source(struct fpd_session *s)
 
 struct fpd_session *
 fpd_session_new(const struct fpd_options *o, const char *cookie,
-		struct fpd_output *out, struct fpd_run_state *run,
+		struct fpd_recorder *rec, struct fpd_run_state *run,
 		bool (*give_up)(void *data), void *give_up_data)
 {
-	struct fp_perf_options popts = {
-		.lines = o->lines, .erlang_names = o->erlang_names,
-		.key_names = o->key_names, .nkeys = o->nkeys + o->nlogger_keys,
-	};
 	struct fp_extras extras = {
 		.keys = o->keys, .nkeys = o->nkeys,
 		.logger_keys = o->logger_keys, .nlogger_keys = o->nlogger_keys,
@@ -437,7 +484,8 @@ fpd_session_new(const struct fpd_options *o, const char *cookie,
 	s->source.ops = &session_ops;
 	s->o = o;
 	s->run = run;
-	s->out = out;
+	s->rec = rec;
+	s->out = fpd_recorder_output(rec);
 	s->node = fp_node_new(o->node, cookie);
 	fp_node_set_give_up(s->node, give_up, give_up_data);
 	if (o->connect_host)
@@ -448,9 +496,7 @@ fpd_session_new(const struct fpd_options *o, const char *cookie,
 	fp_select_set_floor(s->select, o->min_reductions);
 	s->sampler = fp_sampler_new();
 	fp_sampler_set_extras(s->sampler, &extras);
-	s->writer = fp_perf_writer_new(&popts);
-	fpd_notes_init(&s->notes, out, s->writer);
-	fpd_report_init(&s->report, out, now, cpu_us);
+	fpd_report_init(&s->report, rec, now, cpu_us);
 	fpd_cost_init(&s->cost, o, now, cpu_us);
 	fpd_targets_init(s);
 	fpd_sampling_init(s);
@@ -469,8 +515,6 @@ fpd_session_destroy(struct fpd_session *s)
 {
 	if (!s)
 		return;
-	fpd_notes_release(&s->notes);
-	fp_perf_writer_destroy(s->writer);
 	fp_sampler_destroy(s->sampler);
 	fp_select_destroy(s->select);
 	fp_node_destroy(s->node);
@@ -489,8 +533,8 @@ fpd_session_close(struct fpd_session *s, int exit_code, bool duration_over)
 		fpd_session_settle(&s->source);
 		fpd_session_restore_node(s);
 	}
-	fpd_note(&s->notes, "stopped after %llu samples",
-		 (unsigned long long)s->report.total_samples);
+	fpd_recorder_note(s->rec, "stopped after %llu samples",
+			  (unsigned long long)fpd_recorder_samples(s->rec));
 	fpd_output_finish(s->out);
 	fpd_output_totals(s->out, &totals);
 	/* what the files hold, not what was handed to them */
@@ -511,13 +555,12 @@ fpd_session_close(struct fpd_session *s, int exit_code, bool duration_over)
 		exit_code = FPD_EXIT_CANTCREAT;
 	/* A fixed-duration run (CI) says whether it got what it came for. */
 	if (duration_over && exit_code == 0) {
-		if (s->report.total_samples == 0) {
-			fputs("flame_profd: error: the run took no sample at all\n",
-			      stderr);
+		if (fpd_recorder_samples(s->rec) == 0) {
+			fpd_fatal("the run took no sample at all");
 			exit_code = FPD_EXIT_NOSAMPLES;
 		} else if (!s->connected) {
-			fprintf(stderr, "flame_profd: error: the connection to %s was lost and not regained before the end\n",
-				s->o->node);
+			fpd_fatal("the connection to %s was lost and not regained before the end",
+				  s->o->node);
 			exit_code = FPD_EXIT_UNAVAILABLE;
 		}
 	}

@@ -9,21 +9,24 @@
 
 #include <stdbool.h>
 
-#include "flame_profd.h"
+#include "options.h"
 #include "source.h"
 
 struct fpd_session;
 
+struct fpd_recorder;
+
 /**
- * A session for o->node, writing to @out (not owned), stopping through
+ * A session for o->node, writing through @rec (not owned), stopping through
  * @run; @give_up(@give_up_data) is asked between the slices of a wait
  * for the node (fp_node_set_give_up()). Not connected yet.
  */
 struct fpd_session *
 fpd_session_new(const struct fpd_options *o, const char *cookie,
-		struct fpd_output *out, struct fpd_run_state *run,
+		struct fpd_recorder *rec, struct fpd_run_state *run,
 		bool (*give_up)(void *data), void *give_up_data);
 
+/** NULL is a no-op; the recorder is not the session's. */
 void
 fpd_session_destroy(struct fpd_session *s);
 
@@ -31,16 +34,9 @@ fpd_session_destroy(struct fpd_session *s);
 int
 fpd_session_start(struct fpd_session *s);
 
+/** The session as the loop's source (owned by @s). */
 struct fpd_source *
 fpd_session_source(struct fpd_session *s);
-
-/**
- * Where another source writes the node's CPU samples (--perf): into this
- * session's files, their times held to the files' order, counted in the
- * interval line's cpu= and in the run's samples.
- */
-struct fpd_sink
-fpd_session_cpu_sink(struct fpd_session *s);
 
 /**
  * --perf auto, after fpd_session_start(): the node's OS pid, asked of

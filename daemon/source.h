@@ -2,7 +2,7 @@
  * flame_profd — a source of samples, as the loop sees it: something with
  * (at most) one descriptor to wait on, a tick, and work deferred until
  * its handlers have returned. A node session (session.c) is one, the
- * --perf source (perf-feed.c) another; the loop knows no more of them
+ * --perf source (source-perf.c) another; the loop knows no more of them
  * than this.
  */
 #pragma once
@@ -27,18 +27,7 @@ fpd_run_fail(struct fpd_run_state *run, int exit_code)
 	run->stopping = true;
 }
 
-struct fp_sample;
 struct fpd_source;
-
-/*
- * Where a source that keeps no files of its own writes its samples: a
- * node session's (fpd_session_cpu_sink()). @write takes one sample (and
- * what it points to) for the duration of the call, and returns 0.
- */
-struct fpd_sink {
-	int (*write)(void *data, const struct fp_sample *sample);
-	void *data;
-};
 
 /* fd and input are always given; any other op may be NULL: the source
  * has nothing to do then (and, for in_flight, nothing in flight). */

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <time.h>
 
-#include "flame_profd.h"
+#include "util.h"
 #include "util-parse.h"
 
 /* Far beyond any interval, and room to add one to a time in microseconds. */

@@ -44,7 +44,8 @@ enum {
 
 struct fp_perf_writer {
 	struct fp_perf_options options;
-	struct fp_text t;		/* the text being made */
+	struct fp_text t;		/* the text of the FILE calls */
+	struct fp_text *dst;		/* where the text is being made */
 	struct text_cache frames, stacks;
 	/* "\tmetric_erlang_NAME: " per metric */
 	char metric_prefix[FP_METRIC_COUNT][48];
@@ -141,6 +142,7 @@ fp_perf_writer_new(const struct fp_perf_options *options)
 	if (options)
 		w->options = *options;
 	fp_text_reserve(&w->t, 16384);
+	w->dst = &w->t;
 	text_cache_init(&w->frames, FRAME_TEXT_BYTES);
 	text_cache_init(&w->stacks, STACK_TEXT_BYTES);
 	for (int m = 0; m < FP_METRIC_COUNT; m++) {
@@ -165,15 +167,9 @@ fp_perf_writer_destroy(struct fp_perf_writer *w)
 }
 
 static inline void
-reserve(struct fp_perf_writer *w, size_t more)
-{
-	fp_text_reserve(&w->t, more);
-}
-
-static inline void
 put(struct fp_perf_writer *w, const char *s, size_t n)
 {
-	fp_text_put(&w->t, s, n);
+	fp_text_put(w->dst, s, n);
 }
 
 static inline void
@@ -185,13 +181,13 @@ puts_(struct fp_perf_writer *w, const char *s)
 static inline void
 putc_(struct fp_perf_writer *w, char c)
 {
-	fp_text_putc(&w->t, c);
+	fp_text_putc(w->dst, c);
 }
 
 static void
 put_u64(struct fp_perf_writer *w, uint64_t v)
 {
-	fp_text_put_u64(&w->t, v);
+	fp_text_put_u64(w->dst, v);
 }
 
 static void
@@ -251,7 +247,7 @@ fp_perf_format_name(char *dst, size_t size, const char *atom,
 static void
 put_mfa(struct fp_perf_writer *w, const struct fp_frame *f)
 {
-	fp_name_put_mfa(&w->t, f->module, strlen(f->module), f->function,
+	fp_name_put_mfa(w->dst, f->module, strlen(f->module), f->function,
 			strlen(f->function), f->arity, !w->options.erlang_names);
 }
 
@@ -317,9 +313,9 @@ put_frame(struct fp_perf_writer *w, const struct fp_frame *f)
 	uint64_t h;
 
 	putc_(w, '\t');
-	addr_at = w->t.len;
+	addr_at = w->dst->len;
 	put(w, "0000000000000000 ", 17);
-	name_at = w->t.len;
+	name_at = w->dst->len;
 	put_mfa(w, f);
 	if (w->options.lines && f->line) {
 		putc_(w, ':');
@@ -327,14 +323,16 @@ put_frame(struct fp_perf_writer *w, const struct fp_frame *f)
 	}
 	/* A stable pseudo-address per name: tools that key on addresses
 	 * see one function as one symbol. */
-	h = fnv1a_update(FNV1A_BASIS, w->t.buf + name_at, w->t.len - name_at);
+	h = fnv1a_update(FNV1A_BASIS, w->dst->buf + name_at, w->dst->len - name_at);
 	for (int i = 15; i >= 0; i--, h >>= 4)
-		w->t.buf[addr_at + (size_t)i] = hex[h & 15];
+		w->dst->buf[addr_at + (size_t)i] = hex[h & 15];
 	put(w, " (", 2);
 	put_file(w, f->file);
 	put(w, ")\n", 2);
 }
 
+/* The FILE calls make their text in the writer's own buffer, then
+ * write it with one fwrite. */
 static int
 flush_to(struct fp_perf_writer *w, FILE *out)
 {
@@ -351,7 +349,7 @@ flush_to(struct fp_perf_writer *w, FILE *out)
 static void
 put_stack(struct fp_perf_writer *w, const struct fp_sample *s)
 {
-	size_t start = w->t.len, len;
+	size_t start = w->dst->len, len;
 	const char *text;
 
 	if (s->stack_id && text_cache_find(&w->stacks, s->stack_id, &text, &len)) {
@@ -360,7 +358,7 @@ put_stack(struct fp_perf_writer *w, const struct fp_sample *s)
 	}
 	for (uint32_t i = 0; i < s->nframes; i++) {
 		const struct fp_frame *f = &s->frames[i];
-		size_t at = w->t.len;
+		size_t at = w->dst->len;
 
 		if (f->id && text_cache_find(&w->frames, f->id, &text, &len)) {
 			put(w, text, len);
@@ -368,21 +366,21 @@ put_stack(struct fp_perf_writer *w, const struct fp_sample *s)
 		}
 		put_frame(w, f);
 		if (f->id)
-			text_cache_add(&w->frames, f->id, w->t.buf + at, w->t.len - at);
+			text_cache_add(&w->frames, f->id, w->dst->buf + at, w->dst->len - at);
 	}
 	if (s->stack_id)
-		text_cache_add(&w->stacks, s->stack_id, w->t.buf + start,
-			       w->t.len - start);
+		text_cache_add(&w->stacks, s->stack_id, w->dst->buf + start,
+			       w->dst->len - start);
 }
 
-int
-fp_perf_write_sample(struct fp_perf_writer *w, FILE *out,
-		     const struct fp_sample *s)
+void
+fp_perf_format_sample(struct fp_perf_writer *w, struct fp_text *dst,
+		      const struct fp_sample *s)
 {
 	uint64_t usec = s->time_us % 1000000;
 	char frac[6];
 
-	w->t.len = 0;
+	w->dst = dst;
 	puts_(w, fp_status_name(s->status));
 	/* <0.N.S> as perf's "PID/TID": the readers of perf script text
 	 * (stackcollapse-perf.pl, speedscope) take digits there */
@@ -406,7 +404,7 @@ fp_perf_write_sample(struct fp_perf_writer *w, FILE *out,
 	}
 	if (s->registered_name) {
 		puts_(w, "\tregistered_name: ");
-		fp_name_put_process(&w->t, s->registered_name,
+		fp_name_put_process(w->dst, s->registered_name,
 				    strlen(s->registered_name),
 				    !w->options.erlang_names);
 	}
@@ -427,8 +425,53 @@ fp_perf_write_sample(struct fp_perf_writer *w, FILE *out,
 	putc_(w, '\n');
 	put_stack(w, s);
 	putc_(w, '\n');
+	w->dst = &w->t;
+}
 
+int
+fp_perf_write_sample(struct fp_perf_writer *w, FILE *out,
+		     const struct fp_sample *s)
+{
+	w->t.len = 0;
+	fp_perf_format_sample(w, &w->t, s);
 	return flush_to(w, out);
+}
+
+void
+fp_perf_vformat_comment(struct fp_perf_writer *w, struct fp_text *dst,
+			const char *format, va_list args)
+{
+	va_list again;
+	char *text;
+	int n;
+
+	(void)w;
+	va_copy(again, args);
+	n = vsnprintf(NULL, 0, format, again);
+	va_end(again);
+	if (n < 0)
+		n = 0;
+	fp_text_reserve(dst, (size_t)n + 4);
+	text = dst->buf + dst->len;
+	memcpy(text, "# ", 2);
+	vsnprintf(text + 2, (size_t)n + 1, format, args);
+	for (int i = 0; i < n; i++) {
+		if (text[2 + i] == '\n' || text[2 + i] == '\r')
+			text[2 + i] = ' ';
+	}
+	text[2 + n] = '\n';
+	dst->len += (size_t)n + 3;
+}
+
+void
+fp_perf_format_comment(struct fp_perf_writer *w, struct fp_text *dst,
+		       const char *format, ...)
+{
+	va_list args;
+
+	va_start(args, format);
+	fp_perf_vformat_comment(w, dst, format, args);
+	va_end(args);
 }
 
 int
@@ -436,25 +479,10 @@ fp_perf_write_comment(struct fp_perf_writer *w, FILE *out,
 		      const char *format, ...)
 {
 	va_list args;
-	int n;
-
-	va_start(args, format);
-	n = vsnprintf(NULL, 0, format, args);
-	va_end(args);
-	if (n < 0)
-		return -EINVAL;
 
 	w->t.len = 0;
-	reserve(w, (size_t)n + 4);
-	memcpy(w->t.buf, "# ", 2);
 	va_start(args, format);
-	vsnprintf(w->t.buf + 2, (size_t)n + 1, format, args);
+	fp_perf_vformat_comment(w, &w->t, format, args);
 	va_end(args);
-	for (int i = 0; i < n; i++) {
-		if (w->t.buf[2 + i] == '\n' || w->t.buf[2 + i] == '\r')
-			w->t.buf[2 + i] = ' ';
-	}
-	w->t.len = (size_t)n + 2;
-	w->t.buf[w->t.len++] = '\n';
 	return flush_to(w, out);
 }

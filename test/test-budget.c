@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "fp-test.h"
-#include "../daemon/flame_profd.h"
+#include "../daemon/budget.h"
 
 START_TEST(budget_off)
 {

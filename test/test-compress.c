@@ -4,6 +4,7 @@
  * read back (fp_perf_segments_scan(); crash recovery relies on it).
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -13,7 +14,7 @@
 #include <zstd.h>
 
 #include "fp-test.h"
-#include "../daemon/flame_profd.h"
+#include "../daemon/compress.h"
 
 static const char seg1[] = "# a\nrunning 0.1.0 [000] 1.000001: cpu-clock:\n\n";
 static const char seg2[] = "waiting 0.2.0 [000] 2.000002: cpu-clock:\n\n";

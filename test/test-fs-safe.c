@@ -17,8 +17,11 @@
 #include <unistd.h>
 
 #include "fp-test.h"
-#include "flame_profd.h"
+#include "daemon-log.h"
 #include "fs-safe.h"
+#include "output.h"
+#include "recover.h"
+#include "retention.h"
 
 /* 2026-11-21T07:56:30.018Z, and 2099-01-01T00:00:00.000Z */
 #define MS 1795247790018ULL
@@ -553,9 +556,11 @@ END_TEST
 
 /* ---- the output directory ------------------------------------------------- */
 
+/* NULL when refused, with the message logged (fpd_fatal()). */
 static struct fpd_output *
-output_new(const char *dir, int *err, const char **what)
+output_new(const char *dir)
 {
+	struct fpd_output *out = NULL;
 	struct fpd_output_config oc = {
 		.dir = dir,
 		.node = "a@b",
@@ -569,21 +574,35 @@ output_new(const char *dir, int *err, const char **what)
 		.gid = me.gid,
 	};
 
-	return fpd_output_new(&oc, err, what);
+	fpd_output_new(&oc, &out);
+	return out;
+}
+
+/* The run's log, to read what fpd_fatal() said. */
+static void
+log_start(void)
+{
+	const char *why = NULL;
+
+	fp_assert_int_eq(fpd_log_open(at("log"), 0, 0600, &me, &why), 0);
+}
+
+static char *
+log_text(void)
+{
+	fpd_log_close();
+	return read_file(at("log"));
 }
 
 START_TEST(output_node_dir_link)
 {
-	const char *what = NULL;
-	int err = -1;
-
+	log_start();
 	fp_assert_int_eq(mkdir(at("out"), 0755), 0);
 	fp_assert_int_eq(mkdir(at("victim"), 0700), 0);
 	write_file(at("victim/manifest.json"), "root's\n");
 	fp_assert_int_eq(symlink(at("victim"), at("out/a@b")), 0);
-	fp_assert_ptr_null(output_new(at("out"), &err, &what));
-	fp_assert_int_eq(err, 0);
-	fp_assert(strstr(what, "a@b is a symbolic link") != NULL);
+	fp_assert_ptr_null(output_new(at("out")));
+	fp_assert(strstr(log_text(), "a@b is a symbolic link") != NULL);
 	fp_assert_str_eq(read_file(at("victim/manifest.json")), "root's\n");
 	fp_assert_int_eq(access(at("victim/.flame_profd.lock"), F_OK), -1);
 }
@@ -591,14 +610,11 @@ END_TEST
 
 START_TEST(output_sticky_out)
 {
-	const char *what = NULL;
-	int err = -1;
-
+	log_start();
 	fp_assert_int_eq(mkdir(at("out"), 01777), 0);
 	fp_assert_int_eq(chmod(at("out"), 01777), 0);
-	fp_assert_ptr_null(output_new(at("out"), &err, &what));
-	fp_assert_int_eq(err, 0);
-	fp_assert(strstr(what, "is writable by all users") != NULL);
+	fp_assert_ptr_null(output_new(at("out")));
+	fp_assert(strstr(log_text(), "out is writable by all users") != NULL);
 	fp_assert_int_eq(access(at("out/a@b"), F_OK), -1);
 }
 END_TEST
@@ -609,11 +625,10 @@ START_TEST(output_taken_names)
 	char name[FP_PERF_NAME_MAX], partial[FP_PERF_PARTIAL_MAX],
 	     path[FP_PERF_PARTIAL_MAX + 16];
 	struct fpd_output *out;
-	const char *what = NULL;
 	struct stat st;
-	int err = 0;
+	bool fresh;
 
-	out = output_new(at("out"), &err, &what);
+	out = output_new(at("out"));
 	fp_assert_ptr_nonnull(out);
 	write_file(at("victim"), "precious\n");
 	/* MS: a link at the partial name; MS+1: a link at the finished
@@ -628,7 +643,8 @@ START_TEST(output_taken_names)
 		else
 			write_file(at(path), "someone's\n");
 	}
-	fp_assert_ptr_nonnull(fpd_output_stream(out, MS * 1000));
+	fp_assert_ptr_nonnull(fpd_output_buffer(out, true, MS * 1000, &fresh));
+	fp_assert(fresh);
 	fp_perf_name_format(name, sizeof(name), "a@b", MS + 3, FP_PERF_PLAIN);
 	fp_perf_partial_format(partial, sizeof(partial), name);
 	snprintf(path, sizeof(path), "out/a@b/%s", partial);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "fp-test.h"
+#include "../daemon/compress.h"
 #include "../daemon/options.h"
 
 #define ARGS_MAX 40

@@ -11,6 +11,7 @@
 #include "fp-test.h"
 #include "fp/perf-script.h"
 #include "frame-names-private.h"
+#include "util-buf.h"
 
 static const struct fp_frame frames_a[] = {
 	{ "lists", "foldl_1", 3, 1263, "lists.erl", 0 },
@@ -41,8 +42,21 @@ fill(struct fp_sample *s, const struct fp_frame *frames, uint32_t n)
 	s->nframes = n;
 }
 
+/* One sample into @f, or appended to @t when @f is NULL. */
+static void
+emit(struct fp_perf_writer *w, FILE *f, struct fp_text *t,
+     const struct fp_sample *s)
+{
+	if (f)
+		fp_assert_int_eq(fp_perf_write_sample(w, f, s), 0);
+	else
+		fp_perf_format_sample(w, t, s);
+}
+
+/* The golden text, written to a FILE, or (@buffered) appended to a
+ * caller's buffer. */
 static char *
-render(bool lines, bool erlang_names)
+render_to(bool lines, bool erlang_names, bool buffered)
 {
 	static const char *const key_names[] = { "tenant", "request_id" };
 	static const char *const keys_b[] = { NULL, "req 7\\\t\xc3\xa9" };
@@ -52,12 +66,18 @@ render(bool lines, bool erlang_names)
 	};
 	struct fp_perf_writer *w = fp_perf_writer_new(&o);
 	struct fp_sample s;
+	struct fp_text t = { 0 };
 	char *buf = NULL;
 	size_t len = 0;
-	FILE *f = open_memstream(&buf, &len);
+	FILE *f = buffered ? NULL : open_memstream(&buf, &len);
 
-	fp_perf_write_comment(w, f, "flame_profd test header");
-	fp_perf_write_comment(w, f, "a comment\nwith a newline");
+	if (f) {
+		fp_perf_write_comment(w, f, "flame_profd test header");
+		fp_perf_write_comment(w, f, "a comment\nwith a newline");
+	} else {
+		fp_perf_format_comment(w, &t, "flame_profd test header");
+		fp_perf_format_comment(w, &t, "a comment\nwith a newline");
+	}
 
 	fill(&s, frames_a, sizeof(frames_a) / sizeof(frames_a[0]));
 	s.pid = (struct fp_pid){ 123, 0 };
@@ -70,7 +90,7 @@ render(bool lines, bool erlang_names)
 	s.registered_name = "my_server";
 	s.has_initial_call = true;
 	s.initial_call = (struct fp_frame){ "my_server", "init", 1, 0, NULL, 0 };
-	fp_assert_int_eq(fp_perf_write_sample(w, f, &s), 0);
+	emit(w, f, &t, &s);
 
 	fill(&s, frames_b, 1);
 	s.pid = (struct fp_pid){ 4, 2 };
@@ -82,17 +102,27 @@ render(bool lines, bool erlang_names)
 	s.keys = keys_b;
 	s.nkeys = 2;
 	s.callers = "<0.101.0>,<0.90.0>";
-	fp_assert_int_eq(fp_perf_write_sample(w, f, &s), 0);
+	emit(w, f, &t, &s);
 
 	fill(&s, NULL, 0);	/* an empty stack still makes a sample */
 	s.pid = (struct fp_pid){ 5, 0 };
 	s.time_us = 1795247791000000ULL;
 	s.status = FP_STATUS_GARBAGE_COLLECTING;
-	fp_assert_int_eq(fp_perf_write_sample(w, f, &s), 0);
+	emit(w, f, &t, &s);
 
-	fclose(f);
 	fp_perf_writer_destroy(w);
-	return buf;
+	if (f) {
+		fclose(f);
+		return buf;
+	}
+	fp_text_putc(&t, '\0');
+	return t.buf;
+}
+
+static char *
+render(bool lines, bool erlang_names)
+{
+	return render_to(lines, erlang_names, false);
 }
 
 static void
@@ -209,6 +239,20 @@ START_TEST(golden_basic)
 	char *got = render(false, false);
 
 	check_golden("basic.perf", got);
+	free(got);
+}
+END_TEST
+
+/* Appended record by record to a caller's buffer, the text is the one
+ * the FILE calls write. */
+START_TEST(golden_buffer)
+{
+	char *got = render_to(false, false, true);
+
+	check_golden("basic.perf", got);
+	free(got);
+	got = render_to(true, true, true);
+	check_golden("erlang-names.perf", got);
 	free(got);
 }
 END_TEST
@@ -579,6 +623,7 @@ suite(void)
 
 	tc = tcase_create("golden");
 	tcase_add_test(tc, golden_basic);
+	tcase_add_test(tc, golden_buffer);
 	tcase_add_test(tc, golden_lines);
 	tcase_add_test(tc, golden_erlang_names);
 	tcase_add_loop_test(tc, cached_text, 0, 2);

@@ -1,6 +1,7 @@
 /*
  * flame_profd — unit tests: how a node session and the loop handle a lost
- * connection, and a source writing through the session's sink. The session's connection is one end of a socket pair (no
+ * connection, and a source writing through the session's recorder. The
+ * session's connection is one end of a socket pair (no
  * node: the handshake is skipped by setting the descriptor in the node
  * handle); the test writes half a distribution message into the other
  * end and closes it.
@@ -9,6 +10,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +25,10 @@
 #include "../daemon/loop.h"
 #include "../daemon/options.h"
 #include "../daemon/session-int.h"
+#include "../daemon/daemon-log.h"
+#include "../daemon/util.h"
+#include "../daemon/compress.h"
+#include "../daemon/output.h"
 
 #define NODE "a@b"
 /* A port nothing listens on: reconnects are refused at once. */
@@ -32,7 +38,8 @@ struct fixture {
 	char dir[64];
 	char log[96];
 	struct fpd_options o;
-	struct fpd_output *out;
+	struct fpd_output *out;		/* the recorder's */
+	struct fpd_recorder *rec;
 	struct fpd_loop *loop;
 	struct fpd_session *s;
 	int peer;			/* the node's end of the pair */
@@ -46,8 +53,8 @@ fixture_new(struct fixture *fx, const char *duration)
 		"none", "--top", "1", "--duration", duration, "--out", NULL,
 	};
 	struct fpd_output_config oc = { 0 };
-	const char *what = "";
-	int sv[2], err = 0;
+	struct fp_sample smp = { .status = FP_STATUS_WAITING };
+	int sv[2];
 
 	signal(SIGPIPE, SIG_IGN);
 	snprintf(fx->dir, sizeof(fx->dir), "/tmp/fp-session-XXXXXX");
@@ -70,11 +77,12 @@ fixture_new(struct fixture *fx, const char *duration)
 	oc.dir_mode = 0700;
 	oc.uid = geteuid();
 	oc.gid = getegid();
-	fx->out = fpd_output_new(&oc, &err, &what);
+	fp_assert_int_eq(fpd_output_new(&oc, &fx->out), 0);
 	fp_assert_ptr_nonnull(fx->out);
-	fx->loop = fpd_loop_new(fx->o.duration_us, NULL);
+	fx->rec = fpd_recorder_new(&fx->o, fx->out);
+	fp_assert_int_eq(fpd_loop_new(fx->o.duration_us, NULL, &fx->loop), 0);
 	fp_assert_ptr_nonnull(fx->loop);
-	fx->s = fpd_session_new(&fx->o, "cookie", fx->out,
+	fx->s = fpd_session_new(&fx->o, "cookie", fx->rec,
 				fpd_loop_run_state(fx->loop), fpd_loop_give_up,
 				fx->loop);
 	fpd_loop_add(fx->loop, fpd_session_source(fx->s));
@@ -85,8 +93,8 @@ fixture_new(struct fixture *fx, const char *duration)
 	fx->s->node->fd = sv[0];
 	fx->peer = sv[1];
 	fx->s->connected = fx->s->ever_connected = true;
-	fp_assert_ptr_nonnull(fpd_notes_stream(&fx->s->notes));
-	fpd_output_sample(fx->out, fpd_now_epoch_us());
+	smp.time_us = fpd_now_epoch_us();
+	fp_assert_int_eq(fpd_recorder_write(fx->rec, &smp, FPD_RECORD_NODE), 0);
 	fp_assert(fpd_output_is_open(fx->out));
 }
 
@@ -94,7 +102,7 @@ static void
 fixture_destroy(struct fixture *fx)
 {
 	fpd_session_destroy(fx->s);
-	fpd_output_destroy(fx->out);
+	fpd_recorder_destroy(fx->rec);
 	fpd_loop_destroy(fx->loop);
 	fpd_log_close();
 	fpd_options_release(&fx->o);
@@ -204,14 +212,80 @@ START_TEST(loop_handles_closed_mid_reply)
 }
 END_TEST
 
+/* The session's requests, and what a timeout of each does. */
+static const struct {
+	const char *what;
+	size_t offset;			/* of its struct request */
+	bool probing;			/* the breaker's probe is out */
+	const char *trip;		/* why the breaker trips, or NULL */
+} timeout_cases[] = {
+	{ "selection scan", offsetof(struct fpd_session, t.req_scan), false,
+	  "a request timed out" },
+	{ "whereis request", offsetof(struct fpd_session, t.req_whereis), false,
+	  NULL },
+	{ "initial_call request", offsetof(struct fpd_session, t.req_init),
+	  false, NULL },
+	{ "is_process_alive request", offsetof(struct fpd_session, t.req_alive),
+	  false, NULL },
+	{ "health probe", offsetof(struct fpd_session, req_health), false, NULL },
+	{ "health probe", offsetof(struct fpd_session, req_health), true,
+	  "the probe timed out" },
+};
+
 /*
- * A source that writes a sample of status cpu through the session's sink
+ * A request unanswered for --timeout becomes late (kept until its reply
+ * comes), and trips the breaker only if its kind says so: the scan's
+ * does, the small side requests' do not, the health probe's only while
+ * it probes.
+ */
+START_TEST(request_timeouts_by_kind)
+{
+	struct fixture fx;
+	struct fpd_source *src;
+	struct request *r;
+	char line[128];
+	uint64_t now;
+
+	fixture_new(&fx, "1s");
+	src = fpd_session_source(fx.s);
+	now = fpd_now_mono_us();
+	r = (struct request *)((char *)fx.s + timeout_cases[_i].offset);
+	request_sent(r, 12345, now - fx.o.timeout_us - 1);
+	fx.s->cost.breaker.open = fx.s->cost.breaker.probing =
+		timeout_cases[_i].probing;
+	fx.s->cost.breaker.open_until_us = now + 3600000000u;
+	fx.s->t.next_select_mono = now + 3600000000u;
+	fx.s->report.interval_mono = now;
+
+	src->ops->tick(src, now);
+	fp_assert(live(fx.s));
+	fp_assert(r->active && r->late);
+	snprintf(line, sizeof(line), "%s timed out after", timeout_cases[_i].what);
+	fp_assert_int_eq(log_count(&fx, line), 1);
+	if (timeout_cases[_i].trip) {
+		fp_assert(fx.s->cost.breaker.open);
+		fp_assert_int_eq(log_count(&fx, timeout_cases[_i].trip), 1);
+	} else {
+		fp_assert(!fx.s->cost.breaker.open);
+		fp_assert_int_eq(log_count(&fx, "circuit breaker"), 0);
+	}
+
+	/* late, it is not counted again before another --timeout */
+	src->ops->tick(src, now + 1);
+	fp_assert_int_eq(log_count(&fx, line), 1);
+	fp_assert_int_eq(fx.s->timeouts, 1);
+	fixture_destroy(&fx);
+}
+END_TEST
+
+/*
+ * A source that writes a sample of status cpu through the recorder
  * before every tick, as --perf does, each one a millisecond older than
  * the one before (as if from buffers read late).
  */
 struct cpu_writer {
 	struct fpd_source source;
-	struct fpd_sink sink;
+	struct fpd_recorder *rec;
 	uint64_t first_us;		/* the first sample's time */
 	uint64_t collected_mono;	/* the last collect */
 	unsigned writes, ticks, late_ticks;
@@ -236,7 +310,7 @@ writer_collect(struct fpd_source *src)
 		.nframes = 1,
 	};
 
-	fp_assert_int_eq(w->sink.write(w->sink.data, &smp), 0);
+	fp_assert_int_eq(fpd_recorder_write(w->rec, &smp, FPD_RECORD_CPU), 0);
 	w->writes++;
 	w->collected_mono = fpd_now_mono_us();
 }
@@ -271,7 +345,7 @@ START_TEST(collect_comes_before_the_clock)
 	int rc;
 
 	fixture_new(&fx, "300ms");
-	w.sink = fpd_session_cpu_sink(fx.s);
+	w.rec = fx.rec;
 	w.first_us = fpd_now_epoch_us();
 	fpd_loop_add(fx.loop, &w.source);
 
@@ -282,9 +356,10 @@ START_TEST(collect_comes_before_the_clock)
 	fp_assert_int_eq(w.late_ticks, 0);
 	fp_assert(fpd_output_is_open(fx.out));
 	fp_assert_int_eq(finished_files(&fx), 0);
-	ck_assert_uint_eq(fx.s->report.cpu, w.writes);
-	ck_assert_uint_eq(fx.s->report.total_samples, w.writes);
-	ck_assert_uint_eq(fx.s->sm.last_stamp_us, w.first_us);
+	ck_assert_uint_eq(fpd_recorder_stats(fx.rec)->written[FPD_RECORD_CPU],
+			  w.writes);
+	ck_assert_uint_eq(fpd_recorder_samples(fx.rec), w.writes + 1);
+	ck_assert_uint_eq(fpd_recorder_stamp(fx.rec, 0), w.first_us);
 	fixture_destroy(&fx);
 }
 END_TEST
@@ -297,6 +372,10 @@ suite(void)
 
 	tcase_add_test(tc, loss_in_handler_is_deferred);
 	tcase_add_test(tc, loop_handles_closed_mid_reply);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("requests");
+	tcase_add_loop_test(tc, request_timeouts_by_kind, 0,
+			    sizeof(timeout_cases) / sizeof(timeout_cases[0]));
 	suite_add_tcase(s, tc);
 	tc = tcase_create("other sources");
 	tcase_add_test(tc, collect_comes_before_the_clock);

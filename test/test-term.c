@@ -7,7 +7,7 @@
 #include "fp-test.h"
 #include "fp/node.h"
 #include "fp/term.h"
-#include "../daemon/flame_profd.h"
+#include "../daemon/util.h"
 
 static const struct {
 	const char *text;

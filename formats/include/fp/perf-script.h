@@ -1,11 +1,13 @@
 /*
  * flame_profd — the perf-script writer (docs/FORMAT.md is the grammar).
  *
- * The writer formats; it never owns the FILE it writes to (the rotation
- * code opens, finishes and renames files).
+ * The writer formats; it never owns what it writes to: a FILE, or a
+ * caller's buffer (struct fp_text, util-buf.h) its records are appended
+ * to (the rotation code opens, finishes and renames files).
  */
 #pragma once
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -14,6 +16,7 @@
 #include "fp/term.h"
 
 struct fp_perf_writer;
+struct fp_text;		/* util-buf.h */
 
 /*
  * The last field of the event line of a sample fp_sample_is_idle() calls
@@ -48,8 +51,16 @@ void
 fp_perf_writer_destroy(struct fp_perf_writer *writer);
 
 /**
- * Write one sample: event line, frames leaf first, blank line. The event
- * line ends in FP_PERF_IDLE_FIELD when fp_sample_is_idle(@sample).
+ * Append one sample to @dst: event line, frames leaf first, blank line.
+ * The event line ends in FP_PERF_IDLE_FIELD when fp_sample_is_idle(@sample).
+ * @dst grows as needed (allocation failure aborts).
+ */
+void
+fp_perf_format_sample(struct fp_perf_writer *writer, struct fp_text *dst,
+		      const struct fp_sample *sample);
+
+/**
+ * Write one sample as fp_perf_format_sample() makes it, with one fwrite.
  *
  * @return 0, or a negative errno if the stream reports an error.
  */
@@ -58,8 +69,24 @@ fp_perf_write_sample(struct fp_perf_writer *writer, FILE *out,
 		     const struct fp_sample *sample);
 
 /**
- * Write one comment line ("# " + text). Newlines in the text become
- * spaces: a comment never spills into a sample.
+ * Append one comment line ("# " + text) to @dst. Newlines in the text
+ * become spaces: a comment never spills into a sample.
+ */
+void
+fp_perf_format_comment(struct fp_perf_writer *writer, struct fp_text *dst,
+		       const char *format, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/** fp_perf_format_comment() with a va_list. */
+void
+fp_perf_vformat_comment(struct fp_perf_writer *writer, struct fp_text *dst,
+			const char *format, va_list args)
+	__attribute__((format(printf, 3, 0)));
+
+/**
+ * Write one comment line as fp_perf_format_comment() makes it.
+ *
+ * @return 0, or a negative errno if the stream reports an error.
  */
 int
 fp_perf_write_comment(struct fp_perf_writer *writer, FILE *out,

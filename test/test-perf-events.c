@@ -20,7 +20,7 @@
 #include "fp-test.h"
 #include "../daemon/perf-pid.h"
 #include "../daemon/perf-symbols.h"
-#include "../daemon/source-perf.h"
+#include "../daemon/perf-events.h"
 
 static const struct {
 	const char *name;
@@ -96,7 +96,7 @@ START_TEST(symbols)
 
 	fpd_symbols_lookup(syms, (uint64_t)(uintptr_t)fp_test_spin + 4, &f);
 	fp_assert_str_eq(f.function, "fp_test_spin");
-	fp_assert_str_eq(f.module, "test-source-perf");
+	fp_assert_str_eq(f.module, "test-perf-events");
 	fp_assert_int_eq(f.arity, 0);
 
 	fpd_symbols_lookup(syms, 0x10, &f);
@@ -157,14 +157,14 @@ count(void *data, const struct fp_sample *s)
 /* The thread starts after the source: found by the rescan. */
 START_TEST(live)
 {
-	struct fpd_perf_source_config c = { .pid = getpid(), .freq = 999 };
-	struct fpd_perf_source *src;
+	struct fpd_perf_events_config c = { .pid = getpid(), .freq = 999 };
+	struct fpd_perf_events *src;
 	struct seen seen = { 0 };
 	struct timespec pause = { 0, 100 * 1000 * 1000 };
 	pthread_t th;
 	int rc;
 
-	rc = fpd_perf_source_new(&c, &src);
+	rc = fpd_perf_events_new(&c, &src);
 	if (rc == -EACCES || rc == -EPERM || rc == -ENOSYS || rc == -ENOENT ||
 	    rc == -EOPNOTSUPP) {
 		fprintf(stderr, "live: perf events unavailable here (%s): not run\n",
@@ -172,38 +172,38 @@ START_TEST(live)
 		return;
 	}
 	fp_assert_int_eq(rc, 0);
-	fp_assert(fpd_perf_source_fd(src) >= 0);
-	unsigned before = fpd_perf_source_threads(src);
+	fp_assert(fpd_perf_events_fd(src) >= 0);
+	unsigned before = fpd_perf_events_threads(src);
 
 	spinning = 1;
 	fp_assert_int_eq(pthread_create(&th, NULL, spinner, &seen.tid), 0);
 	/* 1.2 s: the rescan (once a second) opens the new thread */
 	for (int i = 0; i < 24; i++) {
 		nanosleep(&pause, NULL);
-		rc = fpd_perf_source_read(src, 0, count, &seen);
+		rc = fpd_perf_events_read(src, 0, count, &seen);
 		fp_assert_int_ge(rc, 0);
 		if (i == 11)
-			fp_assert_int_eq(fpd_perf_source_threads(src), before + 1);
+			fp_assert_int_eq(fpd_perf_events_threads(src), before + 1);
 	}
 	spinning = 0;
 	pthread_join(th, NULL);
 	fp_assert_int_eq(seen.bad, 0);
 	/* ~1 s of one spinning thread at 999 Hz */
 	fp_assert_int_ge(seen.in_spin, 200);
-	fpd_perf_source_destroy(src);
+	fpd_perf_events_destroy(src);
 }
 END_TEST
 
 START_TEST(refused)
 {
-	struct fpd_perf_source_config c = { .pid = getpid(), .freq = 0 };
-	struct fpd_perf_source *src;
+	struct fpd_perf_events_config c = { .pid = getpid(), .freq = 0 };
+	struct fpd_perf_events *src;
 
-	fp_assert_int_eq(fpd_perf_source_new(&c, &src), -EINVAL);
+	fp_assert_int_eq(fpd_perf_events_new(&c, &src), -EINVAL);
 	fp_assert_ptr_null(src);
-	c = (struct fpd_perf_source_config){ .pid = 0x3ffffff, .freq = 99 };
-	fp_assert_int_eq(fpd_perf_source_new(&c, &src), -ESRCH);
-	fpd_perf_source_destroy(NULL);
+	c = (struct fpd_perf_events_config){ .pid = 0x3ffffff, .freq = 99 };
+	fp_assert_int_eq(fpd_perf_events_new(&c, &src), -ESRCH);
+	fpd_perf_events_destroy(NULL);
 }
 END_TEST
 
@@ -455,7 +455,7 @@ END_TEST
 static Suite *
 suite(void)
 {
-	Suite *s = suite_create("source-perf");
+	Suite *s = suite_create("perf-events");
 	TCase *tc = tcase_create("symbols");
 
 	tcase_add_loop_test(tc, split_jit, 0,

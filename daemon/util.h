@@ -1,0 +1,37 @@
+/*
+ * flame_profd — durations, sizes and clocks (util.c).
+ */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+/** 500ms, 10s, 5m, 2h (a bare number is seconds) into *@us; 0 or
+ * -EINVAL. */
+int
+fpd_parse_duration(const char *str, uint64_t *us);
+
+/** 64M, 1G, 500k (binary units), a bare number is bytes; 0 or -EINVAL. */
+int
+fpd_parse_size(const char *str, uint64_t *bytes);
+
+/** @us in the largest unit that says it whole (1h, 90s, 250ms). */
+void
+fpd_format_duration(uint64_t us, char *buf, size_t size);
+
+/** CLOCK_MONOTONIC in microseconds. */
+uint64_t
+fpd_now_mono_us(void);
+
+/* CPU time of this process, all threads, in microseconds. */
+uint64_t
+fpd_cpu_us(void);
+
+/* Wall-clock microseconds that never go backwards within a run. */
+uint64_t
+fpd_now_epoch_us(void);
+
+/* @epoch_us as UTC ISO 8601 with microseconds (2026-11-21T07:56:30.018286Z);
+ * file names carry their own form (fp/perf-file.h). */
+void
+fpd_format_utc(uint64_t epoch_us, char *buf, size_t size);

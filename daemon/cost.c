@@ -151,6 +151,22 @@ fpd_cost_selection(struct fpd_cost *c, uint64_t us, size_t n, size_t bytes)
 	c->interval.scanned += n;
 }
 
+/*
+ * A sweep is sent once per connection, before the first ranking: its
+ * work is the interval's, but it is not what each selection costs, so
+ * the budget's share of the selections (select_us spread over --every)
+ * and the next scan's limit are left to the selections after it. Spread
+ * over --every, a sweep of a million processes would read as a fifth of
+ * a scheduler and cut the rate of any --pid sampled meanwhile.
+ */
+void
+fpd_cost_sweep(struct fpd_cost *c, uint64_t us, size_t n, size_t bytes)
+{
+	c->interval.scan_us += us;
+	c->interval.scan_bytes += bytes;
+	c->interval.scanned += n;
+}
+
 void
 fpd_cost_other(struct fpd_cost *c, uint64_t us)
 {

@@ -74,6 +74,11 @@ fpd_cost_samples(struct fpd_cost *c, uint64_t us, size_t full,
 void
 fpd_cost_selection(struct fpd_cost *c, uint64_t us, size_t n, size_t bytes);
 
+/** A sweep (the first selection of a connection): @us on the node, @n
+ * processes read, a reply of @bytes; counted in the interval only. */
+void
+fpd_cost_sweep(struct fpd_cost *c, uint64_t us, size_t n, size_t bytes);
+
 /** Other timed node work (initial-call reads), like a scan's. */
 void
 fpd_cost_other(struct fpd_cost *c, uint64_t us);

@@ -112,9 +112,10 @@ static const struct option_spec options[] = {
 	  "                            repeatable\n" },
 	{ "scan-max", 0, required_argument,
 	  .help = "      --scan-max N          read the reductions of at most N processes per\n"
-	  "                            selection (default 50000); bigger nodes are covered\n"
-	  "                            by a moving window, the current selection always\n"
-	  "                            re-read\n",
+	  "                            selection (default 50000) after the first, which\n"
+	  "                            sweeps the whole node and keeps its busiest;\n"
+	  "                            bigger nodes are covered by a moving window, the\n"
+	  "                            current selection always re-read\n",
 	  UINT(scan_max, SCAN_MAX_MIN, SCAN_MAX_MAX,
 	       "expected a whole number from 100 to 10000000") },
 	{ "min-reductions", 0, required_argument,
@@ -206,7 +207,9 @@ static const struct option_spec options[] = {
 	  .help = "      --perf OSPID|auto     also sample the CPU of the local node's OS process\n"
 	  "                            OSPID with perf_event_open(2), as samples of status\n"
 	  "                            cpu (a node started with +JPperf true: frames from\n"
-	  "                            its /tmp/perf-OSPID.map); shows handler code,\n"
+	  "                            its /tmp/perf-OSPID.map, read only if it is a\n"
+	  "                            regular file of the node's user or root that\n"
+	  "                            others cannot write); shows handler code,\n"
 	  "                            short-lived processes, BIFs and GC; needs root or\n"
 	  "                            CAP_PERFMON (or perf_event_paranoid <= 1). auto:\n"
 	  "                            the node tells its pid once connected (os:getpid/0),\n"
@@ -312,7 +315,8 @@ static const char usage_tail[] =
 "  78  --perf auto cannot use the node's process: the node runs on another\n"
 "      host, the pid it tells is no process here or another process (another\n"
 "      pid namespace), or the node has no perf map of its own (not started\n"
-"      with +JPperf true)\n";
+"      with +JPperf true, or the map is a link, not a regular file, another\n"
+"      user's, writable by others or has more than one link)\n";
 
 void
 fpd_options_usage(FILE *f)

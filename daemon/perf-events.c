@@ -137,6 +137,9 @@ read_comm(pid_t pid, pid_t tid, char *buf, size_t size)
 			buf[strcspn(buf, "\n")] = '\0';
 		fclose(f);
 	}
+	/* the node names its threads (a NIF may, any bytes): the label
+	 * goes into files read as UTF-8 */
+	fpd_utf8_fix(buf, strlen(buf));
 	if (!buf[0])
 		snprintf(buf, size, "thread");
 }

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "perf-pid.h"
+#include "perf-symbols.h"
 #include "util-mem.h"
 
 /* Read no more of a command line than this; erl's, with elixir's -pa
@@ -309,10 +310,11 @@ fpd_perf_pid_check(const char *proc_dir, const char *map_dir, pid_t pid,
 {
 	enum fpd_perf_pid_state state = FPD_PERF_PID_OK;
 	char path[4096];
-	struct stat st;
+	struct stat st, proc;
 	size_t len = 0;
 	double start;
 	char *args;
+	int fd;
 
 	if (!proc_dir)
 		proc_dir = "/proc";
@@ -326,10 +328,17 @@ fpd_perf_pid_check(const char *proc_dir, const char *map_dir, pid_t pid,
 	free(args);
 	if (state != FPD_PERF_PID_OK)
 		return state;
+	snprintf(path, sizeof(path), "%s/%d", proc_dir, (int)pid);
+	if (stat(path, &proc) < 0)
+		return FPD_PERF_PID_NONE;
 	snprintf(path, sizeof(path), "%s/perf-%d.map", map_dir ? map_dir : "/tmp",
 		 (int)pid);
-	if (stat(path, &st) < 0 || !S_ISREG(st.st_mode))
+	fd = fpd_perf_map_open(path, proc.st_uid, &st);
+	if (fd == -ENOENT)
 		return FPD_PERF_PID_NO_MAP;
+	if (fd < 0)
+		return FPD_PERF_PID_FOREIGN_MAP;
+	close(fd);
 	/* The VM leaves its map behind when it exits: one last written
 	 * before this process started is an earlier process's of that pid
 	 * (the JIT writes the map from its first moments on). A second of

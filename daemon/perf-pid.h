@@ -19,6 +19,7 @@ enum fpd_perf_pid_state {
 	FPD_PERF_PID_OTHER,	/* its command line does not name the node */
 	FPD_PERF_PID_NO_MAP,	/* the node, without a perf map (+JPperf) */
 	FPD_PERF_PID_STALE_MAP,	/* a map older than the process: another's */
+	FPD_PERF_PID_FOREIGN_MAP, /* a map fpd_perf_map_open() refuses */
 };
 
 /**
@@ -29,7 +30,8 @@ enum fpd_perf_pid_state {
  * cannot be told, @proc_dir/PID/cmdline must carry "-sname X" or
  * "-name X" before any "-extra" (the last one given is the one in
  * force), X being @node or, without a host part, @node's name part.
- * Then @map_dir/perf-PID.map must exist and not be older than the
+ * Then @map_dir/perf-PID.map must exist, be one fpd_perf_map_open()
+ * accepts for the owner of @proc_dir/PID, and not be older than the
  * process (@proc_dir/PID/stat with @proc_dir/stat's btime).
  * @proc_dir NULL is /proc, @map_dir NULL is /tmp.
  */

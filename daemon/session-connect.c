@@ -6,11 +6,14 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "daemon-log.h"
 #include "options.h"
 #include "output.h"
 #include "perf-pid.h"
+#include "perf-symbols.h"
 #include "session-int.h"
 #include "util.h"
 
@@ -196,6 +199,26 @@ fpd_session_connect(struct fpd_session *s, uint64_t now)
 	return 0;
 }
 
+/* Why the node's perf map was refused, asked again for the message. */
+static const char *
+foreign_map_why(pid_t pid)
+{
+	char path[64];
+	struct stat proc, st;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d", (int)pid);
+	if (stat(path, &proc) < 0)
+		return "cannot be checked";
+	snprintf(path, sizeof(path), "/tmp/perf-%d.map", (int)pid);
+	fd = fpd_perf_map_open(path, proc.st_uid, &st);
+	if (fd >= 0) {
+		close(fd);
+		return "was replaced while it was checked";
+	}
+	return fpd_perf_map_why(fd);
+}
+
 int
 fpd_session_perf_pid(struct fpd_session *s, pid_t *pid)
 {
@@ -243,6 +266,10 @@ fpd_session_perf_pid(struct fpd_session *s, pid_t *pid)
 	case FPD_PERF_PID_STALE_MAP:
 		fpd_fatal("--perf auto: %s (OS pid %d) has no perf map of its own: /tmp/perf-%d.map is older than the process, left by an earlier one of that pid; start the node with +JPperf true",
 			  node, (int)*pid, (int)*pid);
+		break;
+	case FPD_PERF_PID_FOREIGN_MAP:
+		fpd_fatal("--perf auto: %s (OS pid %d) has no perf map of its own: /tmp/perf-%d.map %s",
+			  node, (int)*pid, (int)*pid, foreign_map_why(*pid));
 		break;
 	case FPD_PERF_PID_NO_MAP:
 		fpd_fatal("--perf auto: %s (OS pid %d) has no perf map /tmp/perf-%d.map: start the node with +JPperf true (or the daemon does not see the node's /tmp)",

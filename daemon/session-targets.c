@@ -219,6 +219,10 @@ fpd_targets_start_selection(struct fpd_session *s, uint64_t now)
 			s->report.scans_cut++;
 		t->select_started_mono = now;
 		fp_select_plan(s->select, s->sm.set, s->sm.nset, limit, &scan);
+		/* A sweep ends within the request's timeout: it checks the
+		 * clock every 10 000 processes (about 15 ms), and the rest
+		 * (a sort of 20 000, a reply of 10 000 pids) is short. */
+		scan.sweep_ms = (unsigned)(s->o->timeout_us / 1000 * 3 / 4);
 		rc = fp_node_scan_request(s->node, &scan, &id);
 		if (rc == -ENOTCONN && live(s)) {
 			/* not prepared on this connection: no selection */
@@ -254,14 +258,18 @@ fpd_targets_on_scan(struct fpd_session *s, struct fp_reply *reply,
 		nours++;
 	n = fp_select_scan(s->select, reply, now, ours, nours,
 			   s->cost.budget.top, t->top, &res);
-	fpd_cost_selection(&s->cost, us, res.scanned, bytes);
+	if (res.sweep)
+		fpd_cost_sweep(&s->cost, us, res.scanned, bytes);
+	else
+		fpd_cost_selection(&s->cost, us, res.scanned, bytes);
 	if (n < 0) {
 		fpd_warn("unexpected reply to the selection scan; selection skipped");
 		return;
 	}
 	t->scans_done++;
 	fpd_debug("selection: %zu processes, %zu read%s, %zu alive, %d picked, reply %zu bytes, node %.1f ms, %.1f ms",
-		  res.processes, res.scanned, res.full ? " (all)" : "", res.alive,
+		  res.processes, res.scanned,
+		  res.full ? " (all)" : res.sweep ? " (sweep)" : "", res.alive,
 		  n, bytes, (double)us / 1000.0,
 		  (double)(now - t->select_started_mono) / 1000.0);
 	if (res.baseline) {

@@ -293,6 +293,10 @@ struct fpp_run {
 	bool heatmap_skips_idle;
 	uint64_t idle_left_out;
 	struct fp_speedscope *speedscope;
+	/* the name of each process, read in a pass of its own before the
+	 * samples (fpp_read_inputs(), for --process and speedscope's
+	 * profiles per process); NULL: each sample names its own */
+	struct fpp_names *proc_names;
 	/* any other consumer of the accepted samples (procs) */
 	void (*sink)(void *data, const struct fp_perf_record *rec);
 	void *sink_data;
@@ -324,6 +328,37 @@ fpp_read_inputs(struct fpp_run *r, char *const *args, size_t nargs);
 /** The table of the sample's value under top --by, else the one table. */
 struct fp_func_table *
 fpp_group_table(struct fpp_run *r, const struct fp_perf_record *rec);
+
+/*
+ * One name per process, as procs gives it: its registered name (the last
+ * one seen), else its initial call (the last one that is not
+ * proc_lib:init_p/N, unless no other is seen).
+ */
+struct fpp_names;
+
+/**
+ * Read @args once for the names of the processes in the samples @o
+ * selects. Standard input ("-") is kept for the pass that follows:
+ * rewound, or first copied to an unlinked temporary file when it cannot
+ * be. Returns an exit code (enum fpp_exit); *@out, owned by the caller
+ * (fpp_names_destroy()), is set only on FPP_EXIT_OK.
+ */
+int
+fpp_names_read(const struct fpp_options *o, char *const *args, size_t nargs,
+	       struct fpp_names **out);
+
+void
+fpp_names_destroy(struct fpp_names *names);
+
+/**
+ * The registered name and initial call that stand for @pid: what
+ * @names holds, else (NULL, or a process it never saw) the sample's own
+ * @registered_name and @initial_call. Either may be NULL; the strings
+ * live as long as @names or the sample.
+ */
+void
+fpp_names_of(const struct fpp_names *names, const struct fp_pid *pid,
+	     const char **registered_name, const char **initial_call);
 
 /** Free what fpp_read_inputs() allocated in @r (not its sinks). */
 void

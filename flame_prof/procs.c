@@ -10,10 +10,12 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "flame_prof.h"
 #include "fp/speedscope.h"
@@ -142,6 +144,138 @@ procs_add(void *data, const struct fp_perf_record *rec)
 	/* a process's label is a term of its own; a thread's is its name */
 	if (rec->status == FP_STATUS_CPU)
 		keep_last(&p->thread, rec->label);
+}
+
+struct fpp_names {
+	struct procs t;
+};
+
+static void
+procs_free(struct procs *t)
+{
+	for (size_t i = 0; i < t->count; i++) {
+		free(t->procs[i].name);
+		free(t->procs[i].initial_call);
+		free(t->procs[i].thread);
+	}
+	free(t->procs);
+	free(t->slots);
+}
+
+/* The slot of @pid, or NULL: proc_of() without adding it. */
+static const struct proc *
+proc_find(const struct procs *t, const struct fp_pid *pid)
+{
+	size_t j = pid_hash(pid) & (t->nslots - 1);
+
+	while (t->slots[j]) {
+		const struct proc *p = &t->procs[t->slots[j] - 1];
+
+		if (p->pid.num == pid->num && p->pid.serial == pid->serial)
+			return p;
+		j = (j + 1) & (t->nslots - 1);
+	}
+	return NULL;
+}
+
+/*
+ * Standard input read a second time: a file is rewound; a pipe is
+ * copied to an unlinked temporary file first, which then stands in for
+ * it. Returns 0 or a negative errno.
+ */
+static int
+stdin_rewindable(void)
+{
+	char buf[65536];
+	FILE *tmp;
+	ssize_t got;
+	int rc = 0;
+
+	if (lseek(STDIN_FILENO, 0, SEEK_CUR) >= 0)
+		return 0;
+	tmp = tmpfile();
+	if (!tmp)
+		return -errno;
+	while ((got = read(STDIN_FILENO, buf, sizeof(buf))) != 0) {
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0 ||
+		    fwrite(buf, 1, (size_t)got, tmp) != (size_t)got) {
+			rc = got < 0 ? -errno : -EIO;
+			goto close_tmp;
+		}
+	}
+	if (fflush(tmp) != 0 || dup2(fileno(tmp), STDIN_FILENO) < 0 ||
+	    lseek(STDIN_FILENO, 0, SEEK_SET) < 0)
+		rc = -errno;
+close_tmp:
+	fclose(tmp);
+	return rc;
+}
+
+int
+fpp_names_read(const struct fpp_options *o, char *const *args, size_t nargs,
+	       struct fpp_names **out)
+{
+	struct fpp_names *names = xnew(struct fpp_names);
+	struct fpp_options quiet = *o;
+	struct fpp_run r = { .o = &quiet, .sink = procs_add,
+			     .sink_data = &names->t };
+	off_t start = -1;
+	bool piped = false;
+	int ex, rc;
+
+	*out = NULL;
+	for (size_t i = 0; i < nargs; i++)
+		piped |= strcmp(args[i], "-") == 0;
+	if (piped) {
+		rc = stdin_rewindable();
+		if (rc < 0) {
+			fpp_fail("cannot keep standard input for a second "
+				 "reading: %s", strerror(-rc));
+			ex = FPP_EXIT_IOERR;
+			goto free_names;
+		}
+		start = lseek(STDIN_FILENO, 0, SEEK_CUR);
+	}
+	/* the pass that follows says what there is to say */
+	quiet.quiet = true;
+	procs_rehash(&names->t);
+	ex = fpp_read_inputs(&r, args, nargs);
+	fpp_run_free(&r);
+	if (ex == FPP_EXIT_OK && piped &&
+	    lseek(STDIN_FILENO, start, SEEK_SET) < 0) {
+		fpp_fail("cannot rewind standard input: %s", strerror(errno));
+		ex = FPP_EXIT_IOERR;
+	}
+	if (ex == FPP_EXIT_OK) {
+		*out = names;
+		return ex;
+	}
+free_names:
+	fpp_names_destroy(names);
+	return ex;
+}
+
+void
+fpp_names_destroy(struct fpp_names *names)
+{
+	if (!names)
+		return;
+	procs_free(&names->t);
+	free(names);
+}
+
+void
+fpp_names_of(const struct fpp_names *names, const struct fp_pid *pid,
+	     const char **registered_name, const char **initial_call)
+{
+	const struct proc *p = names ? proc_find(&names->t, pid) : NULL;
+
+	if (p) {
+		*registered_name = p->name;
+		*initial_call = p->initial_call;
+	}
 }
 
 static int
@@ -358,13 +492,7 @@ fpp_cmd_procs(const struct fpp_options *o, char *const *args, size_t nargs)
 			 "are shown held at the largest value");
 
 free_procs:
-	for (size_t i = 0; i < t.count; i++) {
-		free(t.procs[i].name);
-		free(t.procs[i].initial_call);
-		free(t.procs[i].thread);
-	}
-	free(t.procs);
-	free(t.slots);
+	procs_free(&t);
 	free(rows);
 	fpp_run_free(&r);
 	return ex;

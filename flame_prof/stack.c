@@ -211,20 +211,20 @@ build_stack(struct fpp_run *r, const struct fp_perf_record *rec, int64_t w,
 		char frame[64];
 		int len = snprintf(frame, sizeof(frame), "<0.%" PRIu32 ".%" PRIu32 ">",
 				   rec->pid.num, rec->pid.serial);
+		const char *reg = rec->registered_name, *ic = rec->initial_call;
 		size_t at;
 
-		if (rec->registered_name) {
-			at = scratch_put(r, rec->registered_name,
-					 strlen(rec->registered_name));
+		fpp_names_of(r->proc_names, &rec->pid, &reg, &ic);
+		if (reg) {
+			at = scratch_put(r, reg, strlen(reg));
 		} else {
 			at = scratch_put(r, frame, (size_t)len);
-			if (rec->initial_call) {
+			if (ic) {
 				/* extend the pid with " INITIAL_CALL" */
 				r->text.len--;
 				scratch_put(r, " ", 1);
 				r->text.len--;
-				scratch_put(r, rec->initial_call,
-					    strlen(rec->initial_call));
+				scratch_put(r, ic, strlen(ic));
 			}
 		}
 		proc_at = k;
@@ -312,10 +312,12 @@ fpp_group_table(struct fpp_run *r, const struct fp_perf_record *rec)
 
 /* speedscope: the profile a sample goes to */
 static void
-profile_name(const struct fpp_options *o, const struct fp_perf_record *rec,
+profile_name(const struct fpp_run *r, const struct fp_perf_record *rec,
 	     char *dst, size_t size)
 {
-	switch (o->profiles) {
+	const char *reg = rec->registered_name, *ic = rec->initial_call;
+
+	switch (r->o->profiles) {
 	case FPP_PROFILES_STATUS:
 		snprintf(dst, size, "%s", fp_status_name(rec->status));
 		break;
@@ -323,14 +325,14 @@ profile_name(const struct fpp_options *o, const struct fp_perf_record *rec,
 		snprintf(dst, size, "all");
 		break;
 	case FPP_PROFILES_PROCESS:
-		if (rec->registered_name)
+		fpp_names_of(r->proc_names, &rec->pid, &reg, &ic);
+		if (reg)
 			snprintf(dst, size, "%s <0.%" PRIu32 ".%" PRIu32 ">",
-				 rec->registered_name, rec->pid.num, rec->pid.serial);
+				 reg, rec->pid.num, rec->pid.serial);
 		else
 			snprintf(dst, size, "<0.%" PRIu32 ".%" PRIu32 ">%s%s",
 				 rec->pid.num, rec->pid.serial,
-				 rec->initial_call ? " " : "",
-				 rec->initial_call ? rec->initial_call : "");
+				 ic ? " " : "", ic ? ic : "");
 		break;
 	}
 }
@@ -380,7 +382,7 @@ on_record(void *data, const struct fp_perf_record *rec)
 	if (r->speedscope) {
 		char profile[512];
 
-		profile_name(o, rec, profile, sizeof(profile));
+		profile_name(r, rec, profile, sizeof(profile));
 		fp_speedscope_add(r->speedscope, profile, r->names, r->files, n,
 				  mag, rec->time_us);
 	}
@@ -392,9 +394,20 @@ fpp_read_inputs(struct fpp_run *r, char *const *args, size_t nargs)
 {
 	const struct fpp_options *o = r->o;
 	struct fpp_inputs in;
+	struct fpp_names *names = NULL;
 	const char *bad = NULL;
 	int rc, ex = FPP_EXIT_OK;
 
+	/* a process is named once, from all its samples: a name read
+	 * after its first samples (proc_lib's recorded initial call, a
+	 * registration mid-file) must not make it two */
+	if (!r->proc_names && !r->sink &&
+	    (o->process || (r->speedscope && o->profiles == FPP_PROFILES_PROCESS))) {
+		ex = fpp_names_read(o, args, nargs, &names);
+		if (ex != FPP_EXIT_OK)
+			return ex;
+		r->proc_names = names;
+	}
 	rc = fpp_inputs_expand(args, nargs, &o->from, &o->to, &in, &bad);
 	if (rc == -ENODATA) {
 		fpp_fail("%s: no perf-script files (*.perf, *.perf.gz, *.perf.zst) below it",
@@ -464,6 +477,10 @@ fpp_read_inputs(struct fpp_run *r, char *const *args, size_t nargs)
 		     o->weight_name);
 free_inputs:
 	fpp_inputs_free(&in);
+	if (names) {
+		r->proc_names = NULL;
+		fpp_names_destroy(names);
+	}
 	return ex;
 }
 

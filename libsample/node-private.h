@@ -70,6 +70,8 @@ struct fp_node {
 	/* scan.c: the selection scan, parsed by the node */
 	char *scan_exprs;
 	size_t scan_len;
+	char *sweep_exprs;	/* ... and the sweep's */
+	size_t sweep_len;
 	bool scan_iter;		/* ... walking the table with an iterator */
 	unsigned scan_connects;	/* ... for this connection (connects) */
 

@@ -175,6 +175,7 @@ fp_node_destroy(struct fp_node *node)
 	free(node->target);
 	free(node->via_host);
 	free(node->scan_exprs);
+	free(node->sweep_exprs);
 	free_names(node->keys, node->nkeys);
 	free_names(node->logger_keys, node->nlogger_keys);
 	ei_x_free(&node->extra_items);

@@ -31,6 +31,18 @@ const struct node_item_name node_item_names[NODE_NITEMS] = {
  * all come from one moment (total_heap_size >= heap_size, and so on). The
  * order within a list the decoder expects nothing of: it reads by key.
  *
+ * The first list also reads message_queue_len and reductions, which
+ * need no signal either: a process that answers it itself (it was
+ * running, or a message or signal was on its way to it) answers at a
+ * signal-handling point, after taking the messages sent before the
+ * request, and reads `running` whether or not it was on a scheduler when
+ * asked. Messages in its queue, and next to no work done before it
+ * answers the second list, say a message woke it and it ran only to
+ * take it (a gen:call client whose reply arrived, waiting in a run
+ * queue): the decoder writes such a sample `runnable`, which is what
+ * the process's state said before the request (status_before_asked()
+ * in sample.c).
+ *
  * A probed process is asked once, for items that need no signal: a
  * process that is not running answers without being scheduled, and its
  * reductions do not move (each signal it handles costs it one).
@@ -38,6 +50,8 @@ const struct node_item_name node_item_names[NODE_NITEMS] = {
 static const enum node_item instant_items[] = {
 	NODE_ITEM_STATUS,
 	NODE_ITEM_REGISTERED_NAME,
+	NODE_ITEM_MESSAGE_QUEUE_LEN,
+	NODE_ITEM_REDUCTIONS,
 };
 
 static const enum node_item signalled_items[] = {

@@ -10,7 +10,13 @@
 #include "fp/select.h"
 #include "node-private.h"
 #include "pidmap.h"
+#include "util-buf.h"
 #include "util-mem.h"
+
+/* The most candidates a sweep leaves (fewer under a smaller --scan-max):
+ * far more than any --top, and still a small reply (about 50 bytes a
+ * pid) and a cheap re-read at the next selection. */
+#define SWEEP_KEEP 10000u
 
 struct history {
 	int64_t reductions;
@@ -34,10 +40,16 @@ struct fp_select {
 	size_t cursor_len, cursor_cap;	/* 0 bytes: at the beginning */
 	bool plan_at_start;	/* the pending plan's window is the first */
 	bool last_at_start;	/* ... and so was the last one's */
+	bool fresh;		/* the window starts where a sweep stopped:
+				 * a first window too */
 
 	struct fp_pid *keep;	/* the pending plan's re-read pids */
 	size_t nkeep, keep_cap;
 	bool pending;
+	bool plan_sweep;	/* the pending plan is a sweep */
+
+	struct fp_pid *cand;	/* the last sweep's candidates, re-read */
+	size_t ncand, cand_cap;	/* ... by the next plan */
 
 	struct fp_pid *read;	/* a reply's pids, in the order read */
 	size_t read_cap;
@@ -73,6 +85,7 @@ fp_select_destroy(struct fp_select *sel)
 	pidmap_release(&sel->history);
 	free(sel->cursor);
 	free(sel->keep);
+	free(sel->cand);
 	free(sel->read);
 	free(sel->reds);
 	free(sel->heap);
@@ -88,6 +101,8 @@ fp_select_reset(struct fp_select *sel)
 	sel->pending = false;
 	sel->cursor_len = 0;
 	sel->last_at_start = false;
+	sel->fresh = false;
+	sel->ncand = 0;
 }
 
 static bool
@@ -105,29 +120,37 @@ fp_select_plan(struct fp_select *sel, const struct fp_pid *keep, size_t nkeep,
 	       size_t limit, struct fp_scan *scan)
 {
 	size_t cap = limit && limit < sel->scan_max ? limit : sel->scan_max;
-	size_t nk;
+	size_t nk, nsel, len;
+	bool sweep = !sel->have_history;
 
 	if (cap < 2)
 		cap = 2;
-	nk = nkeep < cap - 1 ? nkeep : cap - 1;
-	if (nk > sel->keep_cap) {
-		sel->keep_cap = nk;
-		sel->keep = xrealloc(sel->keep, nk * sizeof(*sel->keep));
-	}
-	if (nk)
-		memcpy(sel->keep, keep, nk * sizeof(*keep));
+	/* the selection, then what the last sweep left, read again */
+	nk = nkeep + sel->ncand < cap - 1 ? nkeep + sel->ncand : cap - 1;
+	FP_GROW(sel->keep, sel->keep_cap, nk);
+	nsel = nkeep < nk ? nkeep : nk;
+	if (nsel)
+		memcpy(sel->keep, keep, nsel * sizeof(*keep));
+	if (nk > nsel)
+		memcpy(sel->keep + nsel, sel->cand, (nk - nsel) * sizeof(*sel->cand));
+	sel->ncand = 0;
 	sel->nkeep = nk;
 	sel->pending = true;
-	sel->plan_at_start = sel->cursor_len == 0;
+	sel->plan_sweep = sweep;
+	sel->plan_at_start = sel->cursor_len == 0 || sel->fresh;
 
+	len = cap - nk;
+	if (sweep && len > SWEEP_KEEP)
+		len = SWEEP_KEEP;
 	*scan = (struct fp_scan){
 		.keep = sel->keep,
 		.nkeep = nk,
 		.max = cap,
-		.len = cap - nk,
+		.sweep = sweep,
+		.len = len,
 		/* The window moves on by half its size, so every pid in it
 		 * was also read last time and has a delta to rank by. */
-		.step = (cap - nk + 1) / 2,
+		.step = sweep ? len : (len + 1) / 2,
 		.cursor = sel->cursor,
 		.cursor_len = sel->cursor_len,
 	};
@@ -226,31 +249,33 @@ reserve(void *p, size_t *cap, size_t n, size_t size)
 }
 
 /*
- * {full | window, Count, Pids, Reductions, Next} into sel->read (Keep ++
- * Pids, or Pids) and sel->reds (-1: gone); the bytes of Next at
- * [*next_start, *next_end).
+ * {full | window, Count, Pids, Reductions, Next} or {sweep, ..., Next,
+ * Read} into sel->read (Keep ++ Pids, or Pids) and sel->reds (-1: gone);
+ * the bytes of Next at [*next_start, *next_end), *swept what a sweep
+ * read.
  * The cursor is not touched: a bad reply changes nothing.
  */
 static int
 decode_scan(struct fp_select *sel, const struct fp_reply *reply, bool *full,
-	    size_t *processes, size_t *nread, int *next_start, int *next_end)
+	    bool *sweep, size_t *processes, size_t *nread, int *next_start,
+	    int *next_end, size_t *swept)
 {
 	const char *buf = reply->buf;
 	char tag[MAXATOMLEN_UTF8];
 	int index = reply->index, arity, count, nreds, rc;
-	int64_t procs;
+	int64_t procs, read;
 	size_t first;
 
-	if (ei_decode_tuple_header(buf, &index, &arity) < 0 || arity != 5 ||
+	if (ei_decode_tuple_header(buf, &index, &arity) < 0 ||
+	    (arity != 5 && arity != 6) ||
 	    etf_decode_atom(buf, &index, tag) < 0 ||
 	    etf_decode_int(buf, &index, &procs) < 0 || procs < 0 ||
 	    ei_decode_list_header(buf, &index, &count) < 0 || count < 0)
 		return -EBADMSG;
-	if (strcmp(tag, "full") == 0)
-		*full = true;
-	else if (strcmp(tag, "window") == 0)
-		*full = false;
-	else
+	*full = strcmp(tag, "full") == 0;
+	*sweep = strcmp(tag, "sweep") == 0;
+	if ((!*full && !*sweep && strcmp(tag, "window") != 0) ||
+	    (arity == 6) != *sweep)
 		return -EBADMSG;
 
 	first = *full ? 0 : sel->nkeep;
@@ -286,6 +311,12 @@ decode_scan(struct fp_select *sel, const struct fp_reply *reply, bool *full,
 	if (etf_skip_term(buf, &index) < 0)
 		return -EBADMSG;
 	*next_end = index;
+	*swept = 0;
+	if (*sweep) {
+		if (etf_decode_int(buf, &index, &read) < 0 || read < 0)
+			return -EBADMSG;
+		*swept = (size_t)read;
+	}
 	*processes = (size_t)procs;
 	return 0;
 }
@@ -297,9 +328,9 @@ fp_select_scan(struct fp_select *sel, const struct fp_reply *reply,
 {
 	struct fp_reply value = *reply;
 	struct pidmap seen;
-	size_t nheap = 0, alive = 0, processes, nread;
+	size_t nheap = 0, alive = 0, processes, nread, swept;
 	int rc, next_start, next_end;
-	bool full;
+	bool full, sweep;
 
 	memset(result, 0, sizeof(*result));
 	if (!sel->pending)
@@ -307,16 +338,31 @@ fp_select_scan(struct fp_select *sel, const struct fp_reply *reply,
 	sel->pending = false;
 	if (reply->badrpc || node_reply_eval_value(&value) < 0)
 		return -EBADMSG;
-	rc = decode_scan(sel, &value, &full, &processes, &nread, &next_start,
-			 &next_end);
+	rc = decode_scan(sel, &value, &full, &sweep, &processes, &nread,
+			 &next_start, &next_end, &swept);
 	if (rc < 0)
 		return rc;
+	if (sweep && !sel->plan_sweep)
+		return -EBADMSG;	/* a sweep was not asked for */
 
 	/* The first window of a round is read twice: there is no window
-	 * before it that would have read its first half. */
-	if (full || !sel->plan_at_start || sel->last_at_start) {
+	 * before it that would have read its first half. The windows go on
+	 * where a sweep stopped: at the start, when it read the whole
+	 * table. */
+	if (sweep) {
+		size_t n = nread - sel->nkeep;
+
+		FP_GROW(sel->cand, sel->cand_cap, n);
+		if (n)
+			memcpy(sel->cand, sel->read + sel->nkeep,
+			       n * sizeof(*sel->cand));
+		sel->ncand = n;
+	}
+	if (sweep || full || !sel->plan_at_start || sel->last_at_start) {
 		int index = next_start;
 
+		/* a window read twice where the sweep stopped moves on */
+		sel->fresh = sweep;
 		if (ei_decode_atom(value.buf, &index, NULL) == 0 &&
 		    index == next_end) {
 			sel->cursor_len = 0;	/* start */
@@ -328,7 +374,7 @@ fp_select_scan(struct fp_select *sel, const struct fp_reply *reply,
 			       sel->cursor_len);
 		}
 	}
-	sel->last_at_start = !full && sel->plan_at_start;
+	sel->last_at_start = !full && !sweep && sel->plan_at_start;
 
 	if (top > sel->heap_cap) {
 		sel->heap_cap = top;
@@ -378,7 +424,9 @@ fp_select_scan(struct fp_select *sel, const struct fp_reply *reply,
 	sel->history = seen;
 
 	result->processes = processes;
-	result->scanned = nread;
+	/* a sweep read what it walked, and sent back nread */
+	result->scanned = sweep ? swept + sel->nkeep : nread;
+	result->sweep = sweep;
 	result->alive = alive;
 	result->full = full;
 	result->baseline = !sel->have_history;

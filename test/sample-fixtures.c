@@ -143,6 +143,23 @@ enc_status(ei_x_buff *x, const char *status)
 	ei_x_encode_empty_list(x);
 }
 
+/* The first list of a full ask as the daemon asks it: status, registered
+ * name (none), message queue length and reductions. */
+void
+enc_instant(ei_x_buff *x, const char *status, long mq, long reds)
+{
+	ei_x_encode_list_header(x, 4);
+	ei_x_encode_tuple_header(x, 2);
+	ei_x_encode_atom(x, "status");
+	ei_x_encode_atom(x, status);
+	ei_x_encode_tuple_header(x, 2);
+	ei_x_encode_atom(x, "registered_name");
+	ei_x_encode_empty_list(x);
+	enc_kv_long(x, "message_queue_len", mq);
+	enc_kv_long(x, "reductions", reds);
+	ei_x_encode_empty_list(x);
+}
+
 /* What FP_ASK_PROBE asks: the items read without a signal. */
 void
 enc_probe(ei_x_buff *x, const struct proc *p)

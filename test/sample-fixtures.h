@@ -40,6 +40,11 @@ enc_proc(ei_x_buff *x, const struct proc *p);
 void
 enc_status(ei_x_buff *x, const char *status);
 
+/* The first list of a full ask: status, registered_name,
+ * message_queue_len, reductions. */
+void
+enc_instant(ei_x_buff *x, const char *status, long mq, long reds);
+
 /* What FP_ASK_PROBE asks: the items read without a signal. */
 void
 enc_probe(ei_x_buff *x, const struct proc *p);

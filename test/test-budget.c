@@ -5,6 +5,7 @@
 
 #include "fp-test.h"
 #include "../daemon/budget.h"
+#include "../daemon/cost.h"
 
 START_TEST(budget_off)
 {
@@ -86,6 +87,28 @@ START_TEST(breaker)
 }
 END_TEST
 
+/* A sweep's work is the interval's, not each selection's: the budget's
+ * per-selection cost and the next scan's limit keep the last window's. */
+START_TEST(cost_sweep)
+{
+	struct fpd_options o = { .max_overhead = 5.0, .rate = 10, .top = 100,
+				 .every_us = 5000000, .scan_max = 50000 };
+	struct fpd_cost c;
+	double select_us, pid_us;
+
+	fpd_cost_init(&c, &o, 0, 0);
+	fpd_cost_selection(&c, 30000, 50000, 2500000);
+	select_us = c.select_us;
+	pid_us = c.scan_pid_us;
+	fp_assert(select_us > 0 && pid_us > 0);
+	fpd_cost_sweep(&c, 1400000, 1000000, 490000);
+	fp_assert(c.select_us == select_us && c.scan_pid_us == pid_us);
+	fp_assert_int_eq(c.interval.scan_us, 30000 + 1400000);
+	fp_assert_int_eq(c.interval.scanned, 50000 + 1000000);
+	fp_assert_int_eq(c.interval.scan_bytes, 2500000 + 490000);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -95,6 +118,7 @@ suite(void)
 	tcase_add_test(tc, budget_off);
 	tcase_add_test(tc, budget_steps);
 	tcase_add_test(tc, breaker);
+	tcase_add_test(tc, cost_sweep);
 	suite_add_tcase(s, tc);
 	return s;
 }

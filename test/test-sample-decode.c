@@ -195,6 +195,61 @@ START_TEST(decode_pairs)
 }
 END_TEST
 
+/*
+ * A process that answered its status itself reads `running`; with
+ * messages in its queue then, and next to no reductions before it
+ * answered the second list, a message had woken it and it was waiting
+ * for a scheduler: the sample is `runnable`. One that worked on keeps
+ * `running`. The metrics are still the second list's. (proc_a did 1000
+ * reductions when it answered the second list.)
+ */
+static const struct {
+	const char *answered;
+	long queued, reds;
+	enum fp_status want;
+} woken_cases[] = {
+	{ "running", 1, 990, FP_STATUS_RUNNABLE },
+	{ "running", 3, 1, FP_STATUS_RUNNABLE },	/* 999 */
+	{ "running", 1, 0, FP_STATUS_RUNNING },		/* 1000 */
+	{ "running", 0, 990, FP_STATUS_RUNNING },
+	{ "waiting", 0, 1000, FP_STATUS_WAITING },
+	{ "runnable", 3, 1000, FP_STATUS_RUNNABLE },
+	{ "garbage_collecting", 2, 1000, FP_STATUS_GARBAGE_COLLECTING },
+	{ "suspended", 1, 1000, FP_STATUS_SUSPENDED },
+};
+
+START_TEST(decode_woken)
+{
+	struct fp_sampler *s = fp_sampler_new();
+	struct fp_pid pid = { 80, 0 };
+	enum fp_ask ask = FP_ASK_FULL;
+	struct proc rest = proc_a;
+	const struct fp_sample *out;
+	struct fp_reply r;
+	ei_x_buff x;
+	size_t n;
+
+	rest.no_status = true;
+	rest.with_initial_call = false;
+	ei_x_new_with_version(&x);
+	ei_x_encode_list_header(&x, 2);
+	enc_instant(&x, woken_cases[_i].answered, woken_cases[_i].queued,
+		    woken_cases[_i].reds);
+	enc_proc(&x, &rest);
+	ei_x_encode_empty_list(&x);
+	r = reply_of(&x);
+
+	out = decode_expect(s, &r, &pid, &ask, 1, 7, 1, &n);
+	fp_assert_int_eq(n, 1);
+	fp_assert_int_eq(out[0].status, woken_cases[_i].want);
+	fp_assert_int_eq(out[0].value[FP_METRIC_MESSAGE_QUEUE_LEN], proc_a.mq);
+	fp_assert_int_eq(out[0].value[FP_METRIC_REDUCTIONS], proc_a.reductions);
+	fp_assert_int_eq(out[0].nframes, 2);
+	ei_x_free(&x);
+	fp_sampler_destroy(s);
+}
+END_TEST
+
 /* One pid asked as @ask: a reply of @p's items, decoded. */
 static int
 decode_as(struct fp_sampler *s, struct fp_pid pid, enum fp_ask ask,
@@ -707,6 +762,8 @@ suite(void)
 	tc = tcase_create("decode");
 	tcase_add_test(tc, decode_sample);
 	tcase_add_test(tc, decode_pairs);
+	tcase_add_loop_test(tc, decode_woken, 0,
+			    sizeof(woken_cases) / sizeof(woken_cases[0]));
 	tcase_add_test(tc, decode_tags);
 	tcase_add_test(tc, decode_probe);
 	tcase_add_loop_test(tc, decode_probe_stale, 0, 10);

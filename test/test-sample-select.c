@@ -13,6 +13,7 @@
 #include "fp/select.h"
 #include "node-private.h"
 #include "sample-fixtures.h"
+#include "util-mem.h"
 
 /* The node the scans ask: pids 100 .. 100 + node_n - 1, in table order. */
 static size_t node_n;
@@ -31,7 +32,7 @@ enc_scan_head(ei_x_buff *x, const char *tag, size_t count)
 {
 	ei_x_encode_tuple_header(x, 3);
 	ei_x_encode_atom(x, "value");
-	ei_x_encode_tuple_header(x, 5);
+	ei_x_encode_tuple_header(x, strcmp(tag, "sweep") ? 5 : 6);
 	ei_x_encode_atom(x, tag);
 	ei_x_encode_ulong(x, count);
 }
@@ -45,10 +46,34 @@ enc_reds(ei_x_buff *x, long v)
 		enc_kv_long(x, "reductions", v);
 }
 
+/* The node's sweep keeps the @len that did the most reductions (more
+ * than none), the lower pid first among equals. */
+static size_t
+sweep_candidates(const long *reds, size_t len, unsigned *cands)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < node_n; i++) {
+		size_t at = n;
+
+		if (reds[i] <= 0)
+			continue;
+		while (at > 0 && reds[cands[at - 1] - 100] < reds[i])
+			at--;
+		if (at >= len)
+			continue;
+		if (n < len)
+			n++;
+		memmove(cands + at + 1, cands + at, (n - 1 - at) * sizeof(*cands));
+		cands[at] = (unsigned)(100 + i);
+	}
+	return n;
+}
+
 /*
  * One selection: plan, and answer as the node's scan would (the window
- * from the cursor, an integer position as lists:sublist/3 takes it), with
- * reds[pid.num - 100] (-1: dead). Returns the pids read.
+ * from the cursor, an integer position as lists:sublist/3 takes it; or a
+ * sweep), with reds[pid.num - 100] (-1: dead). Returns the pids read.
  */
 static size_t
 scan_limited(struct fp_select *sel, const long *reds, uint64_t now,
@@ -83,6 +108,27 @@ scan_limited(struct fp_select *sel, const long *reds, uint64_t now,
 		ei_x_encode_empty_list(&x);
 		ei_x_encode_atom(&x, "start");
 		nread = node_n;
+	} else if (plan.sweep) {
+		unsigned *cands = xzalloc(plan.len * sizeof(*cands));
+		size_t nc = sweep_candidates(reds, plan.len, cands);
+
+		enc_scan_head(&x, "sweep", node_n);
+		if (nc)
+			ei_x_encode_list_header(&x, (long)nc);
+		for (size_t i = 0; i < nc; i++)
+			enc_pid(&x, cands[i]);
+		ei_x_encode_empty_list(&x);
+		if (plan.nkeep + nc)
+			ei_x_encode_list_header(&x, (long)(plan.nkeep + nc));
+		for (size_t i = 0; i < plan.nkeep; i++)
+			enc_reds(&x, reds[plan.keep[i].num - 100]);
+		for (size_t i = 0; i < nc; i++)
+			enc_reds(&x, reds[cands[i] - 100]);
+		ei_x_encode_empty_list(&x);
+		ei_x_encode_atom(&x, "start");
+		ei_x_encode_ulong(&x, node_n);
+		nread = node_n + plan.nkeep;
+		free(cands);
 	} else {
 		nwin = start - 1 + plan.len > node_n ? node_n - (start - 1) : plan.len;
 		enc_scan_head(&x, "window", node_n);
@@ -225,9 +271,9 @@ START_TEST(select_many)
 }
 END_TEST
 
-/* Bounded scan: a window of scan_max moving by half, from the first
- * selection on; the hot process is found within 2 * N / scan_max
- * selections and kept once found. */
+/* Bounded scan: after the first selection's sweep, a window of scan_max
+ * moving by half; a process that turns hot after the sweep is found
+ * within 2 * N / scan_max selections and kept once found. */
 START_TEST(select_window)
 {
 	enum { N = 1000, MAX = 100, HOT = 777 };
@@ -243,15 +289,24 @@ START_TEST(select_window)
 		size_t planned;
 
 		for (int i = 0; i < N; i++)
-			reds[i] += i == HOT ? 1000 : 1;
+			reds[i] += i == HOT && round > 1 ? 1000 : 1;
 		planned = scan(sel, reds, round * 1000000, keep, nkeep, 5,
 			       NULL, 0, out, &n, &res);
-		/* never more than scan_max, the first selections included
-		 * (less where the window meets the end of the table) */
-		fp_assert(planned <= MAX && planned > nkeep);
-		fp_assert_int_eq(res.scanned, planned);
 		fp_assert(!res.full);
 		fp_assert_int_eq(res.processes, N);
+		if (round == 1) {
+			/* the sweep reads every process, sends back at most
+			 * scan_max */
+			fp_assert(res.sweep && res.baseline);
+			fp_assert_int_eq(res.scanned, N);
+			fp_assert_int_eq(planned, N);
+			continue;
+		}
+		/* then never more than scan_max (less where the window
+		 * meets the end of the table) */
+		fp_assert(!res.sweep);
+		fp_assert(planned <= MAX && planned > nkeep);
+		fp_assert_int_eq(res.scanned, planned);
 		if (n > 0 && out[0].num == 100 + HOT && !found_at)
 			found_at = round;
 		if (found_at) {
@@ -260,18 +315,21 @@ START_TEST(select_window)
 		memcpy(keep, out, (size_t)n * sizeof(*out));
 		nkeep = (size_t)n;
 	}
-	/* The first window is read twice; every process does a reduction a
-	 * round, so five are kept from the second on and the window moves by
-	 * 48: the 17th and 18th windows (starting at 723 and 771) hold it. */
-	fp_assert_int_eq(found_at, 18);
+	/* The sweep, then the windows as they would be without it, one
+	 * selection later: the first window is read twice; every process
+	 * does a reduction a round, so five are kept and the window moves
+	 * by 48: the 18th and 19th selections' windows (starting at 723 and
+	 * 771) hold it. */
+	fp_assert_int_eq(found_at, 19);
 	fp_assert(found_at <= 2 * N / MAX);
 	fp_select_destroy(sel);
 }
 END_TEST
 
-/* A caller's limit shrinks the scan; the first window is read twice, so
- * what is hot in it is found at the first ranking; a kept pid that is in
- * the window too is read once; the whole node is read when it fits. */
+/* A caller's limit shrinks the scan (and the sweep's reply); the first
+ * window is read twice, so what is hot in it is found at its second
+ * reading; a kept pid that is in the window too is read once; the whole
+ * node is read when it fits. */
 START_TEST(select_limit)
 {
 	enum { N = 50 };
@@ -282,13 +340,18 @@ START_TEST(select_limit)
 	int n;
 
 	send_processes(sel, N);
+	/* a sweep of an idle node: nothing did a reduction, no candidate */
 	fp_assert_int_eq(scan_limited(sel, reds, 1000000, NULL, 0, 10, 3,
-				      NULL, 0, out, &n, &res), 10);
-	fp_assert(!res.full);
+				      NULL, 0, out, &n, &res), N);
+	fp_assert(!res.full && res.sweep);
 	fp_assert(res.baseline);
+	fp_assert_int_eq(res.alive, 0);
+	fp_assert_int_eq(scan_limited(sel, reds, 2000000, NULL, 0, 10, 3,
+				      NULL, 0, out, &n, &res), 10);
+	fp_assert(!res.baseline && !res.sweep);
 	reds[1] = 500;
 	reds[3] = 100;
-	fp_assert_int_eq(scan_limited(sel, reds, 2000000, keep, 1, 10, 3,
+	fp_assert_int_eq(scan_limited(sel, reds, 3000000, keep, 1, 10, 3,
 				      NULL, 0, out, &n, &res), 10);
 	/* the same window (100..108) and 101 kept: read once */
 	fp_assert_int_eq(res.alive, 9);
@@ -297,11 +360,164 @@ START_TEST(select_limit)
 	fp_assert_int_eq(out[1].num, 103);
 	/* no limit: the whole node, and the rates go on */
 	reds[1] = 1500;
-	fp_assert_int_eq(scan(sel, reds, 3000000, keep, 1, 3, NULL, 0, out, &n,
+	fp_assert_int_eq(scan(sel, reds, 4000000, keep, 1, 3, NULL, 0, out, &n,
 			      &res), N);
 	fp_assert(res.full);
 	fp_assert_int_eq(n, 1);
 	fp_assert_int_eq(out[0].num, 101);
+	fp_select_destroy(sel);
+}
+END_TEST
+
+/* The sweep finds the busy processes wherever they are in the table (the
+ * first, the middle, the last): its reply holds at most scan_max (and
+ * at most 10000) candidates, read again at the next selection, which
+ * ranks them; the windows then start at the beginning. */
+START_TEST(select_sweep)
+{
+	enum { N = 200000, MAX = 500, BUSY = 4 };
+	static const size_t at[] = { 0, N / 2, N - BUSY };
+	struct fp_select *sel = fp_select_new(MAX);
+	static long reds[N];
+	struct fp_pid out[BUSY];
+	struct fp_select_result res;
+	struct fp_scan plan;
+	size_t first = at[_i];
+	int n;
+
+	for (size_t i = 0; i < N; i++)
+		reds[i] = i >= first && i < first + BUSY ? 100000 : 5 + i % 3;
+	send_processes(sel, N);
+	fp_assert_int_eq(scan(sel, reds, 1000000, NULL, 0, BUSY, NULL, 0, out,
+			      &n, &res), N);
+	fp_assert(res.sweep && res.baseline && !res.full);
+	fp_assert_int_eq(res.scanned, N);
+	fp_assert_int_eq(res.alive, MAX);
+	fp_assert_int_eq(n, 0);
+	for (size_t i = 0; i < N; i++)
+		reds[i] += i >= first && i < first + BUSY ? 400000 + 1000 * (long)i : 1;
+	/* the candidates, then the first window: scan_max in all */
+	fp_assert_int_eq(scan(sel, reds, 2000000, NULL, 0, BUSY, NULL, 0, out,
+			      &n, &res), MAX);
+	fp_assert(!res.sweep && !res.baseline);
+	fp_assert_int_eq(n, BUSY);
+	for (int i = 0; i < BUSY; i++)
+		fp_assert_int_eq(out[i].num, 100 + first + BUSY - 1 - (size_t)i);
+	/* the first window is read again; no candidate is left */
+	fp_select_plan(sel, out, BUSY, 0, &plan);
+	fp_assert(!plan.sweep);
+	fp_assert_int_eq(plan.nkeep, BUSY);
+	fp_assert_int_eq(plan.cursor_len, 0);
+	fp_select_destroy(sel);
+}
+END_TEST
+
+/* A window reply of @n pids from position @from (reductions 1 each, no
+ * keep read), the next window at @next. */
+static int
+window_reply(struct fp_select *sel, const struct fp_scan *plan, size_t count,
+	     long from, size_t n, long next, uint64_t now, struct fp_pid *out,
+	     struct fp_select_result *res)
+{
+	struct fp_reply r;
+	ei_x_buff x;
+	int rc;
+
+	ei_x_new_with_version(&x);
+	enc_scan_head(&x, "window", count);
+	ei_x_encode_list_header(&x, (long)n);
+	for (size_t i = 0; i < n; i++)
+		enc_pid(&x, (unsigned)(100 + from - 1 + (long)i));
+	ei_x_encode_empty_list(&x);
+	ei_x_encode_list_header(&x, (long)(plan->nkeep + n));
+	for (size_t i = 0; i < plan->nkeep + n; i++)
+		enc_kv_long(&x, "reductions", 1);
+	ei_x_encode_empty_list(&x);
+	ei_x_encode_long(&x, next);
+	ei_x_encode_empty_list(&x);
+	r = reply_of(&x);
+	rc = fp_select_scan(sel, &r, now, NULL, 0, 1, out, res);
+	ei_x_free(&x);
+	return rc;
+}
+
+/* A sweep that stopped early (its time ran out) says where: the windows
+ * go on from there, and what it read is what it walked. A sweep's reply
+ * is taken only for a sweep. */
+START_TEST(select_sweep_partial)
+{
+	struct fp_select *sel = fp_select_new(100);
+	struct fp_select_result res;
+	struct fp_scan plan;
+	struct fp_pid out[1];
+	struct fp_reply r;
+	ei_x_buff x;
+	long pos = 0;
+	int index = 0;
+
+	fp_select_plan(sel, NULL, 0, 0, &plan);
+	fp_assert(plan.sweep);
+	ei_x_new_with_version(&x);
+	enc_scan_head(&x, "sweep", 1000);
+	ei_x_encode_list_header(&x, 1);
+	enc_pid(&x, 107);
+	ei_x_encode_empty_list(&x);
+	ei_x_encode_list_header(&x, 1);
+	enc_kv_long(&x, "reductions", 9000);
+	ei_x_encode_empty_list(&x);
+	ei_x_encode_long(&x, 401);	/* Next: where it stopped */
+	ei_x_encode_long(&x, 400);	/* Read */
+	ei_x_encode_empty_list(&x);
+	r = reply_of(&x);
+	fp_assert_int_eq(fp_select_scan(sel, &r, 1000000, NULL, 0, 1, out, &res), 0);
+	fp_assert(res.sweep && res.baseline);
+	fp_assert_int_eq(res.scanned, 400);
+	fp_assert_int_eq(res.processes, 1000);
+	ei_x_free(&x);
+
+	/* the candidate, then the window from the sweep's end */
+	fp_select_plan(sel, NULL, 0, 0, &plan);
+	fp_assert(!plan.sweep);
+	fp_assert_int_eq(plan.nkeep, 1);
+	fp_assert_int_eq(plan.keep[0].num, 107);
+	fp_assert(plan.cursor_len > 0);
+	fp_assert_int_eq(ei_decode_long(plan.cursor, &index, &pos), 0);
+	fp_assert_int_eq(pos, 401);
+	/* that first window is read twice, as the first of a round is: the
+	 * pids past its end have no window before them */
+	fp_assert_int_eq(window_reply(sel, &plan, 1000, 401, 50, 426, 2000000,
+				      out, &res), 0);
+	fp_select_plan(sel, NULL, 0, 0, &plan);
+	index = 0;
+	fp_assert_int_eq(ei_decode_long(plan.cursor, &index, &pos), 0);
+	fp_assert_int_eq(pos, 401);
+	fp_assert_int_eq(window_reply(sel, &plan, 1000, 401, 50, 426, 3000000,
+				      out, &res), 0);
+	fp_select_plan(sel, NULL, 0, 0, &plan);
+	index = 0;
+	fp_assert_int_eq(ei_decode_long(plan.cursor, &index, &pos), 0);
+	fp_assert_int_eq(pos, 426);
+	fp_assert_int_eq(window_reply(sel, &plan, 1000, 426, 50, 451, 4000000,
+				      out, &res), 0);
+	fp_select_plan(sel, NULL, 0, 0, &plan);
+	index = 0;
+	fp_assert_int_eq(ei_decode_long(plan.cursor, &index, &pos), 0);
+	fp_assert_int_eq(pos, 451);
+
+	/* a sweep's reply to a window's plan is refused */
+	ei_x_new_with_version(&x);
+	enc_scan_head(&x, "sweep", 1000);
+	ei_x_encode_empty_list(&x);
+	ei_x_encode_list_header(&x, 1);
+	enc_kv_long(&x, "reductions", 9001);
+	ei_x_encode_empty_list(&x);
+	ei_x_encode_atom(&x, "start");
+	ei_x_encode_long(&x, 1000);
+	ei_x_encode_empty_list(&x);
+	r = reply_of(&x);
+	fp_assert_int_eq(fp_select_scan(sel, &r, 2000000, NULL, 0, 1, out, &res),
+			 -EBADMSG);
+	ei_x_free(&x);
 	fp_select_destroy(sel);
 }
 END_TEST
@@ -369,6 +585,8 @@ suite(void)
 	tcase_add_test(tc, select_many);
 	tcase_add_test(tc, select_window);
 	tcase_add_test(tc, select_limit);
+	tcase_add_loop_test(tc, select_sweep, 0, 3);
+	tcase_add_test(tc, select_sweep_partial);
 	tcase_add_test(tc, select_bad);
 	suite_add_tcase(s, tc);
 	return s;

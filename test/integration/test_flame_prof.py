@@ -361,6 +361,67 @@ def test_speedscope_profiles():
           "speedscope --profiles all: one profile of samples", out[:300])
 
 
+METRICS = "".join("\tmetric_erlang_%s: 1, 0" % m for m in (
+    "reductions", "memory", "message_queue_len", "total_heap_size", "heap_size",
+    "stack_size", "binary_bytes", "minor_gcs"))
+
+
+def renamed_file(path):
+    """Two processes whose names arrive after their first samples: a
+    proc_lib process whose recorded initial call is read later, and one
+    that registers mid-file."""
+    def sample(pid, t, fields, status="running"):
+        return "%s %s [000] %s: cpu-clock:%s%s\n\t%016x a:f/0 (a.erl)\n\n" % (
+            status, pid, t, METRICS, "".join("\t" + f for f in fields), 1)
+    text = ("# flame_profd 0.1.0 perf-script (docs/FORMAT.md)\n# node: n@h\n" +
+            sample("90/0", "1795248000.100000", ["initial_call: proc_lib:init_p/5"]) +
+            sample("91/0", "1795248000.100000", ["initial_call: worker:loop/1"]) +
+            sample("90/0", "1795248000.200000", ["initial_call: my_srv:init/1"],
+                   "waiting") +
+            sample("91/0", "1795248000.200000",
+                   ["registered_name: late_name", "initial_call: worker:loop/1"]) +
+            sample("90/0", "1795248000.300000", ["initial_call: my_srv:init/1"]) +
+            sample("91/0", "1795248000.300000", ["initial_call: worker:loop/1"]))
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def test_one_name_per_process(tmp):
+    """folded/svg --process and speedscope name a process once, as procs
+    does, whichever of its samples carry the name."""
+    import json
+    path = os.path.join(tmp, "renamed.perf")
+    renamed_file(path)
+    want = {"<0.90.0> my_srv:init/1", "late_name"}
+    rc, out, err = run(["folded", "--process", path])
+    roots = {line.split(";")[1] for line in out.splitlines()}
+    check(rc == 0 and roots == want, "folded --process: one name per process",
+          "rc=%d err=%s\n%s" % (rc, err, out))
+    with open(path, "rb") as f:
+        rc, piped, err = run(["folded", "--process", "-"], stdin=f)
+    check(rc == 0 and piped == out, "folded --process -: the same from a pipe's copy",
+          "rc=%d err=%s\n%s" % (rc, err, piped))
+    rc, piped, err = run(["folded", "--process", "-"],
+                         input_bytes=open(path, "rb").read())
+    check(rc == 0 and piped == out, "folded --process -: the same from a pipe",
+          "rc=%d err=%s\n%s" % (rc, err, piped))
+    svg = os.path.join(tmp, "renamed.svg")
+    rc, _, err = run(["svg", "--process", "-o", svg, path])
+    _, frames = frames_of(svg)
+    names = {f["name"] for f in frames if f["d"] == 2}
+    check(rc == 0 and names == want, "svg --process: one name per process", repr(names))
+    rc, out, err = run(["speedscope", path])
+    profs = sorted(p["name"] for p in json.loads(out)["profiles"]) if rc == 0 else []
+    check(profs == ["<0.90.0> my_srv:init/1", "late_name <0.91.0>"],
+          "speedscope: one profile per process", repr(profs) + err)
+    rc, out, err = run(["speedscope", "--process", "--per-status", path])
+    check(rc == 0 and "proc_lib:init_p" not in out and out.count('"late_name"') == 1,
+          "speedscope --process --per-status: one process frame each", out[:400])
+    rc, out, err = run(["procs", path])
+    check(rc == 0 and "my_srv:init/1 (running 2, waiting 1)" in out and
+          "late_name (running 3)" in out, "procs: the same names", out)
+
+
 def test_inputs(tmp):
     want = golden("demo.folded")
     gz = os.path.join(tmp, "demo.perf.gz")
@@ -538,6 +599,7 @@ def main():
         test_sign_and_gross,
         test_procs,
         test_speedscope_profiles,
+        test_one_name_per_process,
         test_inputs,
         test_filters,
         test_errors,

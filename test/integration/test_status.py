@@ -14,8 +14,20 @@ read running for every busy process, and runnable never appeared:
 0 runnable in 35 134 samples of the demo workload (22 982 running). The
 daemon now reads status in a call of its own, which the caller can
 answer from the process's state.)
+
+The same node with 3 gen_server clients (client_loop/1, blocked in
+gen:do_call/4 but for a few microseconds a call) and a process parked
+in receive with nothing to receive, all pinned, all three request
+paths: the parked process is `waiting` in every sample, and marked
+idle; the clients, which a reply wakes and which then wait in a run
+queue behind the busy loops, answer the status request themselves, at
+their receive. Read `running` for that, they were `running` in 41-65%
+of their samples here; their samples are what their state was before
+the request, `runnable` or `waiting`, and `running` in at most a fifth
+of them (measured: 0-8% on OTP 25, 27 and 29).
 """
 import os
+import re
 import sys
 
 sys.dont_write_bytecode = True     # keep __pycache__ out of the source tree
@@ -50,5 +62,58 @@ def main(t):
                 "%s: running too (%d)" % (request, counts.get("running", 0)))
 
 
+PARKED = ("register(fp_status_parked, spawn(fun() -> "
+          "receive fp_status_stop -> ok end end)), ok")
+CLIENTS = ("[pid_to_list(P) || P <- processes(), "
+           "{initial_call, {fp_demo, client_loop, 1}} <- "
+           "[erlang:process_info(P, initial_call)]]")
+
+
+def woken(t):
+    node = h.start_node(idle=100, busy=4, erl_args=["+S", "2:2"], opts={
+        "clients": 3, "sink": False, "bin": False})
+    node.eval(PARKED)
+    parked = node.pid_of("fp_status_parked").strip("<>")
+    pinned = re.findall(r"<\d+\.\d+\.\d+>", node.eval(CLIENTS))
+    clients = [c.strip("<>") for c in pinned]
+    t.eq(len(clients), 3, "three gen_server clients on the node")
+    for request in ("rex", "eval", "helper"):
+        out = h.mkdtemp("out_")
+        args = h.daemon_args(node, out, top=10, rate=20, every="1s",
+                             duration="6s", compress="none", max_overhead=0,
+                             name=["fp_status_parked"], pid=pinned,
+                             request=None if request == "rex" else request)
+        h.log("running: flame_profd " + " ".join(args))
+        rc, _, se = h.run_daemon(args, timeout=40)
+        if not t.eq(rc, 0, "%s: exit code 0" % request):
+            h.log(se[-4000:])
+        files = h.check_output(t, out, node, min_samples=50)
+        samples = h.all_samples(files)
+        mine = [s for s in samples if s["pid"] == parked]
+        t.check(len(mine) >= 20, "%s: the parked process sampled (%d)"
+                % (request, len(mine)))
+        t.check(all(s["status"] == "waiting" and s["idle"] for s in mine),
+                "%s: the parked process is waiting and idle in every sample"
+                % request, str(sorted({s["status"] for s in mine})))
+        counts = {}
+        for s in samples:
+            if s["pid"] in clients:
+                counts[s["status"]] = counts.get(s["status"], 0) + 1
+        n = sum(counts.values())
+        h.log("  %s: statuses of %d client samples: %r" % (request, n, counts))
+        t.check(n >= 30, "%s: the clients sampled (%d)" % (request, n))
+        t.check(counts.get("running", 0) <= 0.2 * max(n, 1),
+                "%s: clients running in at most a fifth of their samples "
+                "(%d of %d)" % (request, counts.get("running", 0), n))
+        t.check(counts.get("runnable", 0) + counts.get("waiting", 0) >= 0.8 * n,
+                "%s: clients otherwise runnable or waiting" % request)
+    node.eval("fp_status_parked ! fp_status_stop, ok")
+
+
+def both(t):
+    main(t)
+    woken(t)
+
+
 if __name__ == "__main__":
-    h.run(main)
+    h.run(both)

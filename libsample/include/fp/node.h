@@ -286,18 +286,24 @@ fp_node_decode_int(const struct fp_reply *reply, int64_t *value);
  * One selection scan (fp_select_plan() fills it): the reductions of
  * @keep and of a window of the node's process table, cut on the node, in
  * one request (timed). When the node has at most @max processes the
- * window is the whole table and @keep is not read twice.
+ * window is the whole table and @keep is not read twice. A @sweep reads
+ * the table on the node from its beginning, for at most about @sweep_ms,
+ * and answers with the @len processes that did the most reductions in
+ * their lives and where it stopped (the cursor is not used).
  */
 struct fp_scan {
 	const struct fp_pid *keep;
 	size_t nkeep;
 	size_t max;		/* read everything up to this many processes */
+	bool sweep;		/* else: every process, keeping the top len */
 	size_t len;		/* else: pids in the window (at least 1) */
 	size_t step;		/* ... where the next window starts in it */
 	const char *cursor;	/* where this window starts: a term from the
 				 * last reply (external format, no version
 				 * byte); 0 bytes: at the beginning */
 	size_t cursor_len;
+	unsigned sweep_ms;	/* a sweep stops after this long (the
+				 * caller sets it; 0: after one chunk) */
 };
 
 /**

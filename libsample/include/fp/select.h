@@ -13,10 +13,18 @@
  * (so hot processes are compared every time) plus a window of the others
  * that moves on by half its size, so every pid in it was read the time
  * before and has a delta: the whole node is covered every
- * 2 * processes / scan_max selections, and a hot process is found within
- * that. The window's position is a term the node gave (a position in
- * erlang:processes(), or a process iterator on OTP 28 and later), kept
- * here between selections.
+ * 2 * processes / scan_max selections. The window's position is a term
+ * the node gave (a position in erlang:processes(), or a process iterator
+ * on OTP 28 and later), kept here between selections.
+ *
+ * So that a busy process is found at once wherever it is in the table,
+ * the first selection after a connect (or a reset) is a sweep: the node
+ * reads every process and answers with only the (at most 10000, and at
+ * most scan_max) that did the most reductions in their lives; the next
+ * selection reads them again with the first window and ranks them by
+ * delta. A sweep's node time grows with the node (a microsecond or two a
+ * process), its reply does not; it stops after the time the caller
+ * gives it (struct fp_scan's sweep_ms), and the windows go on from there.
  */
 #pragma once
 
@@ -55,9 +63,11 @@ fp_select_reset(struct fp_select *sel);
 
 /**
  * Plan the next scan: @keep first (the current selection, so hot
- * processes are compared every time), then the window, at most @limit
- * pids in all (0 or more than scan_max: scan_max) — a caller that cannot
- * afford a whole scan asks for less.
+ * processes are compared every time), and the last sweep's candidates
+ * once, then the window, at most @limit pids in all (0 or more than
+ * scan_max: scan_max) — a caller that cannot afford a whole scan asks
+ * for less. With no history (the first plan, or after
+ * fp_select_reset()) the plan is a sweep.
  *
  * @param[out] scan what to send; it points into @sel and @keep, valid
  *             until the next call on @sel
@@ -71,6 +81,7 @@ struct fp_select_result {
 	size_t scanned;		/* read this time */
 	size_t alive;		/* of which still alive */
 	bool full;		/* the whole node was read */
+	bool sweep;		/* a sweep: scanned is what it walked */
 	bool baseline;		/* no history yet: nothing was ranked */
 };
 

@@ -290,7 +290,7 @@ struct fpp_run {
 	struct fp_heatmap *heatmap;
 	/* heatmap: idle samples (fp_perf_record.idle) stand in the span
 	 * but not in the cells, as in stock Flamescope's heat map */
-	bool heatmap_skips_idle;
+	bool skips_idle;	/* heat map and top: idle samples in no cell or row */
 	uint64_t idle_left_out;
 	struct fp_speedscope *speedscope;
 	/* the name of each process, read in a pass of its own before the
@@ -311,6 +311,7 @@ struct fpp_run {
 	size_t cap;
 	struct fp_text text;		/* names made for the sample, NUL-ended */
 	size_t *text_offs;
+	struct fp_text esc;		/* node text as shown (util-escape.h) */
 
 	/* progress */
 	bool progress;

@@ -19,6 +19,7 @@
 
 #include "flame_prof.h"
 #include "fp/speedscope.h"
+#include "util-escape.h"
 #include "util-hash.h"
 #include "util-mem.h"
 #include "util-sat.h"
@@ -45,6 +46,7 @@ struct procs {
 	size_t nslots;
 	uint64_t samples;
 	bool saturated;
+	struct fp_text esc;	/* a label as shown (util-escape.h) */
 };
 
 static uint64_t
@@ -141,9 +143,14 @@ procs_add(void *data, const struct fp_perf_record *rec)
 	keep_last(&p->name, rec->registered_name);
 	if (initial_call_better(rec->initial_call, p->initial_call))
 		keep_last(&p->initial_call, rec->initial_call);
-	/* a process's label is a term of its own; a thread's is its name */
-	if (rec->status == FP_STATUS_CPU)
-		keep_last(&p->thread, rec->label);
+	/* a process's label is a term of its own; a thread's is its name,
+	 * kept as shown: the names are as written, escaped already */
+	if (rec->status == FP_STATUS_CPU && rec->label) {
+		t->esc.len = 0;
+		fp_text_puts_escaped(&t->esc, rec->label, NULL);
+		fp_text_putc(&t->esc, '\0');
+		keep_last(&p->thread, t->esc.buf);
+	}
 }
 
 struct fpp_names {
@@ -160,6 +167,7 @@ procs_free(struct procs *t)
 	}
 	free(t->procs);
 	free(t->slots);
+	fp_text_free(&t->esc);
 }
 
 /* The slot of @pid, or NULL: proc_of() without adding it. */

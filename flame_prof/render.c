@@ -16,6 +16,7 @@
 #include "fp/heatmap-svg.h"
 #include "fp/speedscope.h"
 #include "fp/top.h"
+#include "util-escape.h"
 
 static int
 group_cmp(const void *a, const void *b)
@@ -36,10 +37,15 @@ write_group_tables(struct fpp_run *r, const struct fp_top_options *to, FILE *f)
 
 	qsort(r->groups, r->ngroups, sizeof(*r->groups), group_cmp);
 	for (size_t i = 0; i < r->ngroups && rc == 0; i++) {
-		fprintf(f, "%s== %s: %s (%" PRIu64 " samples)\n\n", i ? "\n" : "",
-			fpp_field_title(&r->o->group_by),
-			r->groups[i].value ? r->groups[i].value : "-",
-			fp_func_table_samples(r->groups[i].table));
+		/* the value is the node's text: shown, never acted on */
+		r->esc.len = 0;
+		if (r->groups[i].value)
+			fp_text_puts_escaped(&r->esc, r->groups[i].value, NULL);
+		else
+			fp_text_putc(&r->esc, '-');
+		fprintf(f, "%s== %s: %.*s (%" PRIu64 " samples)\n\n", i ? "\n" : "",
+			fpp_field_title(&r->o->group_by), (int)r->esc.len,
+			r->esc.buf, fp_func_table_samples(r->groups[i].table));
 		rc = fp_top_write(r->groups[i].table, to, f);
 	}
 	return rc;
@@ -113,11 +119,13 @@ fpp_cmd_render(const struct fpp_options *o, char *const *args, size_t nargs)
 		r.heatmap = fp_heatmap_new(o->rows ? o->rows : 50);
 		/* count what stock Flamescope's heat map counts, unless the
 		 * user chose the statuses or a weight: then what they chose */
-		r.heatmap_skips_idle = o->weight < 0 && !o->status_filter;
+		r.skips_idle = o->weight < 0 && !o->status_filter;
 		break;
 	case FPP_CMD_TOP:
 		r.table = fp_func_table_new();
 		r.groups_by_table = o->group;
+		/* where the node works: what the heat map counts */
+		r.skips_idle = o->weight < 0 && !o->status_filter;
 		break;
 	case FPP_CMD_SPEEDSCOPE: {
 		/* a process's samples follow each other in time; those of

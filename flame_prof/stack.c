@@ -18,6 +18,7 @@
 #include "fp/heatmap-svg.h"
 #include "fp/speedscope.h"
 #include "fp/top.h"
+#include "util-escape.h"
 #include "util-mem.h"
 
 const char *
@@ -200,7 +201,13 @@ build_stack(struct fpp_run *r, const struct fp_perf_record *rec, int64_t w,
 		r->text.len--;
 		scratch_put(r, ":", 1);
 		r->text.len--;
-		scratch_put(r, v ? v : "-", strlen(v ? v : "-"));
+		/* the value is the node's text: one frame, on one line */
+		r->esc.len = 0;
+		if (v)
+			fp_text_puts_escaped(&r->esc, v, ";");
+		else
+			fp_text_putc(&r->esc, '-');
+		scratch_put(r, r->esc.buf, r->esc.len);
 		r->files[k++] = NULL;
 	}
 	if (with_status) {
@@ -357,7 +364,7 @@ on_record(void *data, const struct fp_perf_record *rec)
 		r->last_us = rec->time_us;
 	r->matched++;
 
-	if (r->heatmap && rec->idle && r->heatmap_skips_idle) {
+	if (r->heatmap && rec->idle && r->skips_idle) {
 		fp_heatmap_cover(r->heatmap, rec->time_us);
 		r->idle_left_out++;
 	} else if (r->heatmap) {
@@ -367,7 +374,9 @@ on_record(void *data, const struct fp_perf_record *rec)
 	placed = build_stack(r, rec, w, &n, &ngroups, &mag,
 			     !o->no_status && !(r->speedscope &&
 						o->profiles == FPP_PROFILES_STATUS));
-	if (r->table)
+	if (r->table && rec->idle && r->skips_idle)
+		fp_func_table_add_unranked(fpp_group_table(r, rec), rec->status);
+	else if (r->table)
 		fp_func_table_add(fpp_group_table(r, rec), rec->status, r->leaf,
 				  n - ngroups, w);
 	if (r->sink)
@@ -492,5 +501,6 @@ fpp_run_free(struct fpp_run *r)
 	free(r->leaf);
 	fp_text_free(&r->text);
 	free(r->text_offs);
+	fp_text_free(&r->esc);
 }
 

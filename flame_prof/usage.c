@@ -56,7 +56,9 @@ static const char *const command_help[FPP_CMD_COUNT] = {
 "Write a table of the hottest functions: self (the leaf frame) and\n"
 "total (anywhere on the stack, once per sample) samples, and with\n"
 "--weight the signed sums of the weight (with the gross growth and\n"
-"release beside the net sums of a signed weight).\n",
+"release beside the net sums of a signed weight). Unweighted and\n"
+"without --status, samples marked idle (a process waiting in receive\n"
+"or suspended) are counted in the summary and left out of the rows.\n",
 	[FPP_CMD_SPEEDSCOPE] =
 "Write speedscope's JSON format: sampled profiles, one per process by\n"
 "default. Unweighted, a process's sample lasts until its next one, so\n"

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 
 #include "frame-names-private.h"
+#include "util-escape.h"
 
 static const char *const reserved_words[] = {
 	"after", "and", "andalso", "band", "begin", "bnot", "bor", "bsl",
@@ -110,19 +111,32 @@ escaped(const unsigned char *p, const unsigned char *start,
 static void
 put_quoted(struct fp_text *t, const char *s, size_t len, char quote)
 {
-	static const char hex[] = "0123456789ABCDEF";
 	const unsigned char *start = (const unsigned char *)s;
 	const unsigned char *end = start + len;
 
 	fp_text_putc(t, quote);
-	for (const unsigned char *p = start; p < end; p++) {
-		if (escaped(p, start, end, quote)) {
-			char e[4] = { '\\', 'x', hex[*p >> 4], hex[*p & 15] };
+	for (const unsigned char *p = start; p < end;) {
+		size_t n;
 
-			fp_text_put(t, e, 4);
-		} else {
-			fp_text_putc(t, (char)*p);
+		if (*p < 0x80) {
+			if (escaped(p, start, end, quote))
+				fp_text_put_hex_escape(t, *p);
+			else
+				fp_text_putc(t, (char)*p);
+			p++;
+			continue;
 		}
+		n = fp_utf8_len(p, (size_t)(end - p));
+		if (n && !(n == 2 && *p == 0xc2 && p[1] < 0xa0)) {
+			fp_text_put(t, p, n);
+			p += n;
+			continue;
+		}
+		/* a NUL (FP_NUL_CARRIER), a C1 control's lead byte or a byte
+		 * of no character: as the rule for node text writes them */
+		n = *p == 0xc0 && end - p >= 2 && p[1] == 0x80 ? 2 : 1;
+		fp_text_put_escaped(t, (const char *)p, n, NULL);
+		p += n;
 	}
 	fp_text_putc(t, quote);
 }
@@ -355,7 +369,9 @@ scan_quoted(const char *p, const char *end)
 		if (quote == '"' && ch == '#' && p + 1 < end && p[1] == '{')
 			return NULL;
 		n = utf8_len((const unsigned char *)p, (const unsigned char *)end);
-		if (n == 0)
+		/* a C1 control is written \xC2\xHH (util-escape.h): raw,
+		 * it would reach a terminal from every output */
+		if (n == 0 || (n == 2 && ch == 0xc2 && (unsigned char)p[1] < 0xa0))
 			return NULL;
 		p += n;
 	}

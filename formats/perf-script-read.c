@@ -13,6 +13,7 @@
 #include "fp/perf-script.h"
 #include "perf-script-read-private.h"
 #include "util-buf.h"
+#include "util-escape.h"
 #include "util-mem.h"
 
 static const char *const status_names[] = {
@@ -165,7 +166,7 @@ hex_value(char ch)
 }
 
 /* TEXT of a label, key or callers field, up to the next tab or the end,
- * unescaped (\xHH) into the arena. */
+ * unescaped (\xHH) into the arena; \x00 as FP_NUL_CARRIER. */
 static int
 parse_tag_text(struct fp_perf_reader *r, struct cursor *c, size_t *off)
 {
@@ -186,9 +187,11 @@ parse_tag_text(struct fp_perf_reader *r, struct cursor *c, size_t *off)
 		} else {
 			c->p++;
 		}
+		/* a NUL stays in the C string as the model carries it */
 		if (ch == '\0')
-			return -1;
-		fp_text_put(&r->conv, (const char *)&ch, 1);
+			fp_text_put(&r->conv, FP_NUL_CARRIER, 2);
+		else
+			fp_text_put(&r->conv, (const char *)&ch, 1);
 	}
 	if (c->p == start)
 		return -1;

@@ -17,6 +17,7 @@
 #include "frame-names-private.h"
 #include "util-hash.h"
 #include "fp/perf-script.h"
+#include "util-escape.h"
 #include "util-mem.h"
 
 /*
@@ -201,15 +202,6 @@ put_i64(struct fp_perf_writer *w, int64_t v)
 	}
 }
 
-static void
-put_hex_escape(struct fp_perf_writer *w, unsigned char c)
-{
-	static const char hex[] = "0123456789ABCDEF";
-	char e[4] = { '\\', 'x', hex[c >> 4], hex[c & 15] };
-
-	put(w, e, 4);
-}
-
 static size_t
 copy_out(char *dst, size_t size, struct fp_text *t)
 {
@@ -252,7 +244,8 @@ put_mfa(struct fp_perf_writer *w, const struct fp_frame *f)
 }
 
 /* FILE part: whatever the node says, minus what would end the field or
- * be taken for something else. */
+ * be taken for something else. A space could make a frame line look like
+ * an event line (" 1.5: x:") to Flamescope, which tries every line. */
 static void
 put_file(struct fp_perf_writer *w, const char *file)
 {
@@ -264,29 +257,21 @@ put_file(struct fp_perf_writer *w, const char *file)
 	}
 	/* most paths need no escape: copy them whole */
 	for (p = (const unsigned char *)file; *p; p++) {
-		if (*p <= 0x20 || *p == 0x7f || *p == '(' || *p == ')' || *p == '\\')
+		if (*p <= 0x20 || *p >= 0x7f || *p == '(' || *p == ')' || *p == '\\')
 			break;
 	}
 	if (!*p) {
 		put(w, file, (size_t)(p - (const unsigned char *)file));
 		return;
 	}
-	for (p = (const unsigned char *)file; *p; p++) {
-		unsigned char c = *p;
-
-		/* A space could make a frame line look like an event line
-		 * (" 1.5: x:") to Flamescope, which tries every line. */
-		if (c <= 0x20 || c == 0x7f || c == '(' || c == ')' || c == '\\')
-			put_hex_escape(w, c);
-		else
-			putc_(w, (char)c);
-	}
+	fp_text_puts_escaped(w->dst, file, " ()");
 }
 
 /*
- * A label, key value or callers list: UTF-8 as it is, but every byte
- * that could end the field or the line, or split it for a reader that
- * cuts at white space, escaped (docs/FORMAT.md "Labels and keys").
+ * A label, key value or callers list: under the rule for node text
+ * (util-escape.h), and a space escaped too: a field never holds one, so
+ * a reader that cuts at white space finds it whole (docs/FORMAT.md
+ * "Labels and keys").
  */
 static void
 put_tag(struct fp_perf_writer *w, const char *field, size_t flen,
@@ -297,12 +282,7 @@ put_tag(struct fp_perf_writer *w, const char *field, size_t flen,
 	if (name)
 		puts_(w, name);
 	put(w, ": ", 2);
-	for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
-		if (*p <= 0x20 || *p == 0x7f || *p == '\\')
-			put_hex_escape(w, *p);
-		else
-			putc_(w, (char)*p);
-	}
+	fp_text_puts_escaped(w->dst, text, " ");
 }
 
 static void

@@ -245,9 +245,13 @@ fp_json_write_string(FILE *out, const char *s)
 			p++;
 			continue;
 		}
-		/* multi-byte: copy a valid sequence, else U+FFFD */
+		/* multi-byte: copy a valid sequence, else U+FFFD; a C1
+		 * control (U+0080..U+009F) escaped as the C0 ones are */
 		n = fp_utf8_seq(p, false);
-		if (n) {
+		if (n == 2 && c == 0xc2 && p[1] < 0xa0) {
+			fprintf(out, "\\u%04x", p[1]);
+			p += 2;
+		} else if (n) {
 			fwrite(p, 1, n, out);
 			p += n;
 		} else {

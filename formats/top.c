@@ -28,6 +28,7 @@ struct fp_func_table {
 	uint32_t *slots;	/* index + 1, 0 empty */
 	size_t nslots;
 	uint64_t samples;
+	uint64_t unranked;	/* counted, in no row (idle left out) */
 	uint64_t status_samples[FP_STATUS_COUNT];
 	uint64_t abs_weight;
 	int64_t net_weight;
@@ -147,6 +148,14 @@ fp_func_table_add(struct fp_func_table *t, enum fp_status status,
 	t->saturated |= sat;
 }
 
+void
+fp_func_table_add_unranked(struct fp_func_table *t, enum fp_status status)
+{
+	t->samples++;
+	t->unranked++;
+	t->status_samples[(unsigned)status < FP_STATUS_COUNT ? status : 0]++;
+}
+
 uint64_t
 fp_func_table_samples(const struct fp_func_table *t)
 {
@@ -244,6 +253,7 @@ fp_top_write(const struct fp_func_table *t, const struct fp_top_options *o,
 	size_t n = t->count, shown;
 	bool weighted = o->weight_name != NULL;
 	bool first = true;
+	uint64_t ranked = t->samples - t->unranked;
 	int rc = 0;
 
 	fprintf(out, "samples: %" PRIu64 "\n", t->samples);
@@ -264,7 +274,11 @@ fp_top_write(const struct fp_func_table *t, const struct fp_top_options *o,
 			share((int64_t)t->status_samples[st], t->samples));
 		first = false;
 	}
-	fputs("\n\n", out);
+	fputc('\n', out);
+	if (t->unranked)
+		fprintf(out, "idle: %" PRIu64 " samples (waiting, suspended) left out "
+			"of the rows; --status counts them\n", t->unranked);
+	fputc('\n', out);
 
 	rows = xzalloc((n ? n : 1) * sizeof(*rows));
 	for (size_t i = 0; i < n; i++)
@@ -283,9 +297,9 @@ fp_top_write(const struct fp_func_table *t, const struct fp_top_options *o,
 		const struct fp_func_stats *s = rows[i];
 
 		fprintf(out, "%9" PRIu64 " %6.2f%% %9" PRIu64 " %6.2f%%",
-			s->self_samples, share((int64_t)s->self_samples, t->samples),
+			s->self_samples, share((int64_t)s->self_samples, ranked),
 			s->total_samples,
-			share((int64_t)s->total_samples, t->samples));
+			share((int64_t)s->total_samples, ranked));
 		if (weighted)
 			fprintf(out, " %15" PRId64 " %7.2f%% %15" PRId64 " %7.2f%%",
 				s->self_weight, share(s->self_weight, t->abs_weight),

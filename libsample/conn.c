@@ -314,14 +314,15 @@ decode_reply(struct fp_node *node, struct fp_reply *reply)
 	}
 	if (rc == 1 && reply->badrpc && !node->probing &&
 	    fp_log_enabled(FP_LOG_WARNING)) {
-		char *s = NULL;
+		char *s;
 		int i = reply->index, arity;
 
+		/* the reason is the node's text (an application's atoms
+		 * and strings): escaped, so it stays within its line */
 		ei_decode_tuple_header(reply->buf, &i, &arity);
 		ei_skip_term(reply->buf, &i);
-		ei_s_print_term(&s, reply->buf, &i);
-		fp_log(FP_LOG_WARNING, "rpc failed on %s: %.300s", node->target,
-		       s ? s : "?");
+		s = etf_term_text(reply->buf, i, 300);
+		fp_log(FP_LOG_WARNING, "rpc failed on %s: %s", node->target, s);
 		free(s);
 	}
 	return rc;

@@ -11,9 +11,11 @@
  */
 #include <errno.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "etf.h"
+#include "util-escape.h"
 
 #define MAX_DEPTH 256
 
@@ -247,10 +249,66 @@ etf_skip_term(const char *buf, int *index)
 int
 etf_decode_atom(const char *buf, int *index, char *dst)
 {
-	if (ei_decode_atom_as(buf, index, dst, MAXATOMLEN_UTF8, ERLANG_UTF8,
-			      NULL, NULL) < 0)
+	const unsigned char *b = (const unsigned char *)buf + *index;
+	size_t n, hdr, out = 0;
+	bool utf8;
+
+	/* Not ei_decode_atom_as(): it copies a NUL of the atom into the C
+	 * string, which then ends there ('a\0b' would read as 'a'). */
+	switch (b[0]) {
+	case ERL_SMALL_ATOM_UTF8_EXT:
+	case ERL_SMALL_ATOM_EXT:
+		n = b[1];
+		hdr = 2;
+		break;
+	case ERL_ATOM_UTF8_EXT:
+	case ERL_ATOM_EXT:
+		n = etf_be16(b + 1);
+		hdr = 3;
+		break;
+	default:
 		return -EBADMSG;
+	}
+	utf8 = b[0] == ERL_SMALL_ATOM_UTF8_EXT || b[0] == ERL_ATOM_UTF8_EXT;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = b[hdr + i];
+
+		if (out + 3 > MAXATOMLEN_UTF8)
+			return -EBADMSG;
+		if (c == 0) {
+			memcpy(dst + out, FP_NUL_CARRIER, 2);
+			out += 2;
+		} else if (utf8 || c < 0x80) {
+			dst[out++] = (char)c;
+		} else {
+			/* latin-1 */
+			dst[out++] = (char)(0xc0 | (c >> 6));
+			dst[out++] = (char)(0x80 | (c & 0x3f));
+		}
+	}
+	dst[out] = '\0';
+	*index += (int)(hdr + n);
 	return 0;
+}
+
+char *
+etf_term_text(const char *buf, int index, size_t max)
+{
+	struct fp_text t = { 0 };
+	char *printed = NULL;
+	size_t n;
+
+	if (ei_s_print_term(&printed, buf, &index) < 0 || !printed) {
+		free(printed);
+		return xstrdup("?");
+	}
+	n = strlen(printed);
+	fp_text_put_escaped(&t, printed, n < max ? n : max, NULL);
+	if (n > max)
+		fp_text_puts(&t, "...");
+	fp_text_putc(&t, '\0');
+	free(printed);
+	return t.buf;
 }
 
 int

@@ -40,9 +40,16 @@ etf_term_skip(const char *buf, size_t len, size_t *pos);
 int
 etf_skip_term(const char *buf, int *index);
 
-/* Decode an atom as UTF-8 into dst (at least MAXATOMLEN_UTF8 bytes). */
+/* Decode an atom as UTF-8 into dst (at least MAXATOMLEN_UTF8 bytes), a
+ * NUL in it as FP_NUL_CARRIER (util-escape.h). */
 int
 etf_decode_atom(const char *buf, int *index, char *dst);
+
+/* The term at @index as ei prints it, at most @max bytes of that, under
+ * the rule for node text (util-escape.h): for a log line. The caller
+ * frees it. */
+char *
+etf_term_text(const char *buf, int index, size_t max);
 
 /* Decode a pid sent by the node into its local numbers. */
 int

@@ -101,11 +101,9 @@ helper_unload(struct fp_node *node, unsigned timeout_ms)
 static void
 log_reply(const char *target, const char *what, const struct fp_reply *reply)
 {
-	char *s = NULL;
-	int i = reply->index;
+	char *s = etf_term_text(reply->buf, reply->index, 300);
 
-	ei_s_print_term(&s, reply->buf, &i);
-	fp_log(FP_LOG_WARNING, "%s: %s: %.300s", target, what, s ? s : "?");
+	fp_log(FP_LOG_WARNING, "%s: %s: %s", target, what, s);
 	free(s);
 }
 
@@ -365,7 +363,7 @@ fp_node_batch_open(const struct fp_reply *reply, struct fp_batch *b)
 
 	memset(b, 0, sizeof(*b));
 	if (reply->badrpc || etf_reply_check(reply) < 0 ||
-	    ei_decode_tuple_header(reply->buf, &index, &arity) < 0 ||
+	    ei_decode_tuple_header(reply->buf, &index, &arity) < 0 || arity < 1 ||
 	    etf_decode_atom(reply->buf, &index, atom) < 0)
 		return -EBADMSG;
 	if (strcmp(atom, "flame_profd_error") == 0 && arity == 2) {

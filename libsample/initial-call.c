@@ -1,12 +1,16 @@
 /*
  * flame_profd — initial calls: what proc_lib said a process was started
  * as, asked once in a process's life and remembered (struct ic_memo).
+ * The question (fp_node_initial_call_request()) checks the answer's shape
+ * on the node; one that still does not decode is its process's alone.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "etf.h"
+#include "eval.h"
+#include "fp/log.h"
 #include "sampler-private.h"
 #include "util-mem.h"
 
@@ -129,28 +133,19 @@ sampler_decode_mfa(const char *buf, int *index, char *m, char *f,
 	return 0;
 }
 
-/* proc_lib's {M, F, Args}, or a dictionary read's
- * {{dictionary, '$initial_call'}, {M, F, Arity} | undefined}: 1 with the
- * call, 0 for an answer without one (false, undefined), or -EBADMSG. */
+/* One answer of the initial-call read: {M, F, Arity}, or an atom for a
+ * process without one (undefined, a dead one) or whose '$initial_call' is
+ * not such a call (odd). 1 with the call, 0 for an atom, or -EBADMSG. */
 static int
 decode_initial_call(const char *buf, int *index, char *m, char *f,
 		    uint32_t *arity)
 {
-	int type, size, start = *index, n;
+	int type, size;
 
 	if (ei_get_type(buf, index, &type, &size) < 0)
 		return -EBADMSG;
 	if (is_atom_type(type))
 		return etf_decode_atom(buf, index, m) < 0 ? -EBADMSG : 0;
-	if (ei_decode_tuple_header(buf, index, &n) < 0)
-		return -EBADMSG;
-	if (n == 2) {
-		/* the key, then the value */
-		if (etf_skip_term(buf, index) < 0)
-			return -EBADMSG;
-		return decode_initial_call(buf, index, m, f, arity);
-	}
-	*index = start;
 	return sampler_decode_mfa(buf, index, m, f, arity) < 0 ? -EBADMSG : 1;
 }
 
@@ -158,24 +153,41 @@ int
 fp_sampler_initial_calls(struct fp_sampler *s, const struct fp_reply *reply,
 			 const struct fp_pid *pids, size_t n)
 {
+	struct fp_reply value = *reply;
 	const char *buf = reply->buf;
-	int index = reply->index, count, rc;
+	int index, count, rc;
 	char m[MAXATOMLEN_UTF8], f[MAXATOMLEN_UTF8];
 
-	if (reply->badrpc || etf_reply_check(reply) < 0 ||
-	    ei_decode_list_header(buf, &index, &count) < 0 || (size_t)count != n)
+	if (node_reply_eval_value(&value) < 0)
+		return -EBADMSG;
+	index = value.index;
+	if (ei_decode_list_header(buf, &index, &count) < 0 || (size_t)count != n)
 		return -EBADMSG;
 	for (size_t i = 0; i < n; i++) {
 		struct proc_state *st;
 		struct ic_memo *memo;
 		uint32_t arity;
 		bool created;
+		int at = index;
 
+		/* an answer this decoder does not take is that process's
+		 * alone: the ones after it keep theirs */
 		rc = decode_initial_call(buf, &index, m, f, &arity);
-		if (rc < 0)
-			return -EBADMSG;
-		if (rc == 0)
+		if (rc < 0) {
+			index = at;
+			if (etf_skip_term(buf, &index) < 0)
+				return -EBADMSG;
+			fp_log(FP_LOG_DEBUG, "initial call of <0.%u.%u> not taken",
+			       pids[i].num, pids[i].serial);
 			continue;
+		}
+		if (rc == 0) {
+			if (strcmp(m, "odd") == 0)
+				fp_log(FP_LOG_DEBUG, "'$initial_call' of <0.%u.%u> is no "
+				       "{Module, Function, Arity}: its own initial call kept",
+				       pids[i].num, pids[i].serial);
+			continue;
+		}
 		memo_make_room(s);
 		memo = pidmap_insert(&s->ic_memo, fp_pid_key(pids[i]), &created);
 		if (!created) {
@@ -193,4 +205,3 @@ fp_sampler_initial_calls(struct fp_sampler *s, const struct fp_reply *reply,
 	}
 	return 0;
 }
-

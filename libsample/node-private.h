@@ -67,6 +67,10 @@ struct fp_node {
 	ei_x_buff extra_items;
 	long nextra_items;
 
+	/* request.c: the initial-call read, parsed by the node */
+	char *ic_exprs;
+	size_t ic_len;
+
 	/* scan.c: the selection scan, parsed by the node */
 	char *scan_exprs;
 	size_t scan_len;

@@ -175,6 +175,7 @@ fp_node_destroy(struct fp_node *node)
 	free(node->target);
 	free(node->via_host);
 	free(node->scan_exprs);
+	free(node->ic_exprs);
 	free(node->sweep_exprs);
 	free_names(node->keys, node->nkeys);
 	free_names(node->logger_keys, node->nlogger_keys);
@@ -375,6 +376,9 @@ setup_calls(struct fp_node *node, unsigned timeout_ms)
 		node->label_source = rc == 1 ? FP_LABEL_ITEM : FP_LABEL_DICT;
 	}
 	node_encode_extra_items(node);
+	rc = node_initial_calls_prepare(node, timeout_ms);
+	if (rc < 0)
+		goto out;
 
 	rc = system_info(node, &args, "wordsize", timeout_ms, &reply);
 	if (rc < 0)

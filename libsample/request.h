@@ -102,6 +102,11 @@ void
 node_encode_sample_items(const struct fp_node *node, ei_x_buff *x,
 			 const enum fp_ask *asks, size_t n);
 
+/* Parse the initial-call expression fp_node_initial_call_request() sends
+ * (node->ic_exprs): once per connect, after the probes. As node_call(). */
+int
+node_initial_calls_prepare(struct fp_node *node, unsigned timeout_ms);
+
 /* A sample request as an rpc through rex (node_path_rex.sample). */
 int
 node_rex_sample(struct fp_node *node, const struct fp_pid *pids,

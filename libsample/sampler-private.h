@@ -203,7 +203,9 @@ read_atom(const struct fp_sampler *s, const char *buf, int *index, char *dst)
 	size_t p = (size_t)*index, n;
 	const char *name;
 
-	if (etf_atom((const unsigned char *)buf, s->len, &p, &name, &n) == 0) {
+	/* an atom holding a NUL takes etf_decode_atom()'s FP_NUL_CARRIER */
+	if (etf_atom((const unsigned char *)buf, s->len, &p, &name, &n) == 0 &&
+	    !memchr(name, 0, n)) {
 		memcpy(dst, name, n);
 		dst[n] = '\0';
 		*index = (int)p;

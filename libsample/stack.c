@@ -10,6 +10,7 @@
 
 #include "etf.h"
 #include "sampler-private.h"
+#include "util-escape.h"
 #include "util-hash.h"
 #include "util-buf.h"
 #include "util-mem.h"
@@ -49,7 +50,10 @@ decode_charlist(struct fp_sampler *s, const char *buf, int *index,
 			for (int i = 0; i < size; i++) {
 				unsigned char c = (unsigned char)str[i];
 
-				if (c < 0x80) {
+				if (c == 0) {
+					memcpy(u + len, FP_NUL_CARRIER, 2);
+					len += 2;
+				} else if (c < 0x80) {
 					u[len++] = (char)c;
 				} else {
 					u[len++] = (char)(0xc0 | (c >> 6));
@@ -81,7 +85,10 @@ decode_charlist(struct fp_sampler *s, const char *buf, int *index,
 				return -EBADMSG;
 			if (len + 4 >= sizeof(tmp))
 				continue;	/* truncate absurdly long names */
-			if (cp < 0x80) {
+			if (cp == 0) {
+				memcpy(tmp + len, FP_NUL_CARRIER, 2);
+				len += 2;
+			} else if (cp < 0x80) {
 				tmp[len++] = (char)cp;
 			} else if (cp < 0x800) {
 				tmp[len++] = (char)(0xc0 | (cp >> 6));

@@ -326,6 +326,46 @@ START_TEST(top_gross)
 }
 END_TEST
 
+/* idle samples counted in the summary, in no row; rows' shares of the rest */
+START_TEST(top_unranked)
+{
+	struct fp_func_table *t = fp_func_table_new();
+	const char *work[] = { "m:work/0", "m:main/0" };
+	struct fp_top_options o = { .sort = FP_TOP_SELF };
+	struct mem m;
+	char *got, *row;
+
+	fp_func_table_add(t, FP_STATUS_RUNNING, work, 2, 1);
+	fp_func_table_add_unranked(t, FP_STATUS_WAITING);
+	fp_func_table_add_unranked(t, FP_STATUS_WAITING);
+	fp_func_table_add_unranked(t, FP_STATUS_SUSPENDED);
+	fp_assert(fp_func_table_samples(t) == 4);
+	fp_assert(fp_func_table_status_samples(t, FP_STATUS_WAITING) == 2);
+	fp_assert(fp_func_table_find(t, "m:work/0")->self_samples == 1);
+
+	fp_assert_int_eq(fp_top_write(t, &o, mem_open(&m)), 0);
+	got = mem_close(&m);
+	fp_assert(strncmp(got, "samples: 4\n", 11) == 0);
+	fp_assert(strstr(got, "\nidle: 3 samples (waiting, suspended) left out of "
+			      "the rows; --status counts them\n\n"));
+	row = strstr(got, "FUNCTION\n");
+	fp_assert(row);
+	row += strlen("FUNCTION\n");
+	fp_assert(strncmp(row, "        1 100.00%         1 100.00%  m:work/0\n", 44) == 0);
+	free(got);
+
+	/* nothing left out: no idle line */
+	fp_func_table_destroy(t);
+	t = fp_func_table_new();
+	fp_func_table_add(t, FP_STATUS_WAITING, work, 2, 1);
+	fp_assert_int_eq(fp_top_write(t, &o, mem_open(&m)), 0);
+	got = mem_close(&m);
+	fp_assert(!strstr(got, "idle:"));
+	free(got);
+	fp_func_table_destroy(t);
+}
+END_TEST
+
 START_TEST(top_golden)
 {
 	struct load l = { .table = fp_func_table_new(),
@@ -477,6 +517,8 @@ static const struct {
 	{ "bad\xff" "x", "\"bad\\ufffdx\"" },
 	{ "cut\xc3", "\"cut\\ufffd\"" },
 	{ "sur\xed\xa0\x80", "\"sur\\ufffd\\ufffd\\ufffd\"" },
+	{ "csi\xc2\x9b" "1", "\"csi\\u009b1\"" },
+	{ "nbsp\xc2\xa0", "\"nbsp\xc2\xa0\"" },
 };
 
 START_TEST(json_escape)
@@ -793,6 +835,7 @@ suite(void)
 	tcase_add_loop_test(tc, top_golden, 0, N(top_cases));
 	tcase_add_test(tc, top_recursion);
 	tcase_add_test(tc, top_gross);
+	tcase_add_test(tc, top_unranked);
 	tcase_add_loop_test(tc, diff_golden, 0, 2);
 	tcase_add_loop_test(tc, speedscope_golden, 0, 2);
 	tcase_add_test(tc, speedscope_timed);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "fp-test.h"
+#include "util-escape.h"
 #include "fp/perf-script.h"
 #include "frame-names-private.h"
 #include "util-buf.h"
@@ -296,6 +297,12 @@ static const struct {
 	{ "s\xc3\xb6" "k", "'s\xc3\xb6k'" },
 	{ "", "''" },
 	{ "_x", "'_x'" },
+	/* node text as the rule for it has it (util-escape.h) */
+	{ "a" FP_NUL_CARRIER "b", "'a\\x00b'" },
+	{ "csi\xc2\x9b" "1", "'csi\\xC2\\x9B1'" },
+	{ "bad\xff" "z", "'bad\\xFFz'" },
+	{ "cut\xe2\x82", "'cut\\xE2\\x82'" },
+	{ "esc\x1b]0", "'esc\\x1B]0'" },
 };
 
 START_TEST(atom_escape)
@@ -504,6 +511,8 @@ static const char *const bad_names[] = {
 	"anonymous fn/ in Foo.bar/1",
 	"anonymous fn/1 Foo.bar/1",
 	"Foo.b\xc3r/1",
+	"'csi\xc2\x9b':f/1",		/* a C1 control is written \xC2\xHH */
+	"m:'f\xff'/1",			/* no UTF-8 */
 };
 
 START_TEST(name_bad)

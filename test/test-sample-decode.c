@@ -9,6 +9,7 @@
 #include <ei.h>
 
 #include "fp-test.h"
+#include "util-escape.h"
 #include "fp/sample.h"
 #include "conn.h"
 #include "etf.h"
@@ -496,6 +497,60 @@ START_TEST(decode_deltas)
 }
 END_TEST
 
+/* Replace every "aQb" in the encoded reply by "a\0b". */
+static void
+nul_for_q(ei_x_buff *x)
+{
+	for (int i = 0; i + 3 <= x->index; i++) {
+		if (memcmp(x->buff + i, "aQb", 3) == 0)
+			x->buff[i + 1] = '\0';
+	}
+}
+
+/* An atom holding a NUL ('a\0b') is not cut at it: registered names,
+ * frames and initial calls carry it as FP_NUL_CARRIER, apart from 'a'. */
+START_TEST(decode_atom_nul)
+{
+	struct fp_sampler *s = fp_sampler_new();
+	struct fp_pid pid = { 80, 0 };
+	struct proc p = proc_a;
+	const struct fp_sample *out;
+	struct fp_reply r;
+	ei_x_buff x;
+	size_t n;
+	/* SMALL_ATOM_UTF8_EXT 'a\0b', ATOM_EXT (latin-1) '\xe9\0' */
+	static const char utf8[] = { 119, 3, 'a', 0, 'b' };
+	static const char latin1[] = { 100, 0, 2, (char)0xe9, 0 };
+	char atom[MAXATOMLEN_UTF8];
+	int index = 0;
+
+	fp_assert_int_eq(etf_decode_atom(utf8, &index, atom), 0);
+	fp_assert_int_eq(index, 5);
+	fp_assert_str_eq(atom, "a" FP_NUL_CARRIER "b");
+	index = 0;
+	fp_assert_int_eq(etf_decode_atom(latin1, &index, atom), 0);
+	fp_assert_str_eq(atom, "\xc3\xa9" FP_NUL_CARRIER);
+
+	p.name = "aQb";
+	r = reply_procs(&x, (const struct proc *[]){ &p }, 1);
+	nul_for_q(&x);
+	out = decode_expect(s, &r, &pid, NULL, 1, 1, 1, &n);
+	fp_assert_str_eq(out[0].registered_name, "a" FP_NUL_CARRIER "b");
+	ei_x_free(&x);
+	fp_sampler_destroy(s);
+}
+END_TEST
+
+/* {my_server, init, @arity} */
+static void
+encode_mfa(ei_x_buff *x, long arity)
+{
+	ei_x_encode_tuple_header(x, 3);
+	ei_x_encode_atom(x, "my_server");
+	ei_x_encode_atom(x, "init");
+	ei_x_encode_long(x, arity);
+}
+
 START_TEST(decode_proc_lib_initial_call)
 {
 	struct fp_sampler *s = fp_sampler_new();
@@ -505,16 +560,14 @@ START_TEST(decode_proc_lib_initial_call)
 	ei_x_buff x;
 	size_t n;
 
-	/* [{my_server, init, ['Argument__1']}, false] */
+	/* {value, [{my_server, init, 1}, undefined], Bindings} */
 	ei_x_new_with_version(&x);
-	ei_x_encode_list_header(&x, 2);
 	ei_x_encode_tuple_header(&x, 3);
-	ei_x_encode_atom(&x, "my_server");
-	ei_x_encode_atom(&x, "init");
-	ei_x_encode_list_header(&x, 1);
-	ei_x_encode_atom(&x, "Argument__1");
+	ei_x_encode_atom(&x, "value");
+	ei_x_encode_list_header(&x, 2);
+	encode_mfa(&x, 1);
+	ei_x_encode_atom(&x, "undefined");
 	ei_x_encode_empty_list(&x);
-	ei_x_encode_atom(&x, "false");
 	ei_x_encode_empty_list(&x);
 	r = reply_of(&x);
 	fp_assert_int_eq(fp_sampler_initial_calls(s, &r, pids, 2), 0);
@@ -537,41 +590,84 @@ START_TEST(decode_proc_lib_initial_call)
 }
 END_TEST
 
-/* A dictionary read's {{dictionary, '$initial_call'}, {M, F, Arity}}. */
-START_TEST(decode_dict_initial_call)
+/*
+ * An answer that is no call is its process's alone: the node's odd for a
+ * '$initial_call' of another shape, and (should a node send it anyway)
+ * an arity no function has or a term of another shape. Each process
+ * after it keeps the call it was asked for.
+ */
+START_TEST(decode_initial_call_odd_neighbours)
 {
 	struct fp_sampler *s = fp_sampler_new();
-	struct fp_pid pids[3] = { { 80, 0 }, { 81, 0 }, { 82, 0 } };
-	const struct fp_sample *out;
+	struct fp_pid pids[5] = { { 80, 0 }, { 81, 0 }, { 82, 0 }, { 83, 0 },
+				  { 84, 0 } };
 	struct fp_reply r;
 	ei_x_buff x;
-	size_t n;
 
 	ei_x_new_with_version(&x);
-	ei_x_encode_list_header(&x, 3);
-	ei_x_encode_tuple_header(&x, 2);
-	ei_x_encode_tuple_header(&x, 2);
-	ei_x_encode_atom(&x, "dictionary");
-	ei_x_encode_atom(&x, "$initial_call");
 	ei_x_encode_tuple_header(&x, 3);
-	ei_x_encode_atom(&x, "my_server");
-	ei_x_encode_atom(&x, "init");
-	ei_x_encode_long(&x, 1);
-	ei_x_encode_tuple_header(&x, 2);	/* no such key */
+	ei_x_encode_atom(&x, "value");
+	ei_x_encode_list_header(&x, 5);
+	ei_x_encode_atom(&x, "odd");
+	encode_mfa(&x, 300);
 	ei_x_encode_tuple_header(&x, 2);
-	ei_x_encode_atom(&x, "dictionary");
-	ei_x_encode_atom(&x, "$initial_call");
-	ei_x_encode_atom(&x, "undefined");
-	ei_x_encode_atom(&x, "undefined");	/* gone */
+	ei_x_encode_binary(&x, "x", 1);
+	ei_x_encode_long(&x, -1);
+	encode_mfa(&x, -1);
+	encode_mfa(&x, 2);
+	ei_x_encode_empty_list(&x);
 	ei_x_encode_empty_list(&x);
 	r = reply_of(&x);
-	fp_assert_int_eq(fp_sampler_initial_calls(s, &r, pids, 3), 0);
+	fp_assert_int_eq(fp_sampler_initial_calls(s, &r, pids, 5), 0);
 	ei_x_free(&x);
 
-	r = reply_procs(&x, (const struct proc *[]){ &proc_a }, 1);
-	out = decode_expect(s, &r, pids, NULL, 1, 1, 1, &n);
-	fp_assert_str_eq(out[0].initial_call.module, "my_server");
-	fp_assert_int_eq(out[0].initial_call.arity, 1);
+	for (size_t i = 0; i < 5; i++) {
+		struct proc p = proc_a;		/* proc_lib:init_p/5 */
+		const struct fp_sample *out;
+		size_t n;
+
+		r = reply_procs(&x, (const struct proc *[]){ &p }, 1);
+		out = decode_expect(s, &r, &pids[i], NULL, 1, 1, 1, &n);
+		if (i == 4) {
+			fp_assert_str_eq(out[0].initial_call.module, "my_server");
+			fp_assert_int_eq(out[0].initial_call.arity, 2);
+		} else {
+			fp_assert_str_eq(out[0].initial_call.module, "proc_lib");
+			fp_assert_int_eq(out[0].initial_call.arity, 5);
+		}
+		ei_x_free(&x);
+	}
+	fp_sampler_destroy(s);
+}
+END_TEST
+
+/* A reply that is no eval value, or a list of another length: refused
+ * whole. */
+START_TEST(decode_initial_call_refused)
+{
+	struct fp_sampler *s = fp_sampler_new();
+	struct fp_pid pids[2] = { { 80, 0 }, { 81, 0 } };
+	struct fp_reply r;
+	ei_x_buff x;
+
+	ei_x_new_with_version(&x);
+	ei_x_encode_list_header(&x, 2);
+	encode_mfa(&x, 1);
+	encode_mfa(&x, 1);
+	ei_x_encode_empty_list(&x);
+	r = reply_of(&x);
+	fp_assert_int_eq(fp_sampler_initial_calls(s, &r, pids, 2), -EBADMSG);
+	ei_x_free(&x);
+
+	ei_x_new_with_version(&x);
+	ei_x_encode_tuple_header(&x, 3);
+	ei_x_encode_atom(&x, "value");
+	ei_x_encode_list_header(&x, 1);
+	encode_mfa(&x, 1);
+	ei_x_encode_empty_list(&x);
+	ei_x_encode_empty_list(&x);
+	r = reply_of(&x);
+	fp_assert_int_eq(fp_sampler_initial_calls(s, &r, pids, 2), -EBADMSG);
 	ei_x_free(&x);
 	fp_sampler_destroy(s);
 }
@@ -686,6 +782,29 @@ START_TEST(decode_bad)
 }
 END_TEST
 
+/* A term for a log line (a badrpc reason): printed by ei, then under the
+ * rule for node text, cut at @max bytes of the print. */
+START_TEST(term_text)
+{
+	ei_x_buff x;
+	char *t;
+
+	ei_x_new(&x);
+	ei_x_encode_tuple_header(&x, 2);
+	ei_x_encode_atom(&x, "EXIT");
+	ei_x_encode_atom(&x, "evil\x1b]0;t\x07\n2026 flame_profd error: forged");
+	t = etf_term_text(x.buff, 0, 300);
+	fp_assert(strchr(t, '\n') == NULL && strchr(t, '\x1b') == NULL);
+	fp_assert(strstr(t, "evil\\x1B]0;t\\x07\\x0A2026 flame_profd error: forged") != NULL);
+	free(t);
+	t = etf_term_text(x.buff, 0, 8);
+	fp_assert_int_eq(strlen(t), 8 + 3);
+	fp_assert(strcmp(t + 8, "...") == 0);
+	free(t);
+	ei_x_free(&x);
+}
+END_TEST
+
 /* The gate in front of ei: lengths, nesting, and no text floats. */
 START_TEST(term_check)
 {
@@ -769,12 +888,15 @@ suite(void)
 	tcase_add_loop_test(tc, decode_probe_stale, 0, 10);
 	tcase_add_test(tc, decode_probe_mixed);
 	tcase_add_test(tc, decode_deltas);
+	tcase_add_test(tc, decode_atom_nul);
 	tcase_add_test(tc, decode_proc_lib_initial_call);
-	tcase_add_test(tc, decode_dict_initial_call);
+	tcase_add_test(tc, decode_initial_call_odd_neighbours);
+	tcase_add_test(tc, decode_initial_call_refused);
 	tcase_add_test(tc, proc_lib_call_asked_once);
 	tcase_add_loop_test(tc, decode_bad, 0, 6);
 	tcase_add_test(tc, decode_pids);
 	tcase_add_test(tc, term_check);
+	tcase_add_test(tc, term_text);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """A process with a ~100 MB dictionary costs the node no dictionary copy.
 
-proc_lib:initial_call/1 copies the whole dictionary of the process it
-asks about (OTP 25 to 26.1). The process here was started by proc_lib,
-is busy (so --top picks it) and is also pinned, while --every 1s makes
-the set churn. Every call of proc_lib:initial_call/1 on the node is
-traced by argument: the big process is never its argument, and no
-process is its argument twice (each is asked once in its life). Where
+Where the node cannot read one dictionary key alone (OTP 25 to 26.1),
+reading what proc_lib recorded ('$initial_call') copies the whole
+dictionary of the process asked about (process_info(P, dictionary)).
+The process here was started by proc_lib, is busy (so --top picks it)
+and is also pinned, while --every 1s makes the set churn. Every call of
+process_info(P, dictionary) on the node is traced by argument: the big
+process is never its argument, and no process is its argument twice
+(each is asked once in its life). Where
 the node reads one dictionary key without copying (probed), the big
 process gets its real initial call. The node's memory, less the big
 process's own heap, is back to where it was (±20 MB) once the daemon has
@@ -34,13 +36,13 @@ BIG = (
     "pid_to_list(P) "
     "end")
 
-# counts proc_lib:initial_call/1 calls by argument
+# counts process_info(P, dictionary) calls by P
 TRACER = (
     "begin "
     "T = spawn(fun() -> "
     "  (fun L(M) -> "
     "     receive "
-    "       {trace, _, call, {proc_lib, initial_call, [A]}} -> "
+    "       {trace, _, call, {erlang, process_info, [A, dictionary]}} -> "
     "         L(maps:update_with(A, fun(C) -> C + 1 end, 1, M)); "
     "       {get, From} -> From ! {counts, M}, L(M); "
     "       _ -> L(M) "
@@ -48,7 +50,8 @@ TRACER = (
     "   end)(#{}) "
     "end), "
     "register(fp_ic_tracer, T), "
-    "erlang:trace_pattern({proc_lib, initial_call, 1}, true, [local]), "
+    "erlang:trace_pattern({erlang, process_info, 2}, "
+    "                     [{['_', dictionary], [], []}], [global]), "
     "erlang:trace(all, true, [call, {tracer, T}]), "
     "ok "
     "end")
@@ -91,7 +94,7 @@ def main(t):
 
     counts = dict(eval(node.eval_str(COUNTS).replace("[", "[").replace("{", "(")
                        .replace("}", ")")))
-    h.log("proc_lib:initial_call/1 calls by argument: %s" % counts)
+    h.log("process_info(P, dictionary) calls by P: %s" % counts)
     t.eq(counts.get(big, 0), 0, "the big process's dictionary was never copied")
     t.check(all(v == 1 for v in counts.values()),
             "no process was asked twice", str(counts))

@@ -35,6 +35,8 @@ struct fp_perf_record {
 	int64_t delta[FP_METRIC_COUNT];
 	const char *registered_name;		/* written atom or alias, or NULL */
 	const char *initial_call;		/* written MFA, or NULL */
+	/* label and key values: unescaped, a NUL held as FP_NUL_CARRIER
+	 * (util-escape.h); show them with fp_text_put_escaped() */
 	const char *label;			/* unescaped, or NULL */
 	const char *callers;			/* "<0.1.2>,...", or NULL */
 	const char *const *key_names;		/* "key.NAME: TEXT" fields: */

@@ -47,7 +47,15 @@ void
 fp_func_table_add(struct fp_func_table *table, enum fp_status status,
 		  const char *const *frames, size_t nframes, int64_t weight);
 
-/** Samples added, also those with an empty stack. */
+/**
+ * Count a sample in the summary (samples, statuses) but in no row: an
+ * idle sample left out of a table of where the node works. The rows'
+ * shares are of the samples in rows.
+ */
+void
+fp_func_table_add_unranked(struct fp_func_table *table, enum fp_status status);
+
+/** Samples added, also those with an empty stack or in no row. */
 uint64_t
 fp_func_table_samples(const struct fp_func_table *table);
 

@@ -350,10 +350,15 @@ fp_node_decode_bools(const struct fp_reply *reply, bool *out, size_t n);
 
 /**
  * Request what each pid was started as, timed (fp_reply_take_time()),
- * for fp_sampler_initial_calls(): process_info(P, {dictionary,
- * '$initial_call'}) where the node reads one key without copying the
- * dictionary (fp_node_reads_dict_keys()), else proc_lib:initial_call/1,
- * which copies the whole dictionary of the process.
+ * for fp_sampler_initial_calls(): the raw '$initial_call' proc_lib
+ * recorded, read as process_info(P, {dictionary, '$initial_call'}) where
+ * the node reads one key without copying the dictionary
+ * (fp_node_reads_dict_keys()), else from a copy of the whole dictionary.
+ * The node hands back only {Module, Function, Arity} with Arity 0..255
+ * (never proc_lib:initial_call/1, which makes an atom per argument of
+ * any arity the process set). An erl_eval expression, parsed at connect.
+ *
+ * @return 0, -ENOTCONN, or as the rpc send fails.
  */
 int
 fp_node_initial_call_request(struct fp_node *node, const struct fp_pid *pids,

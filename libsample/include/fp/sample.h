@@ -76,6 +76,9 @@ fp_sampler_initial_calls_asked(struct fp_sampler *sampler,
  * Take a fp_node_initial_call_request() reply for @pids (after
  * fp_reply_take_time()): processes started by proc_lib get the call
  * they were started with rather than proc_lib's, kept while they live.
+ * A process whose answer is no such call (its '$initial_call' was set to
+ * something else) keeps its own initial call; the others are not
+ * affected.
  *
  * @return 0 or -EBADMSG.
  */

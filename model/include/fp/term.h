@@ -6,7 +6,9 @@
  * flame_prof.
  *
  * Strings in these structs are UTF-8 as the node sent them (atoms are not
- * quoted or escaped here; the writers do that) and are owned by whoever
+ * quoted or escaped here; the writers do that), but for a NUL, which is
+ * held as the pair 0xC0 0x80 (FP_NUL_CARRIER, util/util-escape.h) so that
+ * an atom 'a\0b' is not cut to 'a'. They are owned by whoever
  * filled the struct: the fp_sampler that decoded a sample, until its next
  * decode (fp/sample.h), or the reader that parsed it from a file
  * (fp/perf-script-read.h).

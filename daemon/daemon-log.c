@@ -28,6 +28,10 @@
 
 static FILE *log_stream;
 static char *log_path;
+static int log_dirfd = -1;	/* the directory checked at start-up */
+static const char *log_base;	/* the file's name in it (in log_path) */
+static struct fpd_trust log_trust;
+static char dir_why[4096 + 128];	/* why the log's directory was refused */
 static mode_t log_mode;
 static bool log_created;	/* the file was made by fpd_log_open() */
 static enum fp_log_priority log_threshold = FP_LOG_INFO;
@@ -215,27 +219,32 @@ fpd_fatal(const char *format, ...)
 }
 
 /*
- * Append to @path, making it with --file-mode if it is not there (the
- * umask does not narrow it: the mode is what the user asked for).
+ * Append to the log file, making it with --file-mode if it is not there
+ * (the umask does not narrow it: the mode is what the user asked for).
+ * Never through a link, never a file another user could have put there
+ * (fs-safe.h).
  */
 static FILE *
-open_log(const char *path, mode_t mode, bool *created)
+open_log(mode_t mode, bool *created, const char **why)
 {
 	FILE *f;
 	int fd;
 
 	*created = false;
-	fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_CLOEXEC |
-		  O_NOCTTY, mode);
+	fd = fpd_fs_create(log_dirfd, log_base, O_WRONLY | O_APPEND, mode, NULL);
 	if (fd >= 0) {
 		*created = true;
 		if (fchmod(fd, mode) < 0)
 			goto close_fd;
-	} else if (errno == EEXIST) {
-		fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOCTTY);
-		if (fd < 0)
+	} else if (fd == -EEXIST) {
+		fd = fpd_fs_open_file(log_dirfd, log_base, O_WRONLY | O_APPEND,
+				      &log_trust, NULL, why);
+		if (fd < 0) {
+			errno = -fd;
 			return NULL;
+		}
 	} else {
+		errno = -fd;
 		return NULL;
 	}
 	f = fdopen(fd, "a");
@@ -254,19 +263,56 @@ close_fd:
 }
 
 int
-fpd_log_open(const char *path, int verbosity, mode_t mode)
+fpd_log_open(const char *path, int verbosity, mode_t mode,
+	     const struct fpd_trust *trust, const char **why)
 {
+	char *dir, *slash;
+	int rc;
+
+	*why = NULL;
 	log_threshold = verbosity > 0 ? FP_LOG_DEBUG :
 			verbosity < 0 ? FP_LOG_WARNING : FP_LOG_INFO;
 	fp_log_set_handler(library_handler, log_threshold);
 	if (!path)
 		return 0;
+	slash = strrchr(path, '/');
+	if (!*path || (slash && !slash[1]))
+		return -EISDIR;
 	log_path = xstrdup(path);
 	log_mode = mode;
-	log_stream = open_log(path, mode, &log_created);
-	if (!log_stream)
-		return -errno;
+	log_trust = *trust;
+	log_base = slash ? log_path + (slash - path) + 1 : log_path;
+	if (slash) {
+		size_t len = slash == path ? 1 : (size_t)(slash - path);
+
+		dir = xzalloc(len + 1);
+		memcpy(dir, path, len);
+	} else {
+		dir = xstrdup(".");
+	}
+	rc = fpd_fs_open_dir(dir, 0, trust, &log_dirfd, NULL, why);
+	if (rc < 0 && *why) {
+		/* the sentence names the file: say it is about its directory */
+		snprintf(dir_why, sizeof(dir_why), "is in %s, which %s", dir, *why);
+		*why = dir_why;
+	}
+	free(dir);
+	if (rc < 0)
+		goto fail;
+	log_stream = open_log(mode, &log_created, why);
+	if (!log_stream) {
+		rc = -errno;
+		goto fail;
+	}
 	return 0;
+
+fail:
+	if (log_dirfd >= 0)
+		close(log_dirfd);
+	log_dirfd = -1;
+	free(log_path);
+	log_path = NULL;
+	return rc;
 }
 
 int
@@ -297,14 +343,20 @@ fpd_log_chown(uid_t uid, gid_t gid, const char *user)
 int
 fpd_log_reopen(void)
 {
+	const char *why = NULL;
 	FILE *f;
 	bool created;
 
 	if (!log_path)
 		return 0;
-	f = open_log(log_path, log_mode, &created);
-	if (!f)
-		return -errno;
+	f = open_log(log_mode, &created, &why);
+	if (!f) {
+		int rc = -errno;
+
+		if (why)
+			fpd_err("log file %s %s: not reopened", log_path, why);
+		return rc;
+	}
 	if (log_stream)
 		fclose(log_stream);
 	log_stream = f;
@@ -326,6 +378,9 @@ fpd_log_close(void)
 	if (log_stream)
 		fclose(log_stream);
 	log_stream = NULL;
+	if (log_dirfd >= 0)
+		close(log_dirfd);
+	log_dirfd = -1;
 	free(log_path);
 	log_path = NULL;
 }

@@ -6,10 +6,18 @@
 #include <sys/types.h>
 
 #include "fp/log.h"
+#include "fs-safe.h"
 
-/* Log to stderr, or append to @path (made with @mode if absent). */
+/**
+ * Log to stderr, or append to @path (made with @mode if absent). The
+ * file's directory is opened as fs-safe.h's fpd_fs_open_dir() does and
+ * kept for fpd_log_reopen(); the file is opened without following a link
+ * and must be regular, with one link, owned by root or @trust's user.
+ * @return 0, or a negative errno; -EPERM, -ELOOP or -ENOTDIR set *why.
+ */
 int
-fpd_log_open(const char *path, int verbosity, mode_t mode);
+fpd_log_open(const char *path, int verbosity, mode_t mode,
+	     const struct fpd_trust *trust, const char **why);
 
 /* Hand the log file to the user the daemon drops to (as root, before the
  * drop), if the daemon made it; 0 or a negative errno. */

@@ -121,7 +121,9 @@ int
 main(int argc, char **argv)
 {
 	struct fpd_options opts;
+	struct fpd_trust trust;
 	char cookie[MAX_COOKIE + 2];
+	const char *why;
 	int rc;
 
 	/* The cookie is in memory: no core dumps, no ptrace by the same
@@ -137,9 +139,21 @@ main(int argc, char **argv)
 	rc = read_cookie(&opts, cookie, sizeof(cookie));
 	if (rc)
 		goto out;
-	if (fpd_log_open(opts.log_file, opts.verbosity, opts.file_mode) < 0) {
+	trust.uid = opts.user ? opts.uid : geteuid();
+	trust.gid = opts.user ? opts.gid : getegid();
+	rc = fpd_log_open(opts.log_file, opts.verbosity, opts.file_mode, &trust,
+			  &why);
+	if (rc < 0 && why) {
+		fprintf(stderr, "flame_profd: error: log file %s %s: flame_profd "
+			"logs only to a regular file of root or of the user it "
+			"runs as, in a directory no other user can write, reached "
+			"through no link another user could make\n",
+			opts.log_file, why);
+	} else if (rc < 0) {
 		fprintf(stderr, "flame_profd: error: cannot open log file %s: %s\n",
-			opts.log_file, strerror(errno));
+			opts.log_file, strerror(-rc));
+	}
+	if (rc < 0) {
 		rc = FPD_EXIT_CANTCREAT;
 		goto out;
 	}

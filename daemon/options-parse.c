@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "options-parse.h"
@@ -370,9 +371,17 @@ fpd_option_file_mode(struct fpd_options *o, const char *arg)
 int
 fpd_option_dir_mode(struct fpd_options *o, const char *arg)
 {
-	return parse_mode("--dir-mode", arg, 0700,
-			  "expected an octal mode giving the owner rwx, e.g. 0750",
-			  &o->dir_mode);
+	int rc = parse_mode("--dir-mode", arg, 0700,
+			    "expected an octal mode giving the owner rwx, e.g. 0750",
+			    &o->dir_mode);
+
+	/* a directory its group or others can write is one the daemon
+	 * would refuse to use again (fs-safe.h) */
+	if (rc == 0 && (o->dir_mode & (S_IWGRP | S_IWOTH)))
+		rc = fpd_option_bad_value("--dir-mode", arg,
+					  "neither the group nor others may write to "
+					  "the output directories, e.g. 0750");
+	return rc;
 }
 
 int

@@ -236,14 +236,15 @@ static const struct option_spec options[] = {
 	{ "compress-level", 0, required_argument, .parse = fpd_option_compress_level,
 	  .help = "      --compress-level N    zstd 1-19 (default 3), gzip 1-9 (default 6)\n" },
 	{ "keep-files", 0, required_argument,
-	  .help = "      --keep-files N        after each rotation keep the newest N files,\n",
+	  .help = "      --keep-files N        after each rotation keep the last N files,\n",
 	  UINT(keep_files, 1, KEEP_FILES_MAX, "expected a whole number of at least 1") },
 	{ "keep-bytes", 0, required_argument,
 	  .help = "      --keep-bytes SIZE     ... at most SIZE of files,\n",
 	  SIZE(keep_bytes, 1, "expected a size greater than 0, e.g. 1G") },
 	{ "keep-age", 0, required_argument,
 	  .help = "      --keep-age DUR        ... no file older than DUR (any combination;\n"
-	  "                            only flame_profd's own finished files are deleted)\n",
+	  "                            only files the index records flame_profd writing\n"
+	  "                            are deleted, never by a name's date)\n",
 	  DURATION(keep_age_us, 1, UINT64_MAX,
 		   "expected a duration greater than 0, e.g. 7d") },
 	{ "duration", 'd', required_argument,
@@ -254,12 +255,16 @@ static const struct option_spec options[] = {
 	{ "file-mode", 0, required_argument, .parse = fpd_option_file_mode,
 	  .help = "      --file-mode MODE      mode of output files (default 0640)\n" },
 	{ "dir-mode", 0, required_argument, .parse = fpd_option_dir_mode,
-	  .help = "      --dir-mode MODE       mode of output directories (default 0750)\n" },
+	  .help = "      --dir-mode MODE       mode of output directories (default 0750; no\n"
+	  "                            group or other write)\n" },
 	{ "user", 0, required_argument, .parse = fpd_option_user,
 	  .help = "      --user NAME           when started as root: drop to NAME once the cookie\n"
-	  "                            is read and the output directory is ready\n" },
+	  "                            is read and the output directory is ready (a\n"
+	  "                            node directory it did not make must be NAME's)\n" },
 	{ "log-file", 0, required_argument,
-	  .help = "      --log-file PATH       log there instead of stderr (SIGHUP reopens it)\n",
+	  .help = "      --log-file PATH       log there instead of stderr (SIGHUP reopens it); a\n"
+	  "                            regular file of root or the run's user, in a\n"
+	  "                            directory others cannot write, never a link\n",
 	  STRING(log_file) },
 	{ "verbose", 'v', no_argument, .parse = fpd_option_verbose,
 	  .help = "  -v, --verbose             more log output\n" },
@@ -300,7 +305,9 @@ static const char usage_tail[] =
 "      --duration run lost the node and had not regained it at the end\n"
 "  70  internal error, the node answered with nonsense, or it would not\n"
 "      load the --request helper module\n"
-"  73  output directory cannot be created or written\n"
+"  73  output directory or log file cannot be created or written, or is\n"
+"      not safe: a link another user could have made, another user's, or\n"
+"      writable by other users (docs/OPERATIONS.md, Security)\n"
 "  74  I/O error while writing output\n"
 "  75  another flame_profd is writing to the same output directory\n"
 "  77  the node refused the connection (wrong cookie, or short vs long names),\n"

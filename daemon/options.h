@@ -20,7 +20,8 @@ enum fpd_exit {
 	FPD_EXIT_NOINPUT = 66,		/* cookie file missing or unreadable */
 	FPD_EXIT_UNAVAILABLE = 69,	/* node unreachable */
 	FPD_EXIT_SOFTWARE = 70,		/* internal error, node answered nonsense */
-	FPD_EXIT_CANTCREAT = 73,	/* output directory not writable */
+	FPD_EXIT_CANTCREAT = 73,	/* output directory or log file cannot be
+					 * made, or is not safe (fs-safe.h) */
 	FPD_EXIT_IOERR = 74,		/* write error on output */
 	FPD_EXIT_TEMPFAIL = 75,		/* output directory locked by another daemon */
 	FPD_EXIT_NOPERM = 77,		/* node refused us: wrong cookie */

@@ -26,6 +26,7 @@
 #include "output.h"
 #include "compress.h"
 #include "daemon-log.h"
+#include "fs-safe.h"
 #include "recorder.h"
 #include "recover.h"
 #include "retention.h"
@@ -45,12 +46,16 @@ struct fpd_output {
 	char otp_release[16];
 	int dirfd;
 	int lockfd;
+	struct fpd_trust trust;		/* root and the run's user */
+	struct fpd_made dir_made;	/* the node directory, if this run made it */
+	struct fpd_made lock_made, reserve_made;
 	struct fpd_compressor *comp;
 
 	/* the open file */
 	int fd;
 	char partial[FP_PERF_PARTIAL_MAX];
 	char final[FP_PERF_NAME_MAX];
+	struct fpd_made file_made;
 	uint64_t opened_mono_us;
 	uint64_t last_open_epoch_ms;
 	off_t good;		/* bytes of whole segments on disk */
@@ -75,28 +80,6 @@ struct fpd_output {
 	uint64_t last_error_log_mono;
 	uint64_t errors_since_log;
 };
-
-static int
-mkdir_p(const char *path, mode_t mode)
-{
-	char buf[4096];
-	size_t len = strlen(path);
-
-	if (len >= sizeof(buf))
-		return -ENAMETOOLONG;
-	memcpy(buf, path, len + 1);
-	for (char *p = buf + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(buf, mode) < 0 && errno != EEXIST)
-			return -errno;
-		*p = '/';
-	}
-	if (mkdir(buf, mode) < 0 && errno != EEXIST)
-		return -errno;
-	return 0;
-}
 
 static void
 log_write_error(struct fpd_output *out, int err, const char *what)
@@ -145,17 +128,42 @@ write_all(int fd, const void *data, size_t len)
 #define RESERVE_MIN (256 * 1024)
 #define RESERVE_PER_FILE 1024
 
+/* The bookkeeping file @name: ours from an earlier run (checked as
+ * fpd_fs_open_file() does) or made now; its identity in @made. */
+static int
+open_own(struct fpd_output *out, int dirfd, const char *name,
+	 struct fpd_made *made, const char **why)
+{
+	struct stat st;
+	int fd = fpd_fs_open_file(dirfd, name, O_RDWR, &out->trust, &st, why);
+
+	if (fd >= 0) {
+		fpd_fs_made_of(&st, made);
+		return fd;
+	}
+	if (fd != -ENOENT)
+		return fd;
+	fd = fpd_fs_create(dirfd, name, O_RDWR, out->cfg.file_mode, made);
+	if (fd == -EEXIST)
+		fd = -EAGAIN;	/* made by someone else meanwhile */
+	return fd;
+}
+
 static void
 take_reserve(struct fpd_output *out)
 {
 	off_t want = RESERVE_MIN + (off_t)out->nindex * RESERVE_PER_FILE;
-	int fd = openat(out->dirfd, RESERVE_NAME,
-			O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, out->cfg.file_mode);
+	const char *why = NULL;
+	int fd = open_own(out, out->dirfd, RESERVE_NAME, &out->reserve_made, &why);
 	struct stat st;
 
-	if (fd < 0)
+	if (fd < 0) {
+		if (why)
+			fpd_warn("%s/%s %s: not used to keep room for the manifest",
+				 out->dir, RESERVE_NAME, why);
 		return;
-	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size < want &&
+	}
+	if (fstat(fd, &st) == 0 && st.st_size < want &&
 	    posix_fallocate(fd, 0, want) != 0 && ftruncate(fd, st.st_size) < 0)
 		fpd_debug("cannot keep room for the manifest in %s", out->dir);
 	close(fd);
@@ -167,15 +175,16 @@ store_index(struct fpd_output *out)
 	int rc;
 
 	out->index_due = false;
-	rc = fpd_index_store(out->dirfd, out->index, &out->nindex,
+	rc = fpd_index_store(out->dirfd, &out->trust, out->index, &out->nindex,
 			     out->cfg.node, out->otp_release,
 			     out->cfg.options_json, out->cfg.file_mode);
 
 	if ((rc == -ENOSPC || rc == -EDQUOT) &&
-	    unlinkat(out->dirfd, RESERVE_NAME, 0) == 0)
-		rc = fpd_index_store(out->dirfd, out->index, &out->nindex,
-				     out->cfg.node, out->otp_release,
-				     out->cfg.options_json, out->cfg.file_mode);
+	    fpd_fs_unlink_made(out->dirfd, RESERVE_NAME, &out->reserve_made) == 0)
+		rc = fpd_index_store(out->dirfd, &out->trust, out->index,
+				     &out->nindex, out->cfg.node,
+				     out->otp_release, out->cfg.options_json,
+				     out->cfg.file_mode);
 	if (rc < 0)
 		fpd_warn("cannot write the manifest in %s: %s", out->dir,
 			 strerror(-rc));
@@ -184,14 +193,51 @@ store_index(struct fpd_output *out)
 
 /* ---- life cycle ----------------------------------------------------------- */
 
-/* fpd_output_new(): NULL with *@err an errno and *@what what failed. */
+/* Why a directory was refused, for fpd_output_new()'s caller. */
+static char refusal[4096 + 512];
+
+static void
+refuse(const char *path, const char *why)
+{
+	snprintf(refusal, sizeof(refusal),
+		 "output directory %s %s: flame_profd writes only in a directory "
+		 "of root or of the user it runs as that no other user can write, "
+		 "reached through no link another user could make",
+		 path, why);
+}
+
+/* --out, then DIR/<node> in it, each made if missing and checked
+ * (fs-safe.h). */
+static int
+open_node_dir(struct fpd_output *out, int *dirfd, struct fpd_made *made,
+	      const char **why, const char **which)
+{
+	int outfd, rc;
+
+	*which = out->cfg.dir;
+	rc = fpd_fs_open_dir(out->cfg.dir, out->cfg.dir_mode, &out->trust,
+			     &outfd, NULL, why);
+	if (rc < 0)
+		return rc;
+	*which = out->dir;
+	rc = fpd_fs_open_subdir(outfd, out->node_s, out->cfg.dir_mode,
+				&out->trust, dirfd, made, why);
+	close(outfd);
+	return rc;
+}
+
+/* fpd_output_new(): NULL with *@err an errno and *@what what failed, or
+ * with *@err 0 and *@what the whole message when a path was refused. */
 static struct fpd_output *
 output_open(const struct fpd_output_config *config, int *err,
 	    const char **what)
 {
 	struct fpd_output *out = xnew(struct fpd_output);
-	char probe[64];
+	const char *why = NULL, *which = config->dir;
+	struct fpd_made probe_made;
+	bool named = false;
 	struct stat st;
+	char probe[64];
 	bool recovered;
 	int fd, rc;
 
@@ -199,31 +245,43 @@ output_open(const struct fpd_output_config *config, int *err,
 	out->cfg.header = xstrdup(config->header);
 	out->cfg.options_json = xstrdup(config->options_json);
 	out->cfg.node = xstrdup(config->node);
+	out->cfg.dir = xstrdup(config->dir);
+	out->trust = (struct fpd_trust){ config->uid, config->gid };
 	out->node_s = fp_perf_node_name(config->node);
 	out->dirfd = out->lockfd = out->fd = -1;
 	out->dir = xzalloc(strlen(config->dir) + strlen(out->node_s) + 2);
 	sprintf(out->dir, "%s/%s", config->dir, out->node_s);
 
 	*what = "cannot create the output directory";
-	rc = mkdir_p(out->dir, config->dir_mode);
+	rc = open_node_dir(out, &out->dirfd, &out->dir_made, &why, &which);
 	if (rc < 0)
 		goto fail;
-	if (stat(out->dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
-		rc = -ENOTDIR;
-		goto fail;
-	}
-	out->dirfd = open(out->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (out->dirfd < 0) {
-		rc = -errno;
+	/* Root's, but not made by this run: with --user it would not be
+	 * handed over (fpd_output_chown()), so nothing is written there. */
+	if (!out->dir_made.ino && fstat(out->dirfd, &st) == 0 &&
+	    st.st_uid != config->uid) {
+		snprintf(refusal, sizeof(refusal),
+			 "output directory %s was not made by this run and belongs "
+			 "to uid %u, not to the user flame_profd runs as: not handed "
+			 "over (chown it to that user, or remove it)", out->dir,
+			 (unsigned)st.st_uid);
+		why = refusal;
+		named = true;
+		rc = -EPERM;
 		goto fail;
 	}
 
 	*what = "cannot lock the output directory";
-	out->lockfd = openat(out->dirfd, LOCK_NAME,
-			     O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
-			     config->file_mode);
+	out->lockfd = open_own(out, out->dirfd, LOCK_NAME, &out->lock_made, &why);
 	if (out->lockfd < 0) {
-		rc = -errno;
+		rc = out->lockfd;
+		which = out->dir;
+		if (why) {	/* named for the file, not the directory */
+			snprintf(refusal, sizeof(refusal),
+				 "lock file %s/%s %s: remove it", out->dir,
+				 LOCK_NAME, why);
+			named = true;
+		}
 		goto fail;
 	}
 	if (flock(out->lockfd, LOCK_EX | LOCK_NB) < 0) {
@@ -235,23 +293,28 @@ output_open(const struct fpd_output_config *config, int *err,
 
 	/* Fail now, not at the first rotation, if files cannot be made. */
 	*what = "cannot write to the output directory";
-	snprintf(probe, sizeof(probe), ".flame_profd-probe.%ld", (long)getpid());
-	fd = openat(out->dirfd, probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	/* a name taken (by a leftover, a link) is passed over */
+	fd = -EEXIST;
+	for (int i = 0; fd == -EEXIST && i < 100; i++) {
+		snprintf(probe, sizeof(probe), ".flame_profd-probe.%ld.%d",
+			 (long)getpid(), i);
+		fd = fpd_fs_create(out->dirfd, probe, O_WRONLY, 0600, &probe_made);
+	}
 	if (fd < 0) {
-		rc = -errno;
+		rc = fd;
 		goto fail;
 	}
 	close(fd);
-	unlinkat(out->dirfd, probe, 0);
+	fpd_fs_unlink_made(out->dirfd, probe, &probe_made);
 
-	if (fpd_index_load(out->dirfd, &out->index, &out->nindex) < 0)
+	if (fpd_index_load(out->dirfd, &out->trust, &out->index, &out->nindex) < 0)
 		fpd_warn("cannot read the index in %s; starting a new one", out->dir);
 	/* What was recovered is stored now in case this run writes no file,
 	 * but not before the options the manifest records are known. A run
 	 * killed before it stores them leaves the files finished and
 	 * unlisted, and the next start lists them (recover.c). */
-	recovered = fpd_recover(out->dirfd, out->dir, out->node_s, &out->index,
-				&out->nindex, &out->unfinished);
+	recovered = fpd_recover(out->dirfd, out->dir, out->node_s, &out->trust,
+				&out->index, &out->nindex, &out->unfinished);
 	if (recovered && !config->options_later) {
 		store_index(out);
 	} else {
@@ -264,6 +327,12 @@ output_open(const struct fpd_output_config *config, int *err,
 
 fail:
 	*err = -rc;
+	if (why) {
+		if (!named)
+			refuse(which, why);
+		*what = refusal;
+		*err = 0;
+	}
 	fpd_output_destroy(out);
 	return NULL;
 }
@@ -277,6 +346,11 @@ fpd_output_new(const struct fpd_output_config *config, struct fpd_output **out)
 	*out = output_open(config, &err, &what);
 	if (*out)
 		return 0;
+	if (!err) {
+		/* refused as not safe: the text says which and why */
+		fpd_fatal("%s", what);
+		return -EPERM;
+	}
 	fpd_fatal("%s: %s/%s: %s", what, config->dir, config->node,
 		  strerror(err));
 	return -err;
@@ -303,6 +377,7 @@ fpd_output_destroy(struct fpd_output *out)
 	free((char *)out->cfg.header);
 	free((char *)out->cfg.options_json);
 	free((char *)out->cfg.node);
+	free((char *)out->cfg.dir);
 	free(out);
 }
 
@@ -355,12 +430,12 @@ static int
 carry_over(struct fpd_output *out)
 {
 	char buf[65536];
-	int fd = openat(out->dirfd, out->partial,
-			O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
-			out->cfg.file_mode);
+	struct fpd_made made;
+	int fd = fpd_fs_create(out->dirfd, out->partial, O_RDWR,
+			       out->cfg.file_mode, &made);
 
 	if (fd < 0)
-		return -errno;
+		return fd;
 	for (off_t off = 0; off < out->good;) {
 		size_t want = (size_t)(out->good - off) < sizeof(buf) ?
 			      (size_t)(out->good - off) : sizeof(buf);
@@ -368,13 +443,14 @@ carry_over(struct fpd_output *out)
 
 		if (n <= 0 || write_all(fd, buf, (size_t)n) < 0) {
 			close(fd);
-			unlinkat(out->dirfd, out->partial, 0);
+			fpd_fs_unlink_made(out->dirfd, out->partial, &made);
 			return n < 0 ? -errno : -EIO;
 		}
 		off += n;
 	}
 	close(out->fd);
 	out->fd = fd;
+	out->file_made = made;
 	return 0;
 }
 
@@ -387,23 +463,24 @@ carry_over(struct fpd_output *out)
 static void
 check_dir(struct fpd_output *out)
 {
+	const char *why = NULL, *which;
+	struct fpd_made dir_made, lock_made;
 	struct stat st;
 	int dirfd, lockfd, rc;
 
 	if (out->fatal || fstat(out->dirfd, &st) < 0 || st.st_nlink > 0)
 		return;
-	rc = mkdir_p(out->dir, out->cfg.dir_mode);
-	if (rc < 0)
-		goto fail;
-	dirfd = open(out->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dirfd < 0) {
-		rc = -errno;
+	rc = open_node_dir(out, &dirfd, &dir_made, &why, &which);
+	if (rc < 0) {
+		if (why) {
+			refuse(which, why);
+			fpd_err("%s", refusal);
+		}
 		goto fail;
 	}
-	lockfd = openat(dirfd, LOCK_NAME, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
-			out->cfg.file_mode);
+	lockfd = open_own(out, dirfd, LOCK_NAME, &lock_made, &why);
 	if (lockfd < 0 || flock(lockfd, LOCK_EX | LOCK_NB) < 0) {
-		rc = -errno;
+		rc = lockfd < 0 ? lockfd : -errno;
 		if (lockfd >= 0)
 			close(lockfd);
 		close(dirfd);
@@ -413,6 +490,8 @@ check_dir(struct fpd_output *out)
 	close(out->lockfd);
 	out->dirfd = dirfd;
 	out->lockfd = lockfd;
+	out->dir_made = dir_made;
+	out->lock_made = lock_made;
 	if (out->fd >= 0 && (rc = carry_over(out)) < 0) {
 		fpd_err("output directory %s was deleted and made again, but the file being written could not be carried over: %s; its samples are dropped",
 			out->dir, strerror(-rc));
@@ -440,29 +519,46 @@ fail:
 	}
 }
 
+/* Names tried, one millisecond apart, when the next one is taken. */
+#define NAME_TRIES 1000
+
 static int
 open_file(struct fpd_output *out, uint64_t now_epoch_us)
 {
 	uint64_t ms = now_epoch_us / 1000;
-
-	/* Names sort by time and never collide: one file per millisecond. */
-	if (ms <= out->last_open_epoch_ms)
-		ms = out->last_open_epoch_ms + 1;
-	out->last_open_epoch_ms = ms;
-	/* a node name is an atom of at most 255 bytes: the names fit */
-	fp_perf_name_format(out->final, sizeof(out->final), out->node_s, ms,
-			    (enum fp_perf_compress)out->cfg.compress);
-	fp_perf_partial_format(out->partial, sizeof(out->partial), out->final);
+	unsigned taken = 0;
+	struct stat st;
 
 	check_dir(out);
 	if (out->fatal)
 		return -1;
-	/* read-write: a file whose directory was deleted is copied over */
-	out->fd = openat(out->dirfd, out->partial,
-			 O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
-			 out->cfg.file_mode);
+	/* Names sort by time and never collide: one file per millisecond. */
+	if (ms <= out->last_open_epoch_ms)
+		ms = out->last_open_epoch_ms + 1;
+	/* A name already there (a file, or a link someone planted at the
+	 * predictable next name) is not ours: the next free one is used. */
+	for (;; ms++) {
+		/* a node name is an atom of at most 255 bytes: the names fit */
+		fp_perf_name_format(out->final, sizeof(out->final), out->node_s,
+				    ms, (enum fp_perf_compress)out->cfg.compress);
+		fp_perf_partial_format(out->partial, sizeof(out->partial),
+				       out->final);
+		out->fd = -EEXIST;
+		if (fstatat(out->dirfd, out->final, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			out->fd = fpd_fs_create(out->dirfd, out->partial, O_RDWR,
+						out->cfg.file_mode,
+						&out->file_made);
+		if (out->fd != -EEXIST || ++taken == NAME_TRIES)
+			break;
+	}
+	out->last_open_epoch_ms = ms;
+	if (taken && out->fd >= 0)
+		fpd_warn("%s: %u file name%s already taken by something not "
+			 "ours; writing %s", out->dir, taken, taken > 1 ? "s" : "",
+			 out->partial);
 	if (out->fd < 0) {
-		log_write_error(out, errno, "cannot create a file");
+		log_write_error(out, -out->fd, "cannot create a file");
+		out->fd = -1;
 		return -1;
 	}
 	out->opened_mono_us = out->flushed_mono_us = fpd_now_mono_us();
@@ -567,7 +663,7 @@ fpd_output_finish(struct fpd_output *out)
 		 * counted goes to the next one. */
 		close(out->fd);
 		out->fd = -1;
-		unlinkat(out->dirfd, out->partial, 0);
+		fpd_fs_unlink_made(out->dirfd, out->partial, &out->file_made);
 		out->pending_skipped += out->entry.skipped;
 		out->pending_dropped += out->entry.dropped;
 		out->pending_events += out->entry.events;
@@ -593,6 +689,7 @@ fpd_output_finish(struct fpd_output *out)
 		return rc;
 	}
 	snprintf(out->entry.name, sizeof(out->entry.name), "%s", out->final);
+	out->entry.made = out->file_made;
 	fsync(out->dirfd);
 	out->entry.bytes = (uint64_t)out->good;
 	out->written_total += out->entry.samples;
@@ -600,9 +697,9 @@ fpd_output_finish(struct fpd_output *out)
 	fpd_info("finished %s/%s (%" PRIu64 " samples, %" PRIu64 " bytes)",
 		 out->dir, out->final, out->entry.samples, out->entry.bytes);
 
-	fpd_retention_apply(out->dirfd, out->node_s, out->cfg.keep_files,
-			    out->cfg.keep_bytes, out->cfg.keep_age_us,
-			    fpd_now_epoch_us());
+	fpd_retention_apply(out->dirfd, out->index, &out->nindex,
+			    out->cfg.keep_files, out->cfg.keep_bytes,
+			    out->cfg.keep_age_us, fpd_now_epoch_us());
 	store_index(out);
 	return 0;
 }
@@ -620,20 +717,45 @@ fpd_output_tick(struct fpd_output *out, uint64_t now_mono_us)
 }
 
 int
-fpd_output_chown(struct fpd_output *out, uid_t uid, gid_t gid)
+fpd_output_chown(struct fpd_output *out, uid_t uid, gid_t gid,
+		 const char **why)
 {
 	static const char *const files[] = {
-		LOCK_NAME, ".flame_profd.index", "manifest.json", RESERVE_NAME,
+		".flame_profd.index", "manifest.json",
 	};
+	struct stat st;
+	int rc;
 
-	if (fchown(out->dirfd, uid, gid) < 0)
-		return -errno;
-	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
-		if (fchownat(out->dirfd, files[i], uid, gid, AT_SYMLINK_NOFOLLOW) < 0 &&
-		    errno != ENOENT)
+	*why = NULL;
+	if (!out->dir_made.ino) {
+		/* Not made by this run: never handed over, only checked. */
+		if (fstat(out->dirfd, &st) < 0)
 			return -errno;
+		if (st.st_uid != uid) {
+			*why = "was not made by this run and belongs to another user";
+			return -EPERM;
+		}
+		return 0;
 	}
-	return 0;
+	rc = fpd_fs_chown_made(out->dirfd, NULL, &out->dir_made, uid, gid);
+	if (rc < 0)
+		return rc;
+	/* In a directory this run made, only it wrote these. */
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		struct fpd_made made;
+
+		if (fstatat(out->dirfd, files[i], &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		fpd_fs_made_of(&st, &made);
+		rc = fpd_fs_chown_made(out->dirfd, files[i], &made, uid, gid);
+		if (rc < 0)
+			return rc;
+	}
+	rc = fpd_fs_chown_made(out->dirfd, LOCK_NAME, &out->lock_made, uid, gid);
+	if (rc < 0)
+		return rc;
+	rc = fpd_fs_chown_made(out->dirfd, RESERVE_NAME, &out->reserve_made, uid, gid);
+	return rc == -ENOENT || rc == -ESTALE ? 0 : rc;
 }
 
 void

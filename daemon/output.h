@@ -31,6 +31,8 @@ struct fpd_output_config {
 	uint64_t keep_age_us;		/* 0: no limit */
 	mode_t file_mode;
 	mode_t dir_mode;
+	uid_t uid;			/* the run's user, trusted besides root */
+	gid_t gid;
 };
 
 struct fpd_output;
@@ -38,10 +40,12 @@ struct fp_text;
 
 /**
  * Create (mkdir -p) DIR/<node>/, lock it, finish or set aside what an
- * earlier run left, and check it takes files. The caller frees *@out
- * with fpd_output_destroy() (or hands it to a recorder).
+ * earlier run left, and check it takes files. Every path is opened as
+ * fs-safe.h says. The caller frees *@out with fpd_output_destroy() (or
+ * hands it to a recorder).
  * @return 0, or a negative errno with what failed logged (fpd_fatal()):
- *         -EWOULDBLOCK when another daemon holds the directory's lock.
+ *         -EWOULDBLOCK when another daemon holds the directory's lock,
+ *         -EPERM when a directory or file was refused as not safe.
  */
 int
 fpd_output_new(const struct fpd_output_config *config, struct fpd_output **out);
@@ -119,9 +123,12 @@ void
 fpd_output_settle_options(struct fpd_output *out, const char *json);
 
 /** Give the node directory and its bookkeeping files to @uid:@gid (before
- * dropping root), so the daemon can go on writing there. */
+ * dropping root), so the daemon can go on writing there: only if this run
+ * made the directory. One it did not make must already be @uid's.
+ * @return 0, or -EPERM with *why set, or a negative errno. */
 int
-fpd_output_chown(struct fpd_output *out, uid_t uid, gid_t gid);
+fpd_output_chown(struct fpd_output *out, uid_t uid, gid_t gid,
+		 const char **why);
 
 /** Samples dropped on write errors since the start. */
 uint64_t

@@ -21,10 +21,13 @@
 #include "recover.h"
 #include "daemon-log.h"
 #include "retention.h"
+#include "util.h"
 #include "util-mem.h"
 
 /* Names tried, one millisecond apart, for a file whose name is taken. */
 #define FINISH_TRIES 1000
+/* Slack before a name's time counts as in the future (retention.c). */
+#define FUTURE_SLACK_US (60u * 1000000u)
 /* Set-aside leftovers kept at most: the newest, for a post-mortem. */
 #define ASIDE_MAX 8
 #define ASIDE_SUFFIX ".unrecoverable"
@@ -34,6 +37,7 @@ struct leftovers {
 	int dirfd;
 	const char *dir;
 	const char *node_s;
+	const struct fpd_trust *trust;
 	struct fpd_file_entry **entries;
 	size_t *n;
 	unsigned *unfinished;
@@ -55,10 +59,9 @@ fpd_rename_free(int dirfd, const char *from, char *name, size_t size)
 					 parsed.kind);
 		if (rc < 0)
 			return rc;
-		if (renameat2(dirfd, from, dirfd, name, RENAME_NOREPLACE) == 0)
-			return 0;
-		if (errno != EEXIST)
-			return -errno;
+		rc = fpd_fs_rename(dirfd, from, name, false);
+		if (rc != -EEXIST)
+			return rc;
 	}
 	return -EEXIST;
 }
@@ -71,28 +74,46 @@ static ssize_t
 summarize(const struct leftovers *l, const char *name,
 	  enum fp_perf_compress kind, struct fp_perf_summary *s)
 {
-	size_t size = strlen(l->dir) + strlen(name) + 2;
+	/* through the directory descriptor checked, not the path again
+	 * (without /proc, through the path) */
+	size_t size = strlen(l->dir) + strlen(name) + 64;
 	char *path = xzalloc(size);
 	ssize_t rc;
 
-	snprintf(path, size, "%s/%s", l->dir, name);
+	if (access("/proc/self/fd", X_OK) == 0)
+		snprintf(path, size, "/proc/self/fd/%d/%s", l->dirfd, name);
+	else
+		snprintf(path, size, "%s/%s", l->dir, name);
 	rc = fp_perf_file_summarize(path, kind, s);
 	free(path);
 	return rc;
 }
 
+/*
+ * Whether @name, left by an earlier run, may be touched as the daemon's
+ * own: a regular file with one link, owned by root or the run's user
+ * (fpd_fs_open_file()). Anything else is reported and left alone.
+ * @return the descriptor open with @flags, or a negative errno.
+ */
 static int
-truncate_at(int dirfd, const char *name, off_t len)
+open_leftover(const struct leftovers *l, const char *name, int flags,
+	      struct stat *st)
 {
-	int fd = openat(dirfd, name, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
-	int rc = 0;
+	const char *why = NULL;
+	int fd = fpd_fs_open_file(l->dirfd, name, flags, l->trust, st, &why);
 
-	if (fd < 0)
-		return -errno;
+	if (fd < 0 && why)
+		fpd_warn("%s/%s %s: not written by flame_profd; left alone",
+			 l->dir, name, why);
+	return fd;
+}
+
+static int
+truncate_fd(int fd, off_t len)
+{
 	if (ftruncate(fd, len) < 0 || fsync(fd) < 0)
-		rc = -errno;
-	close(fd);
-	return rc;
+		return -errno;
+	return 0;
 }
 
 static int
@@ -163,14 +184,19 @@ prune_aside(const struct leftovers *l)
 	size_t n = list_names(l, leftover_name, true, &names), keep = 0;
 
 	for (size_t i = n; i-- > 0;) {
+		struct fpd_made made;
 		struct stat st;
+		int fd = open_leftover(l, names[i], O_RDONLY, &st);
 
-		if (fstatat(l->dirfd, names[i], &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-		    S_ISREG(st.st_mode) && st.st_size > 0 && keep < ASIDE_MAX) {
+		if (fd < 0)
+			continue;
+		close(fd);
+		if (st.st_size > 0 && keep < ASIDE_MAX) {
 			keep++;
 			continue;
 		}
-		if (unlinkat(l->dirfd, names[i], 0) == 0)
+		fpd_fs_made_of(&st, &made);
+		if (fpd_fs_unlink_made(l->dirfd, names[i], &made) == 0)
 			fpd_info("removed %s/%s, an old leftover", l->dir, names[i]);
 	}
 	free_names(names, n);
@@ -178,7 +204,8 @@ prune_aside(const struct leftovers *l)
 
 static void
 add_entry(const struct leftovers *l, const char *name,
-	  const struct fp_perf_summary *s, uint64_t bytes, bool recovered)
+	  const struct fp_perf_summary *s, uint64_t bytes, bool recovered,
+	  const struct stat *st)
 {
 	struct fpd_file_entry e = {
 		.first_us = s->first_us,
@@ -188,6 +215,7 @@ add_entry(const struct leftovers *l, const char *name,
 		.recovered = recovered,
 	};
 
+	fpd_fs_made_of(st, &e.made);
 	snprintf(e.name, sizeof(e.name), "%s", name);
 	fpd_index_add(l->entries, l->n, &e);
 }
@@ -205,25 +233,35 @@ recover_one(const struct leftovers *l, const char *partial)
 	char final[FP_PERF_NAME_MAX], aside[FP_PERF_PARTIAL_MAX + sizeof(ASIDE_SUFFIX)];
 	struct fp_perf_summary s;
 	enum fp_perf_compress kind = FP_PERF_PLAIN;
+	struct fpd_made made;
+	struct stat st;
 	ssize_t keep;
-	int rc;
+	int fd, rc;
 
 	fp_perf_partial_parse(partial, "", l->node_s, final);
 	fp_perf_name_kind(final, &kind);
 	snprintf(aside, sizeof(aside), "%s%s", partial, ASIDE_SUFFIX);
 
+	/* held open from the check to the cut: the file checked is cut */
+	fd = open_leftover(l, partial, O_WRONLY, &st);
+	if (fd < 0)
+		return;		/* not ours to touch */
+	fpd_fs_made_of(&st, &made);
 	keep = summarize(l, partial, kind, &s);
-	if (keep == -EINVAL)
-		return;		/* not a regular file: not ours to touch */
+	if (keep == -EINVAL || fpd_fs_is_made(l->dirfd, partial, &made) < 0)
+		goto close_fd;	/* swapped meanwhile: not ours to touch */
 	if (keep <= 0 || s.samples == 0) {
-		if (s.size == 0) {
-			if (unlinkat(l->dirfd, partial, 0) == 0)
+		if (st.st_size == 0) {	/* as checked, not as read */
+			if (fpd_fs_unlink_made(l->dirfd, partial, &made) == 0)
 				fpd_info("removed %s/%s: empty", l->dir, partial);
-			return;
+			goto close_fd;
 		}
+		close(fd);
 		goto set_aside;
 	}
-	if (truncate_at(l->dirfd, partial, keep) < 0)
+	rc = truncate_fd(fd, keep);
+	close(fd);
+	if (rc < 0)
 		goto set_aside;
 	rc = fpd_rename_free(l->dirfd, partial, final, sizeof(final));
 	if (rc < 0) {
@@ -233,16 +271,19 @@ recover_one(const struct leftovers *l, const char *partial)
 		return;
 	}
 	fsync(l->dirfd);
-	add_entry(l, final, &s, (uint64_t)keep, true);
+	add_entry(l, final, &s, (uint64_t)keep, true, &st);
 	fpd_warn("recovered %s/%s left by an earlier run (%" PRIu64
 		 " samples, %lld bytes cut)", l->dir, final, s.samples,
 		 (long long)(s.size - keep));
 	return;
 
 set_aside:
-	if (renameat2(l->dirfd, partial, l->dirfd, aside, RENAME_NOREPLACE) == 0)
+	if (fpd_fs_rename(l->dirfd, partial, aside, false) == 0)
 		fpd_warn("set aside %s/%s: nothing in it could be recovered",
 			 l->dir, aside);
+	return;
+close_fd:
+	close(fd);
 }
 
 static bool
@@ -261,9 +302,22 @@ static void
 account_one(const struct leftovers *l, const char *name)
 {
 	enum fp_perf_compress kind = FP_PERF_PLAIN;
+	struct fp_perf_name parsed;
 	struct fp_perf_summary s;
+	struct stat st;
 	ssize_t whole;
+	int fd;
 
+	if (fp_perf_name_parse(name, &parsed) &&
+	    parsed.epoch_ms * 1000 > fpd_now_epoch_us() + FUTURE_SLACK_US) {
+		fpd_warn("%s/%s is not in the index and is named for a time in "
+			 "the future; left alone", l->dir, name);
+		return;
+	}
+	fd = open_leftover(l, name, O_RDONLY, &st);
+	if (fd < 0)
+		return;
+	close(fd);
 	fp_perf_name_kind(name, &kind);
 	whole = summarize(l, name, kind, &s);
 	if (whole == -EINVAL)
@@ -274,17 +328,44 @@ account_one(const struct leftovers *l, const char *name)
 			 "not whole segments");
 		return;
 	}
-	add_entry(l, name, &s, (uint64_t)s.size, false);
+	add_entry(l, name, &s, (uint64_t)s.size, false, &st);
 	fpd_info("%s/%s added to the index (%" PRIu64 " samples)", l->dir,
 		 name, s.samples);
 }
 
+/* Entries of an index written before device and inode were recorded:
+ * those of the file there now, if it may be the daemon's own. */
+static bool
+adopt_old(const struct leftovers *l)
+{
+	bool changed = false;
+
+	for (size_t i = 0; i < *l->n; i++) {
+		struct fpd_file_entry *e = &(*l->entries)[i];
+		struct stat st;
+		int fd;
+
+		if (e->made.ino)
+			continue;
+		fd = open_leftover(l, e->name, O_RDONLY, &st);
+		if (fd < 0)
+			continue;
+		close(fd);
+		fpd_fs_made_of(&st, &e->made);
+		changed = true;
+	}
+	return changed;
+}
+
 bool
 fpd_recover(int dirfd, const char *dir, const char *node_s,
-	    struct fpd_file_entry **entries, size_t *n, unsigned *unfinished)
+	    const struct fpd_trust *trust, struct fpd_file_entry **entries,
+	    size_t *n, unsigned *unfinished)
 {
-	const struct leftovers l = { dirfd, dir, node_s, entries, n, unfinished };
+	const struct leftovers l = { dirfd, dir, node_s, trust, entries, n,
+				     unfinished };
 	size_t before = *n, count;
+	bool adopted = adopt_old(&l);
 	char **names;
 
 	count = list_names(&l, leftover_name, false, &names);
@@ -299,5 +380,5 @@ fpd_recover(int dirfd, const char *dir, const char *node_s,
 			account_one(&l, names[i]);
 	}
 	free_names(names, count);
-	return *n != before;
+	return adopted || *n != before;
 }

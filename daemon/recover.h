@@ -24,9 +24,14 @@ fpd_rename_free(int dirfd, const char *from, char *name, size_t size);
  * @dir) of @node_s: partial files are recovered (or set aside), and
  * finished files the index does not list (a run killed between the rename
  * and the index update) are counted and added to the index @entries of
- * *@n entries. *@unfinished counts the files that must stay as they are.
+ * *@n entries. Only regular files with one link, owned by root or
+ * @trust's user, are touched or listed; a finished name dated in the
+ * future is reported and not listed. Entries of an older index without
+ * a device and inode get those of such a file. *@unfinished counts the
+ * files that must stay as they are.
  * @return whether the index changed.
  */
 bool
 fpd_recover(int dirfd, const char *dir, const char *node_s,
-	    struct fpd_file_entry **entries, size_t *n, unsigned *unfinished);
+	    const struct fpd_trust *trust, struct fpd_file_entry **entries,
+	    size_t *n, unsigned *unfinished);

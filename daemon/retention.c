@@ -1,13 +1,14 @@
 /*
  * flame_profd — retention, and the index and manifest of finished files.
  *
- * Retention only ever deletes files whose whole name is one of ours:
- * NODE.YYYYMMDDTHHMMSS.mmmZ.perf[.gz|.zst] in our own node directory.
- * The index (.flame_profd.index, one line per finished file) carries what
- * the manifest says about each file across restarts; manifest.json is
- * generated from it. Both are replaced atomically (write, fsync, rename).
+ * Retention only ever deletes files the index lists with the device and
+ * inode they were written with, and only while the name still is that
+ * file: a name that looks like ours, or its date, proves nothing.
+ * The index (.flame_profd.index, one line per finished file, in the
+ * order they were finished) carries what the manifest says about each
+ * file across restarts; manifest.json is generated from it. Both are
+ * replaced atomically (write, fsync, rename).
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -26,99 +27,75 @@
 #define INDEX_NAME ".flame_profd.index"
 #define MANIFEST_NAME "manifest.json"
 
-struct found {
-	char name[FP_PERF_NAME_MAX];
-	uint64_t bytes;
-	uint64_t mtime_us;
-};
-
-static int
-cmp_found(const void *a, const void *b)
-{
-	return strcmp(((const struct found *)a)->name,
-		      ((const struct found *)b)->name);
-}
-
-static int
-list_finished(int dirfd, const char *node_s, struct found **out, size_t *n)
-{
-	int fd = dup(dirfd);
-	DIR *dir;
-	struct dirent *de;
-	size_t cap = 0;
-
-	*out = NULL;
-	*n = 0;
-	if (fd < 0)
-		return -errno;
-	dir = fdopendir(fd);
-	if (!dir) {
-		close(fd);
-		return -errno;
-	}
-	rewinddir(dir);
-	while ((de = readdir(dir))) {
-		struct stat st;
-
-		if (!fp_perf_name_is_of(de->d_name, node_s) ||
-		    strlen(de->d_name) >= sizeof((*out)->name))
-			continue;
-		if (fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
-		    !S_ISREG(st.st_mode))
-			continue;
-		if (*n == cap) {
-			cap = cap ? cap * 2 : 64;
-			*out = xrealloc(*out, cap * sizeof(**out));
-		}
-		snprintf((*out)[*n].name, sizeof((*out)[*n].name), "%s", de->d_name);
-		(*out)[*n].bytes = (uint64_t)st.st_size;
-		(*out)[*n].mtime_us = (uint64_t)st.st_mtim.tv_sec * 1000000u +
-				      (uint64_t)st.st_mtim.tv_nsec / 1000u;
-		(*n)++;
-	}
-	closedir(dir);
-	qsort(*out, *n, sizeof(**out), cmp_found);
-	return 0;
-}
+/* Slack before a name's time counts as in the future: clocks of
+ * machines that share a directory differ by a little. */
+#define FUTURE_SLACK_US (60u * 1000000u)
 
 int
-fpd_retention_apply(int dirfd, const char *node_s, unsigned keep_files,
-		    uint64_t keep_bytes, uint64_t keep_age_us,
-		    uint64_t now_epoch_us)
+fpd_retention_apply(int dirfd, struct fpd_file_entry *entries, size_t *n,
+		    unsigned keep_files, uint64_t keep_bytes,
+		    uint64_t keep_age_us, uint64_t now_epoch_us)
 {
-	struct found *files;
-	size_t n, first = 0;
+	size_t count = 0, kept = 0, left, newest = 0;
 	uint64_t total = 0;
 	int deleted = 0;
 
 	if (!keep_files && !keep_bytes && !keep_age_us)
 		return 0;
-	if (list_finished(dirfd, node_s, &files, &n) < 0)
-		return 0;
-	for (size_t i = 0; i < n; i++)
-		total += files[i].bytes;
+	/* Only files of the index whose identity is recorded count: what
+	 * cannot be deleted must not push out what can. */
+	for (size_t i = 0; i < *n; i++) {
+		struct fpd_file_entry *e = &entries[i];
+		struct fp_perf_name parsed;
 
-	/* Oldest first; the newest file always stays. */
-	while (first + 1 < n) {
-		struct found *f = &files[first];
-		bool drop = (keep_files && n - first > keep_files) ||
-			    (keep_bytes && total > keep_bytes) ||
-			    (keep_age_us && f->mtime_us + keep_age_us < now_epoch_us);
-
-		if (!drop)
-			break;
-		if (unlinkat(dirfd, f->name, 0) == 0) {
-			fpd_info("retention: deleted %s (%" PRIu64 " bytes)",
-				 f->name, f->bytes);
-			deleted++;
-		} else {
-			fpd_warn("retention: cannot delete %s: %s", f->name,
-				 strerror(errno));
+		if (!e->made.ino)
+			continue;
+		count++;
+		newest = i;
+		total += e->bytes;
+		if (!e->future_told && fp_perf_name_parse(e->name, &parsed) &&
+		    parsed.epoch_ms * 1000 > now_epoch_us + FUTURE_SLACK_US) {
+			fpd_warn("retention: %s is named for a time in the future "
+				 "(the clock was set back?); it goes in the order "
+				 "it was written, not by its name", e->name);
+			e->future_told = true;
 		}
-		total -= f->bytes;
-		first++;
 	}
-	free(files);
+
+	/* In the order the files were finished, never the last one: a name's
+	 * date (a clock set back, a planted name) decides nothing. */
+	left = count;
+	for (size_t i = 0; i < *n; i++) {
+		struct fpd_file_entry *e = &entries[i];
+		bool drop = false;
+		int rc;
+
+		if (e->made.ino && i < newest)
+			drop = (keep_files && left > keep_files) ||
+			       (keep_bytes && total > keep_bytes) ||
+			       (keep_age_us && e->last_us <= now_epoch_us &&
+				now_epoch_us - e->last_us > keep_age_us);
+		if (!drop) {
+			entries[kept++] = *e;
+			continue;
+		}
+		rc = fpd_fs_unlink_made(dirfd, e->name, &e->made);
+		if (rc == 0) {
+			fpd_info("retention: deleted %s (%" PRIu64 " bytes)",
+				 e->name, e->bytes);
+			deleted++;
+		} else if (rc == -ESTALE) {
+			fpd_warn("retention: %s is no longer the file written "
+				 "there; left alone and off the index", e->name);
+		} else if (rc != -ENOENT) {
+			fpd_warn("retention: cannot delete %s: %s", e->name,
+				 strerror(-rc));
+			entries[kept++] = *e;
+		}
+		left--;
+		total -= e->bytes;
+	}
+	*n = kept;
 	return deleted;
 }
 
@@ -131,9 +108,11 @@ fpd_index_add(struct fpd_file_entry **entries, size_t *n,
 }
 
 int
-fpd_index_load(int dirfd, struct fpd_file_entry **entries, size_t *n)
+fpd_index_load(int dirfd, const struct fpd_trust *trust,
+	       struct fpd_file_entry **entries, size_t *n)
 {
-	int fd = openat(dirfd, INDEX_NAME, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	const char *why;
+	int fd = fpd_fs_open_file(dirfd, INDEX_NAME, O_RDONLY, trust, NULL, &why);
 	size_t cap = 0;
 	char line[1024];
 	FILE *f;
@@ -141,7 +120,7 @@ fpd_index_load(int dirfd, struct fpd_file_entry **entries, size_t *n)
 	*entries = NULL;
 	*n = 0;
 	if (fd < 0)
-		return errno == ENOENT ? 0 : -errno;
+		return fd == -ENOENT ? 0 : fd;
 	f = fdopen(fd, "r");
 	if (!f) {
 		close(fd);
@@ -149,17 +128,23 @@ fpd_index_load(int dirfd, struct fpd_file_entry **entries, size_t *n)
 	}
 	while (fgets(line, sizeof(line), f)) {
 		struct fpd_file_entry e = { 0 };
+		uint64_t dev = 0, ino = 0;
 		int recovered = 0;
 
 		int got = sscanf(line, "%319s %" SCNu64 " %" SCNu64 " %" SCNu64
-				 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %d %" SCNu64,
+				 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %d %" SCNu64
+				 " %" SCNu64 " %" SCNu64,
 				 e.name, &e.first_us, &e.last_us, &e.samples,
 				 &e.bytes, &e.skipped, &e.dropped, &recovered,
-				 &e.events);
+				 &e.events, &dev, &ino);
 
 		if (got < 8)
 			continue;	/* a line we do not know: skip */
 		e.recovered = recovered != 0;
+		if (got == 11) {
+			e.made.dev = (dev_t)dev;
+			e.made.ino = (ino_t)ino;
+		}
 		if (*n == cap) {
 			cap = cap ? cap * 2 : 64;
 			*entries = xrealloc(*entries, cap * sizeof(**entries));
@@ -187,23 +172,23 @@ json_string(FILE *f, const char *s)
 
 /*
  * Write via a temporary name, fsync, rename over @name. The temporary
- * file is always a new one of ours: whatever stands at its name (a link
- * planted by someone who can write the directory, a leftover) is removed
- * first, and the file is created exclusively, never through a link.
+ * file is always a new one of ours: a link planted at its name, or a
+ * leftover of an earlier run, is removed first (fpd_fs_clear_own_name()),
+ * and the file is created exclusively, never through a link.
  */
 static int
-replace_file(int dirfd, const char *name, FILE **fp, char *tmp, size_t tmplen,
-	     mode_t mode)
+replace_file(int dirfd, const struct fpd_trust *trust, const char *name,
+	     FILE **fp, char *tmp, size_t tmplen, mode_t mode)
 {
 	int fd;
 
 	snprintf(tmp, tmplen, ".%s.tmp", name);
-	if (unlinkat(dirfd, tmp, 0) < 0 && errno != ENOENT)
-		return -errno;
-	fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-		    mode);
+	fd = fpd_fs_clear_own_name(dirfd, tmp, trust);
 	if (fd < 0)
-		return -errno;
+		return fd;
+	fd = fpd_fs_create(dirfd, tmp, O_WRONLY, mode, NULL);
+	if (fd < 0)
+		return fd;
 	*fp = fdopen(fd, "w");
 	if (!*fp) {
 		close(fd);
@@ -221,10 +206,10 @@ commit_file(int dirfd, const char *tmp, const char *name, FILE *f)
 		rc = -(errno ? errno : EIO);
 	if (fclose(f) != 0 && rc == 0)
 		rc = -errno;
-	if (rc == 0 && renameat(dirfd, tmp, dirfd, name) < 0)
-		rc = -errno;
+	if (rc == 0)
+		rc = fpd_fs_rename(dirfd, tmp, name, true);
 	if (rc < 0)
-		unlinkat(dirfd, tmp, 0);
+		unlinkat(dirfd, tmp, 0);	/* just made by us */
 	return rc;
 }
 
@@ -235,9 +220,9 @@ iso(uint64_t us, char *buf, size_t size)
 }
 
 int
-fpd_index_store(int dirfd, struct fpd_file_entry *entries, size_t *n,
-		const char *node, const char *otp_release,
-		const char *options_json, mode_t mode)
+fpd_index_store(int dirfd, const struct fpd_trust *trust,
+		struct fpd_file_entry *entries, size_t *n, const char *node,
+		const char *otp_release, const char *options_json, mode_t mode)
 {
 	char tmp[340], a[40], b[40];
 	size_t kept = 0;
@@ -247,27 +232,31 @@ fpd_index_store(int dirfd, struct fpd_file_entry *entries, size_t *n,
 	for (size_t i = 0; i < *n; i++) {
 		struct stat st;
 
-		if (fstatat(dirfd, entries[i].name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		if (entries[i].made.ino ?
+		    fpd_fs_is_made(dirfd, entries[i].name, &entries[i].made) == 0 :
+		    fstatat(dirfd, entries[i].name, &st, AT_SYMLINK_NOFOLLOW) == 0)
 			entries[kept++] = entries[i];
 	}
 	*n = kept;
 
-	rc = replace_file(dirfd, INDEX_NAME, &f, tmp, sizeof(tmp), mode);
+	rc = replace_file(dirfd, trust, INDEX_NAME, &f, tmp, sizeof(tmp), mode);
 	if (rc < 0)
 		return rc;
 	for (size_t i = 0; i < *n; i++) {
 		const struct fpd_file_entry *e = &entries[i];
 
 		fprintf(f, "%s %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
-			" %" PRIu64 " %" PRIu64 " %d %" PRIu64 "\n", e->name,
-			e->first_us, e->last_us, e->samples, e->bytes, e->skipped,
-			e->dropped, e->recovered ? 1 : 0, e->events);
+			" %" PRIu64 " %" PRIu64 " %d %" PRIu64 " %" PRIu64
+			" %" PRIu64 "\n", e->name, e->first_us, e->last_us,
+			e->samples, e->bytes, e->skipped, e->dropped,
+			e->recovered ? 1 : 0, e->events, (uint64_t)e->made.dev,
+			(uint64_t)e->made.ino);
 	}
 	rc = commit_file(dirfd, tmp, INDEX_NAME, f);
 	if (rc < 0)
 		return rc;
 
-	rc = replace_file(dirfd, MANIFEST_NAME, &f, tmp, sizeof(tmp), mode);
+	rc = replace_file(dirfd, trust, MANIFEST_NAME, &f, tmp, sizeof(tmp), mode);
 	if (rc < 0)
 		return rc;
 	iso(fpd_now_epoch_us(), a, sizeof(a));

@@ -10,6 +10,7 @@
 #include <sys/types.h>
 
 #include "fp/perf-file.h"
+#include "fs-safe.h"
 
 /* What the index says of one finished file. */
 struct fpd_file_entry {
@@ -17,33 +18,41 @@ struct fpd_file_entry {
 	uint64_t first_us, last_us;
 	uint64_t samples, bytes, skipped, dropped, events;
 	bool recovered;
+	bool future_told;		/* its date in the future was reported */
+	struct fpd_made made;		/* device and inode written; ino 0:
+					 * unknown, never deleted */
 };
 
 /**
- * Delete the oldest finished files of @node_s in @dirfd beyond the limits
- * (never the newest one). Nothing else is ever deleted.
+ * Delete the files of the index @entries (*@n of them, in the order they
+ * were finished) beyond the limits, the earliest finished first, never
+ * the last one. Only a file whose device and inode are recorded and
+ * still the same is deleted and counted; a file named for a time in the
+ * future is reported once. Deleted entries leave @entries.
  * @return the number of files deleted.
  */
 int
-fpd_retention_apply(int dirfd, const char *node_s, unsigned keep_files,
-		    uint64_t keep_bytes, uint64_t keep_age_us,
-		    uint64_t now_epoch_us);
+fpd_retention_apply(int dirfd, struct fpd_file_entry *entries, size_t *n,
+		    unsigned keep_files, uint64_t keep_bytes,
+		    uint64_t keep_age_us, uint64_t now_epoch_us);
 
 /** Append @e to the index @entries of *@n entries. */
 void
 fpd_index_add(struct fpd_file_entry **entries, size_t *n,
 	      const struct fpd_file_entry *e);
 
-/** Read the index of finished files (a missing index is empty). */
+/** Read the index of finished files (a missing index is empty); the index
+ * must pass fpd_fs_open_file() with @trust. */
 int
-fpd_index_load(int dirfd, struct fpd_file_entry **entries, size_t *n);
+fpd_index_load(int dirfd, const struct fpd_trust *trust,
+	       struct fpd_file_entry **entries, size_t *n);
 
 /**
  * Rewrite the index and manifest.json atomically from @entries, keeping
- * only the files that still exist; both are created with @mode, never
- * through a link.
+ * only the files that still exist (as the file recorded, when its device
+ * and inode are); both are created with @mode, never through a link.
  */
 int
-fpd_index_store(int dirfd, struct fpd_file_entry *entries, size_t *n,
-		const char *node, const char *otp_release,
-		const char *options_json, mode_t mode);
+fpd_index_store(int dirfd, const struct fpd_trust *trust,
+		struct fpd_file_entry *entries, size_t *n, const char *node,
+		const char *otp_release, const char *options_json, mode_t mode);

@@ -40,6 +40,8 @@ open_output(const struct fpd_options *o, int *exit_code)
 		.keep_age_us = o->keep_age_us,
 		.file_mode = o->file_mode,
 		.dir_mode = o->dir_mode,
+		.uid = o->user ? o->uid : geteuid(),
+		.gid = o->user ? o->gid : getegid(),
 	};
 	struct fpd_output *out;
 	int rc;
@@ -57,8 +59,20 @@ open_output(const struct fpd_options *o, int *exit_code)
 static int
 drop_root(const struct fpd_options *o, struct fpd_output *out)
 {
-	if (fpd_output_chown(out, o->uid, o->gid) < 0 ||
-	    setgroups(0, NULL) < 0 || setgid(o->gid) < 0 ||
+	const char *why;
+	int rc = fpd_output_chown(out, o->uid, o->gid, &why);
+
+	if (rc < 0) {
+		if (why)
+			fpd_fatal("output directory %s %s: not handed to user %s "
+				  "(chown it to %s, or remove it)",
+				  fpd_output_dir(out), why, o->user, o->user);
+		else
+			fpd_fatal("cannot hand output directory %s to user %s: %s",
+				  fpd_output_dir(out), o->user, strerror(-rc));
+		return FPD_EXIT_CANTCREAT;
+	}
+	if (setgroups(0, NULL) < 0 || setgid(o->gid) < 0 ||
 	    setuid(o->uid) < 0 || (o->uid != 0 && setuid(0) == 0)) {
 		fpd_fatal("cannot drop privileges to user %s: %s",
 			  o->user, strerror(errno));

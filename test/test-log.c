@@ -13,12 +13,28 @@
 
 #include "daemon-log.c"
 
+static const char *why;
+static struct fpd_trust trust;
+
 #define S 1000000ull
 
 static void
 reset(void)
 {
 	memset(limits, 0, sizeof(limits));
+	trust.uid = geteuid();
+	trust.gid = getegid();
+}
+
+/* A log file in a directory of its own: the log's directory must be one
+ * no other user can write (/tmp is not). */
+static int
+tmp_log_path(char *dir, char *path, size_t size)
+{
+	if (!mkdtemp(dir))
+		return -1;
+	snprintf(path, size, "%s/log", dir);
+	return open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 }
 
 /* One kind's warnings at these times: which are printed, with what
@@ -121,14 +137,14 @@ log_at(uint64_t now, enum fp_log_priority priority, const char *format, ...)
  * carried is summed up. */
 START_TEST(log_file)
 {
-	char path[] = "/tmp/fp-test-log-XXXXXX";
-	int fd = mkstemp(path);
+	char dir[] = "/tmp/fp-test-log-XXXXXX", path[64];
+	int fd = tmp_log_path(dir, path, sizeof(path));
 	char *text;
 
 	fp_assert_int_ge(fd, 0);
 	close(fd);
 	reset();
-	fp_assert_int_eq(fpd_log_open(path, 0, 0640), 0);
+	fp_assert_int_eq(fpd_log_open(path, 0, 0640, &trust, &why), 0);
 	for (int i = 0; i < 5; i++) {
 		log_at(i, FP_LOG_WARNING, "rpc failed on %s: %d", "node", i);
 		log_at(i, FP_LOG_ERROR, "an error %d", i);
@@ -155,6 +171,7 @@ START_TEST(log_file)
 	fp_assert_int_eq(count_lines(text, "warning: 1 more warnings were not shown, like: library %s\n"), 1);
 	free(text);
 	unlink(path);
+	rmdir(dir);
 }
 END_TEST
 
@@ -163,15 +180,15 @@ END_TEST
 START_TEST(limit_full)
 {
 	static char kinds[LIMIT_KINDS + 1][8];
-	char path[] = "/tmp/fp-test-log-XXXXXX";
-	int fd = mkstemp(path);
+	char dir[] = "/tmp/fp-test-log-XXXXXX", path[64];
+	int fd = tmp_log_path(dir, path, sizeof(path));
 	uint64_t count;
 	char *text;
 
 	fp_assert_int_ge(fd, 0);
 	close(fd);
 	reset();
-	fp_assert_int_eq(fpd_log_open(path, 0, 0640), 0);
+	fp_assert_int_eq(fpd_log_open(path, 0, 0640, &trust, &why), 0);
 	for (int i = 0; i <= LIMIT_KINDS; i++)
 		snprintf(kinds[i], sizeof(kinds[i]), "k%d", i);
 	for (int i = 0; i < LIMIT_KINDS; i++)
@@ -186,6 +203,48 @@ START_TEST(limit_full)
 	fp_assert_int_eq(count_lines(text, "1 more warnings were not shown, like: k0\n"), 1);
 	free(text);
 	unlink(path);
+	rmdir(dir);
+}
+END_TEST
+
+/* --log-file is never opened through a link, nor a FIFO (the open does
+ * not wait for a reader), nor a hard link, nor in a directory all users
+ * can write; what the path pointed at stays as it was. */
+static const char *const refused_logs[] = { "link", "fifo", "hardlink", "dir0777" };
+
+START_TEST(log_file_refused)
+{
+	char dir[] = "/tmp/fp-test-log-XXXXXX", path[64], victim[64];
+	const char *kind = refused_logs[_i];
+	int fd = tmp_log_path(dir, path, sizeof(path));
+	char *text;
+
+	fp_assert_int_ge(fd, 0);
+	close(fd);
+	unlink(path);
+	snprintf(victim, sizeof(victim), "%s/victim", dir);
+	fd = open(victim, O_WRONLY | O_CREAT | O_EXCL, 0644);
+	fp_assert_int_eq(write(fd, "precious\n", 9), 9);
+	close(fd);
+	if (strcmp(kind, "link") == 0)
+		fp_assert_int_eq(symlink(victim, path), 0);
+	else if (strcmp(kind, "fifo") == 0)
+		fp_assert_int_eq(mkfifo(path, 0600), 0);
+	else if (strcmp(kind, "hardlink") == 0)
+		fp_assert_int_eq(link(victim, path), 0);
+	else
+		fp_assert_int_eq(chmod(dir, 0777), 0);
+	reset();
+	why = NULL;
+	fp_assert_int_lt(fpd_log_open(path, 0, 0640, &trust, &why), 0);
+	fp_assert_ptr_nonnull(why);
+	fpd_log_close();
+	text = slurp(victim);
+	fp_assert_str_eq(text, "precious\n");
+	free(text);
+	unlink(path);
+	unlink(victim);
+	rmdir(dir);
 }
 END_TEST
 
@@ -201,6 +260,11 @@ suite(void)
 	tcase_add_test(tc, limit_kinds_apart);
 	tcase_add_test(tc, limit_full);
 	tcase_add_test(tc, log_file);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("log file");
+	tcase_add_loop_test(tc, log_file_refused, 0,
+			    (int)(sizeof(refused_logs) / sizeof(refused_logs[0])));
 	suite_add_tcase(s, tc);
 	return s;
 }

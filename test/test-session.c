@@ -63,7 +63,9 @@ fixture_new(struct fixture *fx, const char *duration)
 	args[12] = fx->dir;
 	optind = 0;
 	fp_assert_int_eq(fpd_options_parse(13, (char **)args, &fx->o), 0);
-	fp_assert_int_eq(fpd_log_open(fx->log, 0, 0600), 0);
+	fp_assert_int_eq(fpd_log_open(fx->log, 0, 0600,
+				      &(struct fpd_trust){ geteuid(), getegid() },
+				      &(const char *){ NULL }), 0);
 
 	oc.dir = fx->dir;
 	oc.node = NODE;
@@ -73,6 +75,8 @@ fixture_new(struct fixture *fx, const char *duration)
 	oc.rotate_us = 3600000000u;
 	oc.file_mode = 0600;
 	oc.dir_mode = 0700;
+	oc.uid = geteuid();
+	oc.gid = getegid();
 	fp_assert_int_eq(fpd_output_new(&oc, &fx->out), 0);
 	fp_assert_ptr_nonnull(fx->out);
 	fx->rec = fpd_recorder_new(&fx->o, fx->out);

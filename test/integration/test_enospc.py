@@ -38,7 +38,8 @@ def fill(path, chunk=4096):
 
 def main(t):
     mnt = h.mkdtemp("tmpfs_")
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", mnt],
+    # mode=0755: a tmpfs is 1777 by default, which the daemon refuses
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m,mode=0755", "tmpfs", mnt],
                        stderr=subprocess.PIPE)
     if r.returncode != 0:
         h.log("SKIP: cannot mount a tmpfs here: %s" % r.stderr.decode().strip())
@@ -79,7 +80,7 @@ def main(t):
 
     # full to the end: the counts add up
     mnt2 = h.mkdtemp("tmpfs_")
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", mnt2], check=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m,mode=0755", "tmpfs", mnt2], check=True)
     h.on_cleanup("umount " + mnt2, lambda: subprocess.run(["umount", "-l", mnt2]))
     filler = os.path.join(mnt2, "filler")
     open(filler, "wb").close()

@@ -6,8 +6,9 @@ manifest, and what a concurrent reader sees.
 - --compress zstd and gzip files pass `zstd -t` / `gzip -t` and parse;
 - a reader polling the directory never sees a final file that is not
   complete (it decompresses and parses every final file it finds);
-- retention by --keep-files, --keep-bytes and --keep-age (old files planted
-  with old mtimes), combined, deletes only our own finished files;
+- retention by --keep-files, --keep-bytes and --keep-age, combined,
+  deletes only files the daemon finished (files planted with names like
+  ours and old dates are not its own and stay);
 - manifest.json lists exactly the finished files with right counts.
 """
 import json
@@ -140,10 +141,29 @@ def main(t):
     t.eq(rc, 0, "retention run: exit 0")
     left = sorted(os.listdir(d3))
     t.check(all(n in left for n in foreign), "foreign files untouched: %r" % foreign)
-    t.check(not any(n in left for n in old), "files past --keep-age deleted")
+    # named like the daemon's, dated long ago, but never written by it
+    t.check(all(n in left for n in old),
+            "files named like ours that the daemon did not write: untouched")
     finals = [n for n in left if h.FINAL_RE.match(n) and n.startswith(s + ".") and n not in old]
     t.check(len(finals) == 3, "--keep-files 3 keeps 3 files (%r)" % finals)
     t.check("retention: deleted" in se, "retention is logged")
+
+    # --keep-age: the daemon's own files past the age go (by the time of
+    # their last sample), the newest stays
+    out5 = h.mkdtemp("out_")
+    args = h.daemon_args(node, out5, top=5, rate=20, every="1s", rotate="1s",
+                         duration="6s", compress="none", keep_age="2s")
+    rc, _, se = h.run_daemon(args, timeout=40)
+    t.eq(rc, 0, "keep-age run: exit 0")
+    final5, _, _ = h.output_files(out5, node.name)
+    finished = re.findall(r"finished \S+/(\S+) \(", se)
+    deleted = re.findall(r"retention: deleted (\S+) ", se)
+    t.check(len(finished) >= 4 and deleted and final5 and
+            len(final5) == len(finished) - len(deleted),
+            "--keep-age 2s deleted the daemon's older files (%d finished, %d deleted, %d left)"
+            % (len(finished), len(deleted), len(final5)))
+    t.check(deleted and set(deleted) <= set(finished[:-1]),
+            "... only files it finished, never the newest")
 
     out4 = h.mkdtemp("out_")
     limit = 150 * 1024

@@ -13,11 +13,21 @@ not widen anyone's access.
   reopens after logrotate;
 - FLAME_PROFD_COOKIE is wiped also when --cookie-file is given; a FIFO or
   a device as cookie file is refused at once;
-- node names cannot smuggle a path: '/' and '..' tricks are refused.
+- node names cannot smuggle a path: '/' and '..' tricks are refused;
+- paths (as root with --user nobody, beside a second user): a --log-file
+  replaced by a link to root's file, OUT/<node> a link to a root 0700
+  directory, a sticky 1777 OUT with the node directory planted by another
+  user, a foreign or 0777 node directory: each refused with one message
+  and exit 73, the victim untouched and not chowned; retention with files
+  named for 2099, another user's file and a hard link deletes only the
+  daemon's own files and the manifest lists what is left; links at the
+  next file names move the run to the next free name.
 """
+import json
 import os
 import pwd
 import re
+import signal
 import subprocess
 import stat
 import sys
@@ -119,6 +129,214 @@ def cookie_and_log_checks(t, node):
     t.eq(dm.stop(), 0, "--user --log-file: exit 0")
 
 
+OTHER_UID = 4242       # a second, unprivileged user (any uid not in use)
+
+
+def name_at(node_s, ms, suffix=".perf"):
+    return "%s.%s.%03dZ%s" % (node_s, time.strftime("%Y%m%dT%H%M%S", time.gmtime(ms // 1000)),
+                              ms % 1000, suffix)
+
+
+def refused(t, rc, se, what, text):
+    errs = h.error_lines(se)
+    t.eq(rc, 73, "%s: exit 73" % what)
+    t.check(len(errs) == 1 and text in errs[0],
+            "%s: one error line saying %r" % (what, text), se[-1500:])
+
+
+def victim_dir():
+    """A root 0700 directory holding a root manifest.json."""
+    d = h.mkdtemp("victim_")
+    os.chmod(d, 0o700)
+    with open(os.path.join(d, "manifest.json"), "w") as f:
+        f.write("root's\n")
+    return d
+
+
+def victim_untouched(t, d, what):
+    st = os.stat(d)
+    t.check((st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (0, 0, 0o700),
+            "%s: the victim directory is still root:root 0700" % what)
+    t.eq(sorted(os.listdir(d)), ["manifest.json"], "%s: nothing written into it" % what)
+    t.eq(open(os.path.join(d, "manifest.json")).read(), "root's\n",
+         "%s: its manifest.json untouched" % what)
+
+
+def path_checks(t, node):
+    """Issue 29's path probes, as root beside a second user."""
+    if os.getuid() != 0:
+        h.log("not root: path checks skipped")
+        return
+    user = pwd.getpwnam("nobody")
+    node_s = h.sanitize_node(node.name)
+    os.chmod(h.tmpdir(), 0o755)
+    os.chmod(node.cookie_file, 0o400)
+
+    # 1. --log-file in a directory the service user can write, replaced
+    #    by a link to root's file: refused before anything is appended
+    logdir = h.mkdtemp("log_")
+    os.chown(logdir, user.pw_uid, user.pw_gid)
+    victim = os.path.join(h.mkdtemp("victim_"), "passwd")
+    with open(victim, "w") as f:
+        f.write("root:x:0:0\n")
+    os.chmod(victim, 0o644)
+    logf = os.path.join(logdir, "app.log")
+    os.symlink(victim, logf)
+    os.lchown(logf, user.pw_uid, user.pw_gid)
+    rc, _, se = h.run_daemon(h.daemon_args(node, h.mkdtemp("out_"), user="nobody",
+                                           log_file=logf, duration="2s"), timeout=20)
+    refused(t, rc, se, "--log-file a link", "log file %s is a symbolic link" % logf)
+    t.eq(open(victim).read(), "root:x:0:0\n", "--log-file a link: root's file untouched")
+    t.eq(os.stat(victim).st_uid, 0, "--log-file a link: root's file not chowned")
+    # ... and a hard link to it (no link to follow, but not the user's file)
+    os.unlink(logf)
+    os.link(victim, logf)
+    rc, _, se = h.run_daemon(h.daemon_args(node, h.mkdtemp("out_"), user="nobody",
+                                           log_file=logf, duration="2s"), timeout=20)
+    refused(t, rc, se, "--log-file a hard link", "has other hard links")
+    t.eq(open(victim).read(), "root:x:0:0\n", "--log-file a hard link: root's file untouched")
+    # ... in a directory all users can write
+    os.unlink(logf)
+    os.chmod(logdir, 0o777)
+    rc, _, se = h.run_daemon(h.daemon_args(node, h.mkdtemp("out_"), user="nobody",
+                                           log_file=logf, duration="2s"), timeout=20)
+    refused(t, rc, se, "--log-file in a 0777 directory", "is writable by all users")
+    t.check(not os.path.lexists(logf), "--log-file in a 0777 directory: nothing made there")
+
+    # 2. OUT writable by the user, OUT/<node> a link to a root 0700
+    #    directory: not written into, not chowned
+    out = h.mkdtemp("out_")
+    os.chown(out, user.pw_uid, user.pw_gid)
+    os.chmod(out, 0o755)
+    vd = victim_dir()
+    os.symlink(vd, os.path.join(out, node_s))
+    os.lchown(os.path.join(out, node_s), user.pw_uid, user.pw_gid)
+    rc, _, se = h.run_daemon(h.daemon_args(node, out, user="nobody", duration="2s"),
+                             timeout=20)
+    refused(t, rc, se, "OUT/<node> a link", "%s/%s is a symbolic link" % (out, node_s))
+    victim_untouched(t, vd, "OUT/<node> a link")
+
+    # 3. a sticky 1777 OUT, the node directory planted by another user
+    out = h.mkdtemp("out_")
+    os.chmod(out, 0o1777)
+    planted = os.path.join(out, node_s)
+    os.mkdir(planted, 0o755)
+    os.chown(planted, OTHER_UID, OTHER_UID)
+    rc, _, se = h.run_daemon(h.daemon_args(node, out, user="nobody", duration="2s"),
+                             timeout=20)
+    refused(t, rc, se, "sticky 1777 OUT", "%s is writable by all users" % out)
+    st = os.stat(planted)
+    t.check(os.listdir(planted) == [] and st.st_uid == OTHER_UID,
+            "sticky 1777 OUT: the planted directory untouched, still the other user's")
+    # the same node directory in an OUT of root's: another user's
+    os.chmod(out, 0o755)
+    rc, _, se = h.run_daemon(h.daemon_args(node, out, user="nobody", duration="2s"),
+                             timeout=20)
+    refused(t, rc, se, "another user's OUT/<node>", "%s belongs to another user" % planted)
+    t.check(os.listdir(planted) == [] and os.stat(planted).st_uid == OTHER_UID,
+            "another user's OUT/<node>: untouched, not chowned")
+    # a 0777 one of root's
+    os.chown(planted, 0, 0)
+    os.chmod(planted, 0o777)
+    rc, _, se = h.run_daemon(h.daemon_args(node, out, duration="2s"), timeout=20)
+    refused(t, rc, se, "a 0777 OUT/<node>", "%s is writable by all users" % planted)
+    t.eq(os.listdir(planted), [], "a 0777 OUT/<node>: nothing written")
+    # a node directory of root's that this run did not make is not handed
+    # to --user
+    os.chmod(planted, 0o750)
+    rc, _, se = h.run_daemon(h.daemon_args(node, out, user="nobody", duration="2s"),
+                             timeout=20)
+    refused(t, rc, se, "root's OUT/<node> with --user", "not handed over")
+    t.eq(os.stat(planted).st_uid, 0, "root's OUT/<node> with --user: not chowned")
+    t.eq(os.listdir(planted), [], "root's OUT/<node> with --user: nothing written")
+
+    # 4. retention: files named for 2099 (planted by the service user),
+    #    another user's file and a hard link named like the daemon's
+    out = h.mkdtemp("out_")
+    os.chmod(out, 0o755)
+    d = os.path.join(out, node_s)
+    os.mkdir(d, 0o750)
+    os.chown(d, user.pw_uid, user.pw_gid)
+    future = [name_at(node_s, 4070908800000 + i) for i in range(2)]
+    for n in future:
+        with open(os.path.join(d, n), "w") as f:
+            f.write("# planted\n")
+        os.chown(os.path.join(d, n), user.pw_uid, user.pw_gid)
+    now_ms = int(time.time() * 1000)
+    foreign = name_at(node_s, now_ms - 7200000)
+    with open(os.path.join(d, foreign), "w") as f:
+        f.write("# another user's\n")
+    os.chown(os.path.join(d, foreign), OTHER_UID, OTHER_UID)
+    hard = name_at(node_s, now_ms - 3600000)
+    vfile = os.path.join(h.mkdtemp("victim_"), "precious")
+    with open(vfile, "w") as f:
+        f.write("precious\n")
+    os.link(vfile, os.path.join(d, hard))
+    theirs = set(future + [foreign, hard])
+    rc, _, se = h.run_daemon(h.daemon_args(node, out, user="nobody", top=5, rate=20,
+                                           every="1s", rotate="1s", duration="6s",
+                                           compress="none", keep_files=2), timeout=40)
+    t.eq(rc, 0, "retention beside planted files: exit 0")
+    left = set(os.listdir(d))
+    t.check(theirs <= left, "retention: the 2099 files, the other user's file and the "
+            "hard link are all still there", str(sorted(left)))
+    t.eq(open(vfile).read(), "precious\n", "retention: the hard link's file untouched")
+    finished = re.findall(r"finished \S+/(\S+) \(", se)
+    deleted = re.findall(r"retention: deleted (\S+) ", se)
+    t.check(len(finished) >= 4 and set(deleted) <= set(finished) and
+            len(deleted) == len(finished) - 2,
+            "retention: only the daemon's own files deleted, the last 2 kept "
+            "(%d finished, %d deleted)" % (len(finished), len(deleted)))
+    man = json.load(open(os.path.join(d, "manifest.json")))
+    listed = [f["name"] for f in man["files"]]
+    t.eq(listed, finished[-2:], "retention: the manifest lists the daemon's 2 files left")
+    t.check(all(n in left for n in listed), "... and they are there")
+    t.check("named for a time in the future; left alone" in se,
+            "retention: the 2099 files are reported", se[-1500:])
+
+    # 5. links at the next file names (and the partial names): the run
+    #    goes on with the next free name
+    out = h.mkdtemp("out_")
+    os.chmod(out, 0o755)
+    vfile = os.path.join(h.mkdtemp("victim_"), "precious")
+    with open(vfile, "w") as f:
+        f.write("precious\n")
+    dm = h.start_daemon(h.daemon_args(node, out, user="nobody", top=5, rate=20,
+                                      every="1s", compress="none"))
+    dm.wait_samples(timeout=15)
+    d = os.path.join(out, node_s)
+    # every name of 900 ms (fewer than the 1000 the daemon tries) a few
+    # seconds ahead, planted before that time comes (planting is slow on a
+    # loaded machine); SIGUSR1 then opens the new file inside the window
+    links, lead = [], 3000
+    for _ in range(5):
+        start = int(time.time() * 1000) + lead
+        for ms in range(start, start + 900):
+            final = name_at(node_s, ms)
+            for n in (final, "." + final + ".partial"):
+                os.symlink(vfile, os.path.join(d, n))
+                links.append(n)
+        if time.time() * 1000 < start:
+            break
+        lead *= 2
+    time.sleep(max(0, start + 50 - time.time() * 1000) / 1000)
+    dm.send_signal(signal.SIGUSR1)      # a new file now, at a taken name
+    dm.wait_log(r"already taken by something not ours", timeout=10)
+    dm.send_signal(signal.SIGUSR1)
+    time.sleep(1.5)
+    t.eq(dm.stop(), 0, "links at the next names: the run goes on, exit 0")
+    se = dm.read_stderr()
+    t.eq(open(vfile).read(), "precious\n", "links at the next names: the target untouched")
+    t.check(all(os.path.islink(os.path.join(d, n)) for n in links),
+            "links at the next names: every link still there, none replaced")
+    finished = re.findall(r"finished \S+/(\S+) \(", se)
+    late = [n for n in finished if n > name_at(node_s, start + 899)]
+    t.check(len(late) >= 1 and all(not os.path.islink(os.path.join(d, n)) for n in late),
+            "links at the next names: files finished under the next free names", str(finished))
+    t.check("cannot create a file" not in se and "I/O error" not in se,
+            "links at the next names: no write error")
+
+
 def main(t):
     node = h.start_node(idle=100)
     cookie = node.cookie
@@ -205,6 +423,7 @@ def main(t):
         h.log("not root: --user checks skipped")
 
     cookie_and_log_checks(t, node)
+    path_checks(t, node)
 
     # --connect HOST:PORT (a tunnel endpoint) skips epmd: point epmd at a
     # dead port and give the node's own distribution port instead

@@ -1,0 +1,400 @@
+/*
+ * flame_profd — paths that nothing another user controls can redirect
+ * (fs-safe.h has the rules).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fs-safe.h"
+#include "util-mem.h"
+
+/* Links followed in one path at most, as the kernel's own limit. */
+#define MAX_HOPS 40
+
+static bool
+owner_trusted(uid_t uid, const struct fpd_trust *t)
+{
+	return uid == 0 || uid == t->uid;
+}
+
+void
+fpd_fs_made_of(const struct stat *st, struct fpd_made *made)
+{
+	made->dev = st->st_dev;
+	made->ino = st->st_ino;
+}
+
+int
+fpd_fs_check_dir(const struct stat *st, const struct fpd_trust *t,
+		 const char **why)
+{
+	if (!S_ISDIR(st->st_mode)) {
+		*why = "is not a directory";
+		return -ENOTDIR;
+	}
+	if (!owner_trusted(st->st_uid, t)) {
+		*why = "belongs to another user";
+		return -EPERM;
+	}
+	/* Sticky or not: a directory anyone can write to lets anyone plant
+	 * the names the daemon is about to use. */
+	if (st->st_mode & S_IWOTH) {
+		*why = "is writable by all users";
+		return -EPERM;
+	}
+	/* A group is other users too (nogroup is shared by many daemons). */
+	if (st->st_mode & S_IWGRP) {
+		*why = "is writable by its group";
+		return -EPERM;
+	}
+	return 0;
+}
+
+/*
+ * One component @name of a path, in @fd: a directory (opened O_PATH and
+ * not followed), made if missing and @mode != 0. A link is reported as
+ * 1 for the caller to follow or refuse.
+ */
+static int
+step(int fd, const char *name, mode_t mode, int *next, bool *made)
+{
+	struct stat st;
+	int tries = 0;
+
+	*made = false;
+again:
+	if (fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		if (errno != ENOENT || !mode)
+			return -errno;
+		if (mkdirat(fd, name, mode) < 0) {
+			if (errno == EEXIST && tries++ < 3)
+				goto again;
+			return -errno;
+		}
+		*made = true;
+	} else if (S_ISLNK(st.st_mode)) {
+		return 1;
+	} else if (!S_ISDIR(st.st_mode)) {
+		return -ENOTDIR;
+	}
+	/* O_NOFOLLOW: what was swapped in since the fstatat() fails here */
+	*next = openat(fd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (*next < 0)
+		return -errno;
+	return 0;
+}
+
+/* The directory @fd (O_PATH) opened for reading, checked unless @made. */
+static int
+finish_dir(int fd, bool made, const struct fpd_trust *t, int *dirfd,
+	   struct fpd_made *out, const char **why)
+{
+	struct stat st;
+	int rfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int rc;
+
+	if (rfd < 0)
+		return -errno;
+	if (fstat(rfd, &st) < 0) {
+		rc = -errno;
+		goto close_rfd;
+	}
+	if (made) {
+		/* made here a moment ago: ours, unless swapped by someone who
+		 * could write the directory above, which was checked */
+		if (st.st_uid != geteuid()) {
+			*why = "was replaced as it was made";
+			rc = -EPERM;
+			goto close_rfd;
+		}
+	} else if ((rc = fpd_fs_check_dir(&st, t, why)) < 0) {
+		goto close_rfd;
+	}
+	if (out) {
+		memset(out, 0, sizeof(*out));
+		if (made)
+			fpd_fs_made_of(&st, out);
+	}
+	*dirfd = rfd;
+	return 0;
+
+close_rfd:
+	close(rfd);
+	return rc;
+}
+
+/* Whether the link @name in @fd may be followed: it and the directory
+ * holding it belong to root or the run's user, so one of them made it. */
+static bool
+link_trusted(int fd, const char *name, const struct fpd_trust *t)
+{
+	struct stat lst, dst;
+
+	return fstatat(fd, name, &lst, AT_SYMLINK_NOFOLLOW) == 0 &&
+	       fstat(fd, &dst) == 0 && owner_trusted(lst.st_uid, t) &&
+	       fpd_fs_check_dir(&dst, t, &(const char *){ NULL }) == 0;
+}
+
+int
+fpd_fs_open_dir(const char *path, mode_t mode, const struct fpd_trust *t,
+		int *dirfd, struct fpd_made *made, const char **why)
+{
+	/* what is left of the path, after the links met so far */
+	size_t cap = strlen(path) + 1;
+	char *todo = xstrdup(path), *p = todo;
+	int fd, hops = 0, rc;
+	bool last_made = false;
+
+	fd = open(*p == '/' ? "/" : ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) {
+		rc = -errno;
+		goto out;
+	}
+	for (;;) {
+		char *name, target[PATH_MAX];
+		int next = -1;
+		ssize_t len;
+		bool made_now;
+
+		while (*p == '/')
+			p++;
+		if (!*p)
+			break;
+		name = p;
+		p += strcspn(p, "/");
+		if (*p)
+			*p++ = '\0';
+		if (strcmp(name, ".") == 0)
+			continue;
+		rc = step(fd, name, mode, &next, &made_now);
+		if (rc == 0) {
+			close(fd);
+			fd = next;
+			last_made = made_now;
+			continue;
+		}
+		if (rc < 0)
+			goto out;
+		/* a link */
+		if (!link_trusted(fd, name, t) || ++hops > MAX_HOPS) {
+			*why = "is reached through a symbolic link another user "
+			       "could have made";
+			rc = -ELOOP;
+			goto out;
+		}
+		len = readlinkat(fd, name, target, sizeof(target) - 1);
+		if (len <= 0) {
+			rc = len < 0 ? -errno : -ENOENT;
+			goto out;
+		}
+		target[len] = '\0';
+		if (target[0] == '/') {
+			close(fd);
+			fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+			if (fd < 0) {
+				rc = -errno;
+				goto out;
+			}
+		}
+		/* the target, then what was left after the link */
+		{
+			size_t rest = strlen(p), need = (size_t)len + rest + 2;
+			char *buf = xzalloc(need > cap ? need : cap);
+
+			memcpy(buf, target, (size_t)len);
+			buf[len] = '/';
+			memcpy(buf + len + 1, p, rest + 1);
+			free(todo);
+			todo = p = buf;
+			cap = need > cap ? need : cap;
+		}
+		last_made = false;
+	}
+	rc = finish_dir(fd, last_made, t, dirfd, made, why);
+out:
+	if (fd >= 0)
+		close(fd);
+	free(todo);
+	return rc;
+}
+
+int
+fpd_fs_open_subdir(int parent, const char *name, mode_t mode,
+		   const struct fpd_trust *t, int *dirfd, struct fpd_made *made,
+		   const char **why)
+{
+	int fd = -1, rc;
+	bool made_now;
+
+	if (!*name || strchr(name, '/') || strcmp(name, "..") == 0 ||
+	    strcmp(name, ".") == 0)
+		return -EINVAL;
+	rc = step(parent, name, mode, &fd, &made_now);
+	if (rc > 0) {
+		*why = "is a symbolic link";
+		return -ELOOP;
+	}
+	if (rc < 0) {
+		if (rc == -ENOTDIR)
+			*why = "is not a directory";
+		return rc;
+	}
+	rc = finish_dir(fd, made_now, t, dirfd, made, why);
+	close(fd);
+	return rc;
+}
+
+int
+fpd_fs_create(int dirfd, const char *name, int flags, mode_t mode,
+	      struct fpd_made *made)
+{
+	struct stat st;
+	int fd = openat(dirfd, name,
+			flags | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY,
+			mode);
+
+	if (fd < 0)
+		return -errno;
+	if (made) {
+		if (fstat(fd, &st) < 0) {
+			int rc = -errno;
+
+			close(fd);
+			unlinkat(dirfd, name, 0);
+			return rc;
+		}
+		fpd_fs_made_of(&st, made);
+	}
+	return fd;
+}
+
+int
+fpd_fs_open_file(int dirfd, const char *name, int flags,
+		 const struct fpd_trust *t, struct stat *st, const char **why)
+{
+	struct stat own;
+	int fd, rc;
+
+	if (!st)
+		st = &own;
+	/* O_NONBLOCK: a FIFO swapped in must not hold the open */
+	fd = openat(dirfd, name, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC |
+		    O_NOCTTY);
+	if (fd < 0) {
+		rc = -errno;
+		if (rc == -ELOOP)
+			*why = "is a symbolic link";
+		/* a FIFO with no reader, a socket: opened for writing */
+		if (rc == -ENXIO) {
+			*why = "is not a regular file";
+			rc = -EPERM;
+		}
+		return rc;
+	}
+	if (fstat(fd, st) < 0) {
+		rc = -errno;
+		goto close_fd;
+	}
+	rc = -EPERM;
+	if (!S_ISREG(st->st_mode)) {
+		*why = "is not a regular file";
+		goto close_fd;
+	}
+	if (st->st_nlink > 1) {
+		*why = "has other hard links";
+		goto close_fd;
+	}
+	if (!owner_trusted(st->st_uid, t)) {
+		*why = "belongs to another user";
+		goto close_fd;
+	}
+	if (!(flags & O_NONBLOCK) &&
+	    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0) {
+		rc = -errno;
+		goto close_fd;
+	}
+	return fd;
+
+close_fd:
+	close(fd);
+	return rc;
+}
+
+int
+fpd_fs_is_made(int dirfd, const char *name, const struct fpd_made *made)
+{
+	struct stat st;
+
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return -errno;
+	if (!made->ino || !S_ISREG(st.st_mode) || st.st_dev != made->dev ||
+	    st.st_ino != made->ino)
+		return -ESTALE;
+	return 0;
+}
+
+int
+fpd_fs_unlink_made(int dirfd, const char *name, const struct fpd_made *made)
+{
+	/* Between the check and the unlink only someone who may write the
+	 * directory (root or the run's user: it was checked) could swap
+	 * the name. */
+	int rc = fpd_fs_is_made(dirfd, name, made);
+
+	if (rc < 0)
+		return rc;
+	if (unlinkat(dirfd, name, 0) < 0)
+		return -errno;
+	return 0;
+}
+
+int
+fpd_fs_clear_own_name(int dirfd, const char *name, const struct fpd_trust *t)
+{
+	struct stat st;
+
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (!S_ISLNK(st.st_mode) &&
+	    !(S_ISREG(st.st_mode) && st.st_nlink == 1 && owner_trusted(st.st_uid, t)))
+		return -EPERM;
+	if (unlinkat(dirfd, name, 0) < 0 && errno != ENOENT)
+		return -errno;
+	return 0;
+}
+
+int
+fpd_fs_rename(int dirfd, const char *from, const char *to, bool replace)
+{
+	if (renameat2(dirfd, from, dirfd, to, replace ? 0 : RENAME_NOREPLACE) < 0)
+		return -errno;
+	return 0;
+}
+
+int
+fpd_fs_chown_made(int dirfd, const char *name, const struct fpd_made *made,
+		  uid_t uid, gid_t gid)
+{
+	struct stat st;
+	int fd, rc = 0;
+
+	if (!made->ino)
+		return -ESTALE;
+	fd = name ? openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK |
+			   O_CLOEXEC | O_NOCTTY) : dup(dirfd);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0)
+		rc = -errno;
+	else if (st.st_dev != made->dev || st.st_ino != made->ino)
+		rc = -ESTALE;
+	else if (fchown(fd, uid, gid) < 0)
+		rc = -errno;
+	close(fd);
+	return rc;
+}

@@ -512,7 +512,7 @@ START_TEST(map_odd_lines)
 	struct map_fixture fx;
 	struct fpd_symbols *syms;
 	struct fp_frame f;
-	char *text = malloc(8192);
+	char text[8192];
 	size_t len = 0;
 	int fd;
 
@@ -557,7 +557,6 @@ START_TEST(map_odd_lines)
 	fp_assert_str_eq(f.function, "a");
 	fpd_symbols_destroy(syms);
 	fp_assert(log_has(&fx, "lines not of the form"));
-	free(text);
 	map_fixture_close(&fx);
 }
 END_TEST

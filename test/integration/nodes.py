@@ -365,6 +365,15 @@ class Node:
     def set_backtrace_depth(self, d):
         return self.eval_int("erlang:system_flag(backtrace_depth, %d)" % d)
 
+    def memory_after_gc(self):
+        """erlang:memory(total) and rex's memory, after a GC of every
+        process (a demo node: fp_demo:gc_all/0)."""
+        txt = self.eval("ok = fp_demo:gc_all(), "
+                        "{erlang:memory(total), "
+                        "element(2, process_info(whereis(rex), memory))}", timeout=60)
+        total, rex = map(int, re.findall(r"\d+", txt))
+        return total, rex
+
 
 def start_node(**kw):
     return Node(**kw).start()

@@ -38,15 +38,6 @@ SEL_RE = re.compile(r"selection: (\d+) processes, (\d+) read( \((?:all|sweep)\))
                     r"-?\d+ picked, reply (\d+) bytes")
 
 
-def node_memory(node):
-    """erlang:memory(total) and rex's memory, after a GC of everything."""
-    txt = node.eval("ok = fp_demo:gc_all(), "
-                    "{erlang:memory(total), "
-                    "element(2, process_info(whereis(rex), memory))}", timeout=60)
-    total, rex = map(int, re.findall(r"\d+", txt))
-    return total, rex
-
-
 def vm_hwm_kb(pid):
     with open("/proc/%d/status" % pid) as f:
         for line in f:
@@ -60,7 +51,7 @@ def main(t):
     count = node.eval_int("erlang:system_info(process_count)")
     h.log("  node: %d processes, OTP %s" % (count, node.eval("erlang:system_info(otp_release)")))
     t.check(count > N, "the node has more than %d processes (%d)" % (N, count))
-    base_total, base_rex = node_memory(node)
+    base_total, base_rex = node.memory_after_gc()
 
     out = h.mkdtemp("out_")
     args = h.daemon_args(node, out, verbose=True, compress="none")
@@ -98,7 +89,7 @@ def main(t):
     h.log("  daemon VmHWM %.1f MiB" % (hwm / 1024))
     t.check(0 < hwm < 64 * 1024, "daemon peak RSS under 64 MiB (%d kB)" % hwm)
 
-    total, rex = node_memory(node)
+    total, rex = node.memory_after_gc()
     h.log("  node memory %.1f -> %.1f MiB, rex %d -> %d bytes"
           % (base_total / MB, total / MB, base_rex, rex))
     t.check(abs(total - base_total) <= 20 * MB,

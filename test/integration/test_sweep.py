@@ -46,15 +46,6 @@ SEL_RE = re.compile(r"selection: (\d+) processes, (\d+) read( \((?:all|sweep)\))
                     r"\d+ alive, (-?\d+) picked, reply (\d+) bytes")
 
 
-def node_memory(node):
-    """erlang:memory(total) and rex's memory, after a GC of everything."""
-    txt = node.eval("ok = fp_demo:gc_all(), "
-                    "{erlang:memory(total), "
-                    "element(2, process_info(whereis(rex), memory))}", timeout=60)
-    total, rex = map(int, re.findall(r"\d+", txt))
-    return total, rex
-
-
 def main(t):
     node = h.Node(idle=N, busy=0, erl_args=["+P", "2000000"],
                   opts={"quoted": False, "anon": False, "clients": 0,
@@ -74,7 +65,7 @@ def main(t):
     t.require(len(busy) == BUSY, "%d busy workers started (%s)" % (BUSY, txt))
     t.check(all(p > N for p in places),
             "the busy workers come after the idle processes in the table (%s)" % places)
-    base_total, base_rex = node_memory(node)
+    base_total, base_rex = node.memory_after_gc()
 
     out = h.mkdtemp("out_")
     args = h.daemon_args(node, out, verbose=True, compress="none",
@@ -110,7 +101,7 @@ def main(t):
     t.check(busy <= sampled, "each busy worker is sampled (%s of %s)"
             % (sorted(busy & sampled), sorted(busy)))
 
-    total, rex = node_memory(node)
+    total, rex = node.memory_after_gc()
     h.log("  node memory %.1f -> %.1f MiB, rex %d -> %d bytes"
           % (base_total / MB, total / MB, base_rex, rex))
     t.check(abs(total - base_total) <= 20 * MB,

@@ -504,6 +504,33 @@ fpd_session_new(const struct fpd_options *o, const char *cookie,
 	return s;
 }
 
+void
+fpd_session_set_patient(struct fpd_session *s)
+{
+	s->patient = true;
+}
+
+void
+fpd_session_wake(struct fpd_session *s)
+{
+	if (s->connected)
+		return;
+	s->backoff_us = BACKOFF_MIN_US;
+	s->reconnect_at = 0;
+}
+
+bool
+fpd_session_connected(const struct fpd_session *s)
+{
+	return s->connected;
+}
+
+int
+fpd_session_unreached(const struct fpd_session *s)
+{
+	return s->ever_connected ? 0 : s->first_error;
+}
+
 int
 fpd_session_start(struct fpd_session *s)
 {

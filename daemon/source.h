@@ -64,4 +64,9 @@ struct fpd_source_ops {
 
 struct fpd_source {
 	const struct fpd_source_ops *ops;
+	/* A run of several nodes: the node the source is of, for its log
+	 * lines (fpd_log_set_node()), and the CPU time the loop has seen
+	 * it spend (fpd_cpu_enter()); NULL and untouched otherwise. */
+	const char *log_node;
+	uint64_t cpu_us;
 };

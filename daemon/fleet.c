@@ -37,9 +37,12 @@
  * answers in well under a millisecond). */
 #define DISCOVER_EVERY_US 2000000u
 #define DISCOVER_TIMEOUT_MS 1000u
-/* Nodes one daemon profiles at most: each holds four or five
- * descriptors (connection, output directory, its lock, the open file). */
+/* Nodes one daemon profiles at most: each holds up to FDS_PER_NODE
+ * descriptors (connection, output directory, its lock, the open file,
+ * one while recovering or retiring files), the daemon FDS_OWN. */
 #define FLEET_MAX 4096
+#define FDS_PER_NODE 6
+#define FDS_OWN 64
 
 struct fleet_node {
 	struct fpd_options o;		/* the run's, of this node */
@@ -51,6 +54,8 @@ struct fleet_node {
 	bool discovered;		/* found by --discover, not a --node */
 	bool listed;			/* in epmd's last list */
 };
+/* A discovered node whose directory could not be had keeps its place
+ * with neither recorder nor session: it is not tried again. */
 
 struct fleet {
 	struct fpd_source source;	/* discovery, when --discover */
@@ -146,8 +151,12 @@ find(const struct fleet *f, const char *name, size_t *at)
 }
 
 static void
+raise_fd_limit(size_t nodes);
+
+static void
 add(struct fleet *f, struct fleet_node *fn)
 {
+	raise_fd_limit(f->n + 1);
 	FP_GROW(f->nodes, f->cap, f->n + 1);
 	f->nodes[f->n++] = fn;
 }
@@ -197,7 +206,7 @@ on_listed(const char *alive, void *data)
 		return;
 	if (find(f, name, &at)) {
 		fn = f->nodes[at];
-		if (!fn->listed && !fpd_session_connected(fn->session))
+		if (fn->session && !fn->listed && !fpd_session_connected(fn->session))
 			fpd_session_wake(fn->session);
 		fn->listed = true;
 		return;
@@ -212,7 +221,6 @@ on_listed(const char *alive, void *data)
 	fn = node_new(f, name, f->cookie, true);
 	fn->listed = true;
 	fpd_log_set_node(fn->tag);
-	fn->rec = NULL;
 	{
 		struct fpd_output *out = fpd_run_open_output(&fn->o, &rc);
 
@@ -220,14 +228,16 @@ on_listed(const char *alive, void *data)
 			fn->rec = fpd_recorder_new(&fn->o, out);
 	}
 	fpd_log_set_node(NULL);
+	add(f, fn);
 	if (!fn->rec) {
-		/* a directory that cannot be made or locked now: asked
-		 * again at the next scan that lists the node */
-		node_destroy(fn);
+		/* a directory that cannot be made or is locked (by a
+		 * daemon of the node's own): said once, the node left
+		 * alone for the run */
+		fpd_warn("--discover: %s found, and left alone: no output directory of its own",
+			 fn->tag);
 		return;
 	}
 	fpd_info("--discover: %s found; attaching", fn->tag);
-	add(f, fn);
 	rc = node_start(f, fn);
 	(void)rc;	/* patient: a failed connect is retried */
 }
@@ -287,17 +297,25 @@ static const struct fpd_source_ops discovery_ops = {
 	.tick = discovery_tick,
 };
 
-/* Descriptors for many nodes: the soft limit raised to the hard one (a
- * service sets the hard one, LimitNOFILE=). */
+/*
+ * Descriptors for @nodes nodes: past what the soft limit holds, it is
+ * raised to the hard one (which a service sets with LimitNOFILE=). Only
+ * then: a sandbox that forbids setrlimit(2) (systemd's
+ * SystemCallFilter=~@resources) still runs a few nodes.
+ */
 static void
-raise_fd_limit(void)
+raise_fd_limit(size_t nodes)
 {
 	struct rlimit rl;
 
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-		rl.rlim_cur = rl.rlim_max;
-		setrlimit(RLIMIT_NOFILE, &rl);
-	}
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 ||
+	    (rlim_t)(nodes * FDS_PER_NODE + FDS_OWN) <= rl.rlim_cur ||
+	    rl.rlim_cur >= rl.rlim_max)
+		return;
+	rl.rlim_cur = rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+		fpd_warn("cannot raise the limit of open files to %llu: %s",
+			 (unsigned long long)rl.rlim_max, strerror(errno));
 }
 
 /* The end of each node's session; the run's exit code. */
@@ -309,8 +327,11 @@ close_all(struct fleet *f, int rc)
 
 	for (size_t i = 0; i < f->n; i++) {
 		struct fleet_node *fn = f->nodes[i];
-		int unreached = fpd_session_unreached(fn->session);
-		int code;
+		int unreached, code;
+
+		if (!fn->session)
+			continue;
+		unreached = fpd_session_unreached(fn->session);
 
 		enter(fn);
 		code = fpd_session_close(fn->session, rc, over && !unreached);
@@ -334,7 +355,6 @@ fpd_run_fleet(const struct fpd_options *o, const char *cookie,
 	struct fleet f = { .o = o, .cookie = cookie };
 	int rc = 0;
 
-	raise_fd_limit();
 	for (size_t i = 0; i < o->nnodes; i++) {
 		struct fleet_node *fn = node_new(&f, o->nodes[i],
 						 cookies[i] ? cookies[i] : cookie,
@@ -364,9 +384,13 @@ fpd_run_fleet(const struct fpd_options *o, const char *cookie,
 		rc = FPD_EXIT_SOFTWARE;
 		goto out;
 	}
-	fpd_info("profiling %zu node%s%s%s", o->nnodes, o->nnodes == 1 ? "" : "s",
-		 o->discover ? " and those epmd lists on " : "",
-		 o->discover ? o->discover : "");
+	if (o->discover)
+		fpd_info("profiling %zu node%s given and every node epmd on %s lists%s%s",
+			 o->nnodes, o->nnodes == 1 ? "" : "s", o->discover,
+			 o->discover_match ? " matching " : "",
+			 o->discover_match ? o->discover_match : "");
+	else
+		fpd_info("profiling %zu nodes", o->nnodes);
 	for (size_t i = 0; i < f.n; i++)
 		node_start(&f, f.nodes[i]);
 	if (o->discover) {

@@ -123,14 +123,19 @@ node_start(struct fleet *f, struct fleet_node *fn)
 {
 	struct fpd_loop *loop = f->loop;
 	struct fpd_source *src;
+	uint64_t cpu_us = 0;
 	int rc;
 
+	/* the session's clocks of our CPU start on its own account */
+	fpd_cpu_enter(&cpu_us);
 	fn->session = fpd_session_new(&fn->o, fn->cookie, fn->rec,
 				      fpd_loop_run_state(loop),
 				      fpd_loop_give_up, loop);
+	fpd_cpu_leave();
 	fpd_session_set_patient(fn->session);
 	src = fpd_session_source(fn->session);
 	src->log_node = fn->tag;
+	src->cpu_us = cpu_us;
 	fpd_loop_add(loop, src);
 	enter(fn);
 	rc = fpd_session_start(fn->session);

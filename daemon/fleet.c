@@ -117,14 +117,13 @@ leave(void)
 	fpd_log_set_node(NULL);
 }
 
-/* The node's session, in the loop, and its first connect. */
-static int
+/* The node's session, in the loop. */
+static void
 node_start(struct fleet *f, struct fleet_node *fn)
 {
 	struct fpd_loop *loop = f->loop;
 	struct fpd_source *src;
 	uint64_t cpu_us = 0;
-	int rc;
 
 	/* the session's clocks of our CPU start on its own account */
 	fpd_cpu_enter(&cpu_us);
@@ -137,10 +136,9 @@ node_start(struct fleet *f, struct fleet_node *fn)
 	src->log_node = fn->tag;
 	src->cpu_us = cpu_us;
 	fpd_loop_add(loop, src);
-	enter(fn);
-	rc = fpd_session_start(fn->session);
-	leave();
-	return rc;
+	/* no connect here: the session's first tick connects, one node a
+	 * tick, so that no node connected first waits, unread, for the
+	 * connects of all the others */
 }
 
 static bool
@@ -243,8 +241,7 @@ on_listed(const char *alive, void *data)
 		return;
 	}
 	fpd_info("--discover: %s found; attaching", fn->tag);
-	rc = node_start(f, fn);
-	(void)rc;	/* patient: a failed connect is retried */
+	node_start(f, fn);
 }
 
 static void

@@ -232,6 +232,7 @@ tick(struct fpd_loop *loop)
 {
 	uint64_t expirations, now;
 
+	loop->run.connects = 0;
 	for (size_t i = 0; i < loop->nsources; i++) {
 		struct fpd_source *src = loop->sources[i];
 

@@ -16,6 +16,9 @@ struct fpd_run_state {
 	uint64_t stop_mono;	/* when the stop was asked (0: stopped by a
 				 * source, no grace) */
 	int exit_code;
+	unsigned connects;	/* connects begun in this tick (the loop
+				 * zeroes it): a run of several nodes
+				 * begins one a tick */
 };
 
 /* A source gives up the run: stop at once (no drain) with @exit_code. */

@@ -106,9 +106,6 @@ def main(t):
     t_back = time.time()
     re_ = d.wait_log(r"info: \[%s\] reconnected to " % re.escape(cname), timeout=15)
     t.check(re_, "restarted node reattached")
-    t_re = time.time()
-    t.check(t_re - t_back < 6, "reattached within one discovery rescan or two (%.1f s)"
-            % (t_re - t_back))
     wait_node_samples(d, cname, after="reconnected to ")
     rc = d.stop()
     t1 = time.time()

@@ -21,7 +21,8 @@ in receive with nothing to receive, all pinned, all three request
 paths: the parked process is `waiting` in every sample, and marked
 idle; the clients, which a reply wakes and which then wait in a run
 queue behind the busy loops, answer the status request themselves, at
-their receive. Read `running` for that, they were `running` in 41-65%
+their receive. So does the gen_server they call (a few tenths of a
+percent of the reductions), with their calls queued. Read `running` for that, they were `running` in 41-65%
 of their samples here; their samples are what their state was before
 the request, `runnable` or `waiting`, and `running` in at most a fifth
 of them (measured: 0-8% on OTP 25, 27 and 29), or a tenth more than the
@@ -95,16 +96,17 @@ TRUTH_STOP = (
     "after 10000 -> [] end")
 
 
-def truth(node, clients):
-    got = node.eval(TRUTH_STOP)
+def truth(node, clients, name="fp_status_truth"):
+    got = node.eval(TRUTH_STOP.replace("fp_status_truth", name))
     counts = {k: int(v) for k, v in re.findall(r'\{"(\w+)",(\d+)\}', got)}
     return counts
 
 
 def woken(t):
     node = h.start_node(idle=100, busy=4, erl_args=["+S", "2:2"], opts={
-        "clients": 3, "sink": False, "bin": False})
+        "clients": 3})
     node.eval(PARKED)
+    server = node.pid_of("fp_demo_server").strip("<>")
     parked = node.pid_of("fp_status_parked").strip("<>")
     pinned = re.findall(r"<\d+\.\d+\.\d+>", node.eval(CLIENTS))
     clients = [c.strip("<>") for c in pinned]
@@ -113,12 +115,15 @@ def woken(t):
         out = h.mkdtemp("out_")
         args = h.daemon_args(node, out, top=10, rate=20, every="1s",
                              duration="6s", compress="none", max_overhead=0,
-                             name=["fp_status_parked"], pid=pinned,
+                             name=["fp_status_parked", "fp_demo_server"], pid=pinned,
                              request=None if request == "rex" else request)
         h.log("running: flame_profd " + " ".join(args))
         node.eval(TRUTH_START % ("[%s]" % ", ".join('"%s"' % p for p in pinned)))
+        node.eval(TRUTH_START.replace("fp_status_truth", "fp_status_truth_server")
+                  % ('["<%s>"]' % server))
         rc, _, se = h.run_daemon(args, timeout=40)
         real = truth(node, clients)
+        real_server = truth(node, None, "fp_status_truth_server")
         if not t.eq(rc, 0, "%s: exit code 0" % request):
             h.log(se[-4000:])
         files = h.check_output(t, out, node, min_samples=50)
@@ -152,6 +157,21 @@ def woken(t):
         t.check(counts.get("runnable", 0) + counts.get("waiting", 0)
                 >= (1 - limit) * n,
                 "%s: clients otherwise runnable or waiting" % request)
+        # The server: a few tenths of a percent of the reductions, woken
+        # by the clients' calls, answers with their calls queued.
+        ss = [s for s in samples if s["pid"] == server]
+        srun = sum(1 for s in ss if s["status"] == "running")
+        polls = sum(real_server.values())
+        really = real_server.get("running", 0) / max(polls, 1)
+        limit = max(0.2, really + 0.1)
+        h.log("  %s: the server's statuses: %r; polled: %r"
+              % (request, {k: sum(1 for s in ss if s["status"] == k)
+                           for k in {s["status"] for s in ss}}, real_server))
+        t.check(len(ss) >= 20, "%s: the server sampled (%d)" % (request, len(ss)))
+        t.check(srun <= limit * max(len(ss), 1),
+                "%s: the server running in at most %.0f%% of its samples "
+                "(%d of %d; running in %.1f%% of the polls)"
+                % (request, 100 * limit, srun, len(ss), 100 * really))
     node.eval("fp_status_parked ! fp_status_stop, ok")
 
 

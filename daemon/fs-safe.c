@@ -247,6 +247,52 @@ fpd_fs_open_dir(const char *path, mode_t mode, const struct fpd_trust *t,
 	return rc;
 }
 
+/*
+ * Open the existing @name in @dirfd with @flags, never through a link
+ * and never blocking on a FIFO (O_NONBLOCK is left set): a regular file
+ * with one link.
+ * @return the descriptor with *st its fstat(), or a negative errno;
+ *         -EPERM and -ELOOP set *why.
+ */
+static int
+open_regular(int dirfd, const char *name, int flags, struct stat *st,
+	     const char **why)
+{
+	int fd, rc;
+
+	fd = openat(dirfd, name, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC |
+		    O_NOCTTY);
+	if (fd < 0) {
+		rc = -errno;
+		if (rc == -ELOOP)
+			*why = "is a symbolic link";
+		/* a FIFO with no reader, a socket: opened for writing */
+		if (rc == -ENXIO) {
+			*why = "is not a regular file";
+			rc = -EPERM;
+		}
+		return rc;
+	}
+	if (fstat(fd, st) < 0) {
+		rc = -errno;
+		goto close_fd;
+	}
+	rc = -EPERM;
+	if (!S_ISREG(st->st_mode)) {
+		*why = "is not a regular file";
+		goto close_fd;
+	}
+	if (st->st_nlink > 1) {
+		*why = "has other hard links";
+		goto close_fd;
+	}
+	return fd;
+
+close_fd:
+	close(fd);
+	return rc;
+}
+
 int
 fpd_fs_open_foreign_file(const char *path, const struct fpd_trust *t,
 			 struct stat *st, const char **why)
@@ -273,27 +319,11 @@ fpd_fs_open_foreign_file(const char *path, const struct fpd_trust *t,
 		close(dfd);
 		return rc;
 	}
-	fd = openat(dfd, base, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC |
-		    O_NOCTTY);
-	rc = fd < 0 ? -errno : 0;
+	fd = open_regular(dfd, base, O_RDONLY, st, why);
 	close(dfd);
-	if (rc == -ELOOP)
-		*why = "is a symbolic link";
-	if (rc < 0)
-		return rc;
-	if (fstat(fd, st) < 0) {
-		rc = -errno;
-		goto close_fd;
-	}
+	if (fd < 0)
+		return fd;
 	rc = -EPERM;
-	if (!S_ISREG(st->st_mode)) {
-		*why = "is not a regular file";
-		goto close_fd;
-	}
-	if (st->st_nlink > 1) {
-		*why = "has other hard links";
-		goto close_fd;
-	}
 	/* in a directory others can write (/tmp), anyone could have put it */
 	if (!owner_trusted(st->st_uid, t) && st->st_uid != dst.st_uid) {
 		*why = "belongs to neither the run's user nor the owner of "
@@ -372,32 +402,10 @@ fpd_fs_open_file(int dirfd, const char *name, int flags,
 	if (!st)
 		st = &own;
 	/* O_NONBLOCK: a FIFO swapped in must not hold the open */
-	fd = openat(dirfd, name, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC |
-		    O_NOCTTY);
-	if (fd < 0) {
-		rc = -errno;
-		if (rc == -ELOOP)
-			*why = "is a symbolic link";
-		/* a FIFO with no reader, a socket: opened for writing */
-		if (rc == -ENXIO) {
-			*why = "is not a regular file";
-			rc = -EPERM;
-		}
-		return rc;
-	}
-	if (fstat(fd, st) < 0) {
-		rc = -errno;
-		goto close_fd;
-	}
+	fd = open_regular(dirfd, name, flags, st, why);
+	if (fd < 0)
+		return fd;
 	rc = -EPERM;
-	if (!S_ISREG(st->st_mode)) {
-		*why = "is not a regular file";
-		goto close_fd;
-	}
-	if (st->st_nlink > 1) {
-		*why = "has other hard links";
-		goto close_fd;
-	}
 	if (!owner_trusted(st->st_uid, t)) {
 		*why = "belongs to another user";
 		goto close_fd;

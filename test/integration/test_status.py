@@ -85,20 +85,26 @@ TRUTH_START = (
     "Poll = fun L(Acc) -> "
     "  Acc1 = lists:foldl(fun(P, A) -> "
     "    St = erts_debug:get_internal_state({process_status, P}), "
-    "    maps:update_with(St, fun(C) -> C + 1 end, 1, A) end, Acc, Ps), "
+    "    maps:update_with({P, St}, fun(C) -> C + 1 end, 1, A) end, Acc, Ps), "
     "  receive {fp_truth, From} -> From ! {fp_truth, Acc1} "
     "  after 1 -> L(Acc1) end end, "
     "register(fp_status_truth, spawn_opt(fun() -> Poll(#{}) end, "
     "                                    [{priority, high}])), ok")
 TRUTH_STOP = (
     "fp_status_truth ! {fp_truth, self()}, "
-    "receive {fp_truth, M} -> [{atom_to_list(K), V} || {K, V} <- maps:to_list(M)] "
+    "receive {fp_truth, M} -> [{pid_to_list(P), atom_to_list(K), V} "
+    "                          || {{P, K}, V} <- maps:to_list(M)] "
     "after 10000 -> [] end")
 
 
-def truth(node, clients, name="fp_status_truth"):
-    got = node.eval(TRUTH_STOP.replace("fp_status_truth", name))
-    counts = {k: int(v) for k, v in re.findall(r'\{"(\w+)",(\d+)\}', got)}
+def truth(node, pids):
+    """The VM's own status counts of the processes @pids ('0.X.Y'), from
+    the poller TRUTH_START started."""
+    got = node.eval(TRUTH_STOP)
+    counts = {}
+    for p, k, v in re.findall(r'\{"<([\d.]+)>","(\w+)",(\d+)\}', got):
+        if p in pids:
+            counts[k] = counts.get(k, 0) + int(v)
     return counts
 
 
@@ -118,12 +124,11 @@ def woken(t):
                              name=["fp_status_parked", "fp_demo_server"], pid=pinned,
                              request=None if request == "rex" else request)
         h.log("running: flame_profd " + " ".join(args))
-        node.eval(TRUTH_START % ("[%s]" % ", ".join('"%s"' % p for p in pinned)))
-        node.eval(TRUTH_START.replace("fp_status_truth", "fp_status_truth_server")
-                  % ('["<%s>"]' % server))
+        node.eval(TRUTH_START % ("[%s]" % ", ".join(
+            '"<%s>"' % p for p in clients + [server])))
         rc, _, se = h.run_daemon(args, timeout=40)
         real = truth(node, clients)
-        real_server = truth(node, None, "fp_status_truth_server")
+        real_server = truth(node, [server])
         if not t.eq(rc, 0, "%s: exit code 0" % request):
             h.log(se[-4000:])
         files = h.check_output(t, out, node, min_samples=50)

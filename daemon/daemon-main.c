@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "daemon-log.h"
+#include "fs-safe.h"
 #include "options.h"
 #include "run.h"
 #include "util-mem.h"
@@ -25,14 +26,16 @@
 #define COOKIE_ENV "FLAME_PROFD_COOKIE"
 
 static int
-read_cookie_file(const char *path, char *cookie, size_t size);
+read_cookie_file(const char *path, const struct fpd_trust *trust,
+		 char *cookie, size_t size);
 
 /*
  * Read the cookie like erl does: the whole file, trailing white space
  * dropped, and refuse a file others can read.
  */
 static int
-read_cookie(const struct fpd_options *o, char *cookie, size_t size)
+read_cookie(const struct fpd_options *o, const struct fpd_trust *trust,
+	    char *cookie, size_t size)
 {
 	char path[COOKIE_PATH_MAX];
 	const char *env = getenv(COOKIE_ENV);
@@ -74,29 +77,30 @@ read_cookie(const struct fpd_options *o, char *cookie, size_t size)
 		}
 		snprintf(path, sizeof(path), "%s/.erlang.cookie", home);
 	}
-	return read_cookie_file(path, cookie, size);
+	return read_cookie_file(path, trust, cookie, size);
 }
 
 /* The cookie in the file at @path, as read_cookie() reads one. */
 static int
-read_cookie_file(const char *path, char *cookie, size_t size)
+read_cookie_file(const char *path, const struct fpd_trust *trust,
+		 char *cookie, size_t size)
 {
+	const char *why = NULL;
 	struct stat st;
 	ssize_t n;
 	int fd;
 
-	/* O_NONBLOCK: a FIFO without a writer would block the open for
-	 * ever; it is refused below like any file that is not regular. */
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-	if (fd < 0) {
-		fprintf(stderr, "flame_profd: error: cannot read cookie file %s: %s\n",
-			path, strerror(errno));
+	/* Read as root, and often in the node's user's directory: never
+	 * through a link that user could make, never a FIFO (O_NONBLOCK),
+	 * never a hard link to another file (fs-safe.h). */
+	fd = fpd_fs_open_foreign_file(path, trust, &st, &why);
+	if (fd < 0 && why) {
+		fprintf(stderr, "flame_profd: error: cookie file %s %s\n", path, why);
 		return FPD_EXIT_NOINPUT;
 	}
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		fprintf(stderr, "flame_profd: error: cookie file %s is not a regular file\n",
-			path);
-		close(fd);
+	if (fd < 0) {
+		fprintf(stderr, "flame_profd: error: cannot read cookie file %s: %s\n",
+			path, strerror(-fd));
 		return FPD_EXIT_NOINPUT;
 	}
 	if (st.st_mode & 077) {
@@ -134,7 +138,8 @@ read_cookie_file(const char *path, char *cookie, size_t size)
  * cookie cleared and freed by free_cookies().
  */
 static int
-read_node_cookies(const struct fpd_options *o, char ***cookies)
+read_node_cookies(const struct fpd_options *o, const struct fpd_trust *trust,
+		  char ***cookies)
 {
 	char **c = xzalloc((o->nnodes + 1) * sizeof(*c));
 	int rc = 0;
@@ -144,7 +149,8 @@ read_node_cookies(const struct fpd_options *o, char ***cookies)
 		if (!o->node_cookie_files[i])
 			continue;
 		c[i] = xzalloc(MAX_COOKIE + 2);
-		rc = read_cookie_file(o->node_cookie_files[i], c[i], MAX_COOKIE + 2);
+		rc = read_cookie_file(o->node_cookie_files[i], trust, c[i],
+				      MAX_COOKIE + 2);
 	}
 	return rc;
 }
@@ -195,20 +201,20 @@ main(int argc, char **argv)
 	rc = fpd_options_parse(argc, argv, &opts);
 	if (rc)
 		goto out;
+	trust.uid = opts.user ? opts.uid : geteuid();
+	trust.gid = opts.user ? opts.gid : getegid();
 	cookie[0] = '\0';
 	if (needs_run_cookie(&opts))
-		rc = read_cookie(&opts, cookie, sizeof(cookie));
+		rc = read_cookie(&opts, &trust, cookie, sizeof(cookie));
 	else
 		unsetenv(COOKIE_ENV);
 	if (rc)
 		goto out;
 	if (fpd_options_fleet(&opts)) {
-		rc = read_node_cookies(&opts, &cookies);
+		rc = read_node_cookies(&opts, &trust, &cookies);
 		if (rc)
 			goto out;
 	}
-	trust.uid = opts.user ? opts.uid : geteuid();
-	trust.gid = opts.user ? opts.gid : getegid();
 	rc = fpd_log_open(opts.log_file, opts.verbosity, opts.file_mode, &trust,
 			  &why);
 	if (rc < 0 && why) {

@@ -8,8 +8,9 @@ and started again under its name, and must be reattached. A node that
 --discover-match leaves out must not be touched. Then SIGTERM: exit 0,
 every node's files complete under OUT/<node>/ holding only that node's
 samples, a manifest per node naming it, interval lines per node, and the
-node's backtrace_depth back as it was. Usage errors of several nodes get
-one line and exit 64.
+node's backtrace_depth back as it was. A second run over two nodes with a
+tiny --max-overhead: each node's own budget brings its rate down. Usage
+errors of several nodes get one line and exit 64.
 """
 import json
 import os
@@ -49,6 +50,24 @@ def wait_node_samples(d, name, after, timeout=15):
             h.fail("no interval with samples of %s after /%s/; stderr:\n%s"
                    % (name, after, d.read_stderr()[-4000:]))
         time.sleep(0.1)
+
+
+def budgets(t, a, b):
+    """Each node's budget is its own: a tiny --max-overhead brings each
+    node's rate down, said in its log lines and counted in its manifest."""
+    out = h.mkdtemp("out_")
+    args = ["--node", a.name, "--node", "%s=%s" % (b.name, b.cookie_file),
+            "--cookie-file", a.cookie_file, "--out", out, "--top", "10",
+            "--rate", "20", "--every", "1s", "--duration", "6s",
+            "--compress", "none", "--max-overhead", "0.001"]
+    rc, _, se = h.run_daemon(args, timeout=40)
+    t.eq(rc, 0, "budget run of two nodes: exit 0")
+    for n in (a, b):
+        lines = node_lines(se, n.name)
+        t.check(any(re.match(r"budget: cost .* over budget .*: rate 20 -> [0-9.]+/s", l)
+                    for l in lines), "%s: its budget brings its rate down" % n.sname)
+        t.check(sum(e["throttle_events"] for e in manifest(out, n.name)["files"]) >= 1,
+                "%s: its budget's changes counted in its manifest" % n.sname)
 
 
 def usage_errors(t, a, b):
@@ -156,6 +175,7 @@ def main(t):
     t.check(not any(other.sname in l for l in se.splitlines()),
             "the node --discover-match leaves out is not attached")
     c2.stop()
+    budgets(t, a, b)
 
 
 if __name__ == "__main__":

@@ -44,6 +44,9 @@
 #define FDS_PER_NODE 6
 #define FDS_OWN 64
 
+/* A node of the run. One discovered whose directory could not be had
+ * keeps its place with neither recorder nor session: it is not tried
+ * again. */
 struct fleet_node {
 	struct fpd_options o;		/* the run's, of this node */
 	char *name;			/* NAME@HOST */
@@ -54,8 +57,6 @@ struct fleet_node {
 	bool discovered;		/* found by --discover, not a --node */
 	bool listed;			/* in epmd's last list */
 };
-/* A discovered node whose directory could not be had keeps its place
- * with neither recorder nor session: it is not tried again. */
 
 struct fleet {
 	struct fpd_source source;	/* discovery, when --discover */

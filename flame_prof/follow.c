@@ -280,7 +280,7 @@ join(const char *dir, const char *name)
 
 /*
  * The node's directory: @dir itself when it holds flame_profd's files,
- * else its one subdirectory that does (the daemon's --output of one
+ * else its one subdirectory that does (the daemon's --out of one
  * node). 1: none yet (the daemon has not written); -EEXIST after a
  * message when several nodes' directories are there.
  */
@@ -754,9 +754,10 @@ draw(struct follow *f)
 		fp_text_puts(&f->out, "\033[J");
 		for (size_t i = header + shown; i + 1 < f->rows; i++)
 			fp_text_putc(&f->out, '\n');
-		linef(f, "q quit  f functions  p processes%s  s sort by %s",
-		      o->group ? "  b --by" : "",
-		      f->view == FPP_VIEW_FUNCTIONS && !f->by_total ? "total" : "self");
+		linef(f, "q quit  f functions  p processes%s%s",
+		      o->group ? "  b values" : "",
+		      f->view != FPP_VIEW_FUNCTIONS ? "" :
+		      f->by_total ? "  s sort by self" : "  s sort by total");
 		put_clipped(&f->out, &f->line, f->cols);
 		f->line.len = 0;
 	} else {
@@ -863,7 +864,7 @@ fpp_cmd_follow(const struct fpp_options *o, const char *dir)
 	}
 	if (!S_ISDIR(st.st_mode)) {
 		fpp_fail("%s: --follow takes a directory (a node's, or flame_profd's "
-			 "--output of one node)", dir);
+			 "--out of one node)", dir);
 		return FPP_EXIT_NOINPUT;
 	}
 	f.win = fpp_window_new(o->window_us);

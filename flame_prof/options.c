@@ -340,7 +340,7 @@ static const struct fpp_option_row rows[] = {
 	  "default wself with --weight, else self" },
 	{ "follow", 0, NULL, B(TOP), FPP_SEC_COMMAND, FLAG(follow, true),
 	  .help = "the live view: follow INPUT, a node's directory\n"
-	  "(or flame_profd's --output of one node), while\n"
+	  "(or flame_profd's --out of one node), while\n"
 	  "flame_profd writes it, and redraw the hottest\n"
 	  "functions of the last --window every --interval;\n"
 	  "keys q quit, f functions, p processes, b --by's\n"

@@ -81,6 +81,7 @@ struct follow {
 	/* output */
 	bool tty;			/* stdout is a terminal: the screen */
 	unsigned rows, cols;
+	unsigned drawn;			/* lines of this frame so far */
 	struct fp_text out, line;
 };
 
@@ -164,7 +165,7 @@ term_size(struct follow *f)
 
 	f->rows = 24;
 	f->cols = 80;
-	if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_row && ws.ws_col) {
+	if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_row && ws.ws_col > 1) {
 		f->rows = ws.ws_row;
 		f->cols = ws.ws_col;
 	}
@@ -599,8 +600,16 @@ poll_files(struct follow *f)
 static void
 line_end(struct follow *f)
 {
+	if (f->tty && f->drawn + 1 >= f->rows) {
+		/* a terminal too low: the last row is the keys' */
+		f->line.len = 0;
+		return;
+	}
+	f->drawn++;
 	if (f->tty) {
-		put_clipped(&f->out, &f->line, f->cols);
+		/* short of the last column: a line that fills it is one
+		 * tmux takes as wrapped, and joins to the next on a resize */
+		put_clipped(&f->out, &f->line, f->cols - 1);
 		fp_text_puts(&f->out, "\033[K");
 	} else {
 		fp_text_put(&f->out, f->line.buf, f->line.len);
@@ -655,6 +664,7 @@ draw(struct follow *f)
 	clock_text(now_us, now, sizeof(now));
 	f->out.len = 0;
 	f->line.len = 0;
+	f->drawn = 0;
 	if (f->tty)
 		fp_text_puts(&f->out, "\033[H");
 
@@ -752,13 +762,13 @@ draw(struct follow *f)
 	if (f->tty) {
 		/* the keys, on the last line, without a newline: no scroll */
 		fp_text_puts(&f->out, "\033[J");
-		for (size_t i = header + shown; i + 1 < f->rows; i++)
+		for (unsigned i = f->drawn; i + 1 < f->rows; i++)
 			fp_text_putc(&f->out, '\n');
 		linef(f, "q quit  f functions  p processes%s%s",
 		      o->group ? "  b values" : "",
 		      f->view != FPP_VIEW_FUNCTIONS ? "" :
 		      f->by_total ? "  s sort by self" : "  s sort by total");
-		put_clipped(&f->out, &f->line, f->cols);
+		put_clipped(&f->out, &f->line, f->cols - 1);
 		f->line.len = 0;
 	} else {
 		fp_text_putc(&f->out, '\n');

@@ -362,13 +362,13 @@ take_note(struct follow *f, const char *text, size_t len)
 			size_t kl = strlen(keys[k]);
 
 			for (const char *p = body; p + kl < end; p++) {
-				size_t vl;
+				size_t vl = 0;
 
 				if ((p != body && p[-1] != ' ') || memcmp(p, keys[k], kl) != 0)
 					continue;
-				vl = strcspn(p, " \n");
-				if (vl > (size_t)(end - p))
-					vl = (size_t)(end - p);
+				/* the segment's text is not NUL-ended */
+				while (p + vl < end && p[vl] != ' ' && p[vl] != '\n')
+					vl++;
 				if (f->sampler.len)
 					fp_text_putc(&f->sampler, ' ');
 				fp_text_put_escaped(&f->sampler, p, vl, NULL);
@@ -821,6 +821,10 @@ on_key(struct follow *f, char c)
 	case 's':
 		f->by_total = !f->by_total;
 		break;
+	case 26:	/* Ctrl-Z: stop as the terminal's SIGTSTP would */
+		term_restore();
+		kill(getpid(), SIGSTOP);
+		break;
 	default:
 		break;
 	}
@@ -912,7 +916,8 @@ fpp_cmd_follow(const struct fpp_options *o, const char *dir)
 			if (next <= now)
 				next = now + o->interval_us;
 		}
-		if (redraw) {
+		/* not while stopped by Ctrl-Z: the screen is the shell's */
+		if (redraw && (!f.tty || screen_on)) {
 			draw(&f);
 			if (!flush_out(&f)) {
 				f.ex = FPP_EXIT_IOERR;
@@ -966,7 +971,7 @@ fpp_cmd_follow(const struct fpp_options *o, const char *dir)
 				run = on_key(&f, buf[i]);
 			redraw = true;
 		}
-		if (run && redraw && f.ex == FPP_EXIT_OK && f.tty) {
+		if (run && redraw && f.ex == FPP_EXIT_OK && f.tty && screen_on) {
 			draw(&f);
 			if (!flush_out(&f))
 				f.ex = FPP_EXIT_IOERR;

@@ -547,6 +547,63 @@ open_file(struct follow *f, const char *name, const struct fp_perf_name *parsed,
 	return 0;
 }
 
+struct finished {
+	char name[FP_PERF_NAME_MAX];
+	struct fp_perf_name parsed;
+};
+
+static int
+by_time(const void *a, const void *b)
+{
+	const struct finished *x = a, *y = b;
+
+	if (x->parsed.epoch_ms != y->parsed.epoch_ms)
+		return x->parsed.epoch_ms < y->parsed.epoch_ms ? -1 : 1;
+	return strcmp(x->name, y->name);
+}
+
+/* The finished files newer than the last one read (only the newest at
+ * the start) and older than the partial file of @l, read whole. */
+static void
+read_finished(struct follow *f, const struct listing *l)
+{
+	struct finished *files = NULL;
+	size_t n = 0, cap = 0;
+	struct dirent *e;
+	DIR *d;
+
+	if (!f->last_ms) {
+		struct fp_perf_name fin = l->fin;
+
+		if (open_file(f, l->finished, &fin, false) == 0)
+			close_file(f);
+		return;
+	}
+	d = opendir(f->node_dir);
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		struct fp_perf_name parsed;
+
+		if (!fp_perf_name_parse(e->d_name, &parsed) ||
+		    parsed.epoch_ms <= f->last_ms ||
+		    (l->has_partial && parsed.epoch_ms >= l->p.epoch_ms) ||
+		    strlen(e->d_name) >= sizeof(files->name))
+			continue;
+		FP_GROW(files, cap, n + 1);
+		strcpy(files[n].name, e->d_name);
+		files[n++].parsed = parsed;
+	}
+	closedir(d);
+	if (n > 1)
+		qsort(files, n, sizeof(*files), by_time);
+	for (size_t i = 0; i < n && f->ex == FPP_EXIT_OK; i++) {
+		if (open_file(f, files[i].name, &files[i].parsed, false) == 0)
+			close_file(f);
+	}
+	free(files);
+}
+
 /* One look at the directory: new segments, a rotation, a new file. */
 static void
 poll_files(struct follow *f)
@@ -584,13 +641,12 @@ poll_files(struct follow *f)
 		close_file(f);
 	if (f->fd >= 0 || f->ex != FPP_EXIT_OK)
 		return;
-	/* at the start, and when files were begun and finished between two
-	 * looks: the newest finished file the view has not read, read
-	 * whole; the window keeps what is recent of it */
+	/* at the start, the newest finished file, read whole (the window
+	 * keeps what is recent of it); later, every file begun and
+	 * finished between two looks, oldest first */
 	if (l.has_finished && l.fin.epoch_ms > f->last_ms &&
-	    (!l.has_partial || l.fin.epoch_ms < l.p.epoch_ms) &&
-	    open_file(f, l.finished, &l.fin, false) == 0)
-		close_file(f);
+	    (!l.has_partial || l.fin.epoch_ms < l.p.epoch_ms))
+		read_finished(f, &l);
 	if (l.has_partial && l.p.epoch_ms > f->last_ms && f->ex == FPP_EXIT_OK)
 		open_file(f, l.partial, &l.p, true);
 }

@@ -458,6 +458,7 @@ on_segment(void *data, const char *text, size_t len)
 	struct follow *f = data;
 	struct fp_perf_reader *reader;
 	uint64_t before = f->samples_read;
+	char label[1024];
 	int rc;
 
 	if (f->ex != FPP_EXIT_OK || !len)
@@ -471,7 +472,10 @@ on_segment(void *data, const char *text, size_t len)
 			take_note(f, p, n);
 		p += n + 1;
 	}
-	fp_perf_reader_open_text(f->name, text, len, &reader);
+	/* the reader's line numbers count from the segment */
+	snprintf(label, sizeof(label), "%s/%s (a segment past byte %lld)",
+		 f->node_dir, f->name, (long long)f->good);
+	fp_perf_reader_open_text(label, text, len, &reader);
 	fp_perf_reader_set_erlang_names(reader, f->o->erlang_names);
 	rc = fp_perf_read(reader, on_record, f);
 	if (rc < 0) {
@@ -574,9 +578,13 @@ read_finished(struct follow *f, const struct listing *l)
 
 	if (!f->last_ms) {
 		struct fp_perf_name fin = l->fin;
+		uint64_t new_at = f->new_at;
 
 		if (open_file(f, l->finished, &fin, false) == 0)
 			close_file(f);
+		/* what was there before the view started is not news: a
+		 * stopped daemon is said to be so from the start */
+		f->new_at = new_at;
 		return;
 	}
 	d = opendir(f->node_dir);

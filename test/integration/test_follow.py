@@ -11,8 +11,9 @@ across files) serve every case:
 - not a terminal: plain snapshots with no escape sequence, ended by
   SIGINT with exit 0; once the daemon stops, it says that no new samples
   come;
-- bad input: a missing directory, a file, options that need --follow or
-  do not apply to it, each with its documented exit code.
+- bad input: a missing directory, a file, a file off the grammar, options
+  that need --follow or do not apply to it, each with its documented exit
+  code.
 """
 import fcntl
 import os
@@ -203,6 +204,13 @@ def bad_input(t, out):
     rc, err = run(["top", "--follow", f])
     t.check(rc == 66 and "takes a directory" in err, "a file: exit 66",
             "%d %s" % (rc, err))
+    bad = os.path.join(out, "bad")
+    os.mkdir(bad)
+    with open(os.path.join(bad, "n@h.20261127T000000.000Z.perf"), "w") as g:
+        g.write("not perf script\n\n")
+    rc, err = run(["top", "--follow", bad])
+    t.check(rc == 65 and "segment" in err and "unknown process status" in err,
+            "a file off the grammar: exit 65, the file named", "%d %s" % (rc, err))
     rc, err = run(["top", "--window", "5s", out])
     t.check(rc == 64 and "needs --follow" in err, "--window without --follow: exit 64",
             "%d %s" % (rc, err))

@@ -18,7 +18,8 @@ struct fp_sample;
 struct fp_text;
 
 /*
- * Where records go: the output's files (output.c). A destination hands
+ * Where records go: the output's files (output.c) and, with
+ * --flight-recorder, the ring (flight.c). A destination hands
  * out the buffer a record is appended to and counts what was appended;
  * the recorder does the formatting.
  */
@@ -40,6 +41,9 @@ struct fpd_record_dest_ops {
 	int (*sample)(void *dest, uint64_t time_us);
 	/** @n samples were due and could not be recorded. */
 	void (*skipped)(void *dest, uint64_t n);
+	/** @smp was just recorded (the flight recorder's triggers look at
+	 * it); may be NULL. */
+	void (*observe)(void *dest, const struct fp_sample *smp);
 };
 
 struct fpd_record_dest {
@@ -73,6 +77,15 @@ struct fpd_recorder;
  */
 struct fpd_recorder *
 fpd_recorder_new(const struct fpd_options *o, struct fpd_output *out);
+
+/**
+ * Records go to @dest as well (the flight recorder's ring, not owned),
+ * each formatted once and its text copied; with @files false, to @dest
+ * only, and the output takes no sample (it still lists captures).
+ */
+void
+fpd_recorder_add_dest(struct fpd_recorder *rec, struct fpd_record_dest dest,
+		      bool files);
 
 /** Destroys the output too; NULL is a no-op. */
 void

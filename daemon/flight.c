@@ -84,6 +84,7 @@ struct fpd_flight {
 
 	struct capture cap_;
 	uint64_t *holdoff_until;	/* per trigger, monotonic µs */
+	uint64_t *over_since;		/* per gauge trigger, wall clock µs */
 	uint64_t reported_mono;
 	struct fpd_flight_stats stats;
 };
@@ -498,11 +499,28 @@ dest_observe(void *data, const struct fp_sample *smp)
 	}
 }
 
+static void
+dest_gauge(void *data, int gauge, int64_t value)
+{
+	struct fpd_flight *f = data;
+	uint64_t now = fpd_now_epoch_us();
+	int64_t fired;
+
+	for (size_t i = 0; i < f->cfg.ntriggers; i++) {
+		const struct fpd_trigger *t = &f->cfg.triggers[i];
+
+		if (fpd_trigger_gauge(t, (enum fpd_gauge)gauge, value, now,
+				      &f->over_since[i], &fired))
+			fpd_flight_fire(f, t->text, fired, NULL, now);
+	}
+}
+
 static const struct fpd_record_dest_ops flight_dest_ops = {
 	.buffer = dest_buffer,
 	.sample = dest_sample,
 	.skipped = dest_skipped,
 	.observe = dest_observe,
+	.gauge = dest_gauge,
 };
 
 struct fpd_record_dest
@@ -599,6 +617,7 @@ fpd_flight_new(const struct fpd_flight_config *c, struct fpd_output *out)
 	/* the segment's room is taken once: the cap counts it whole */
 	fp_text_reserve_first(&f->seg, 1, 2 * f->text_max);
 	f->holdoff_until = xzalloc((c->ntriggers + 1) * sizeof(*f->holdoff_until));
+	f->over_since = xzalloc((c->ntriggers + 1) * sizeof(*f->over_since));
 	f->cap_.fd = f->cap_.dirfd = -1;
 	f->sealed_mono = f->reported_mono = fpd_now_mono_us();
 	return f;
@@ -622,6 +641,7 @@ fpd_flight_destroy(struct fpd_flight *f)
 		drop_oldest(f);
 	free(f->frames);
 	free(f->holdoff_until);
+	free(f->over_since);
 	fp_text_free(&f->seg);
 	fpd_compressor_destroy(f->comp);
 	free(f);

@@ -273,8 +273,10 @@ static const struct option_spec options[] = {
 	  "                                       is longer than N\n"
 	  "                            memory>SIZE  a sampled process's memory is\n"
 	  "                                       over SIZE\n"
-	  "                            (both read from the samples: no request of their\n"
-	  "                            own)\n" },
+	  "                            run_queue>N[/DUR]  the node's run queues hold\n"
+	  "                                       more than N (for DUR), as the\n"
+	  "                                       health probe reads them each --every\n"
+	  "                            (none sends a request of its own)\n" },
 	{ "trigger-holdoff", 0, required_argument,
 	  .help = "      --trigger-holdoff DUR a trigger does not fire again for DUR after its\n"
 	  "                            capture (default 1m); none fires while one is\n"

@@ -181,6 +181,13 @@ fpd_recorder_write(struct fpd_recorder *rec, const struct fp_sample *smp,
 }
 
 void
+fpd_recorder_gauge(struct fpd_recorder *rec, int gauge, int64_t value)
+{
+	if (rec->extra.ops && rec->extra.ops->gauge)
+		rec->extra.ops->gauge(rec->extra.data, gauge, value);
+}
+
+void
 fpd_recorder_note(struct fpd_recorder *rec, const char *format, ...)
 {
 	char text[NOTE_MAX], stamp[40], note[NOTE_MAX + 64];

@@ -44,6 +44,9 @@ struct fpd_record_dest_ops {
 	/** @smp was just recorded (the flight recorder's triggers look at
 	 * it); may be NULL. */
 	void (*observe)(void *dest, const struct fp_sample *smp);
+	/** The node said @value of the gauge @gauge (enum fpd_gauge);
+	 * may be NULL. */
+	void (*gauge)(void *dest, int gauge, int64_t value);
 };
 
 struct fpd_record_dest {
@@ -116,6 +119,14 @@ fpd_recorder_write(struct fpd_recorder *rec, const struct fp_sample *smp,
  */
 uint64_t
 fpd_recorder_stamp(struct fpd_recorder *rec, uint64_t stamp);
+
+/**
+ * What the node said of itself in a reply the session reads anyway
+ * (@gauge: enum fpd_gauge, trigger.h), for the flight recorder's
+ * triggers.
+ */
+void
+fpd_recorder_gauge(struct fpd_recorder *rec, int gauge, int64_t value);
 
 /** The counts since the recorder was made. */
 const struct fpd_recorder_stats *

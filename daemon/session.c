@@ -121,6 +121,8 @@ on_health(struct fpd_session *s, struct request *r, struct fp_reply *reply,
 	char why[128];
 
 	fp_node_decode_int(reply, &runq);
+	if (runq >= 0)	/* the flight recorder's run_queue triggers */
+		fpd_recorder_gauge(s->rec, FPD_GAUGE_RUN_QUEUE, runq);
 	if (br->probing) {
 		if (runq >= 0 && !runq_trouble(s, runq, rtt) &&
 		    rtt < s->o->timeout_us / 2) {

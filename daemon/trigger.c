@@ -4,8 +4,11 @@
  * A trigger of a per-process kind reads a metric every sample already
  * carries (the request asks for it whether or not a trigger is set), so
  * it costs the node nothing: the check runs in the daemon on each sample
- * as it is recorded. Kinds that must ask the node something of their own
- * go in the same table with the request they make and its cost.
+ * as it is recorded. A gauge kind reads what a request the daemon sends
+ * anyway returns (run_queue: the breaker's health probe, once per
+ * --every), so it costs nothing either, and sees the node that often.
+ * Kinds that must ask the node something of their own go in the same
+ * table with the request they make, counted in the cost budget.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -20,14 +23,27 @@ enum threshold_unit {
 	UNIT_SIZE,	/* a size, 512M */
 };
 
+enum trigger_source {
+	FROM_SAMPLE,	/* a metric of each sample */
+	FROM_GAUGE,	/* a gauge of the node, [/DUR] allowed */
+};
+
 static const struct {
 	const char *name;
-	enum fp_metric metric;
+	enum trigger_source source;
+	enum fp_metric metric;		/* FROM_SAMPLE */
+	enum fpd_gauge gauge;		/* FROM_GAUGE */
 	enum threshold_unit unit;
 } kinds[FPD_TRIGGER_KINDS] = {
-	[FPD_TRIGGER_MAILBOX] = { "mailbox", FP_METRIC_MESSAGE_QUEUE_LEN, UNIT_COUNT },
-	[FPD_TRIGGER_MEMORY] = { "memory", FP_METRIC_MEMORY, UNIT_SIZE },
+	[FPD_TRIGGER_MAILBOX] = { "mailbox", FROM_SAMPLE,
+				  FP_METRIC_MESSAGE_QUEUE_LEN, 0, UNIT_COUNT },
+	[FPD_TRIGGER_MEMORY] = { "memory", FROM_SAMPLE, FP_METRIC_MEMORY, 0,
+				 UNIT_SIZE },
+	[FPD_TRIGGER_RUN_QUEUE] = { "run_queue", FROM_GAUGE, 0,
+				    FPD_GAUGE_RUN_QUEUE, UNIT_COUNT },
 };
+
+#define KINDS_HELP "expected mailbox>N, memory>SIZE or run_queue>N[/DUR]"
 
 const char *
 fpd_trigger_kind_name(enum fpd_trigger_kind kind)
@@ -54,14 +70,15 @@ parse_count(const char *s, uint64_t *v)
 int
 fpd_trigger_parse(const char *expr, struct fpd_trigger *t, const char **why)
 {
-	const char *op = strchr(expr, '>');
-	size_t namelen;
-	uint64_t v;
+	const char *op = strchr(expr, '>'), *slash;
+	char num[32];
+	size_t namelen, numlen;
+	uint64_t v, dur = 0;
 	int k;
 
 	*why = NULL;
 	if (!op || op == expr) {
-		*why = "expected KIND>THRESHOLD: mailbox>N or memory>SIZE";
+		*why = "expected KIND>THRESHOLD: mailbox>N, memory>SIZE or run_queue>N[/DUR]";
 		return -EINVAL;
 	}
 	namelen = (size_t)(op - expr);
@@ -71,11 +88,27 @@ fpd_trigger_parse(const char *expr, struct fpd_trigger *t, const char **why)
 			break;
 	}
 	if (k == FPD_TRIGGER_KINDS) {
-		*why = "unknown trigger: expected mailbox>N or memory>SIZE";
+		*why = "unknown trigger: " KINDS_HELP;
 		return -EINVAL;
 	}
-	if (kinds[k].unit == UNIT_COUNT ? parse_count(op + 1, &v) < 0 :
-					  fpd_parse_size(op + 1, &v) < 0) {
+	slash = strchr(op + 1, '/');
+	numlen = slash ? (size_t)(slash - op - 1) : strlen(op + 1);
+	if (slash && kinds[k].source != FROM_GAUGE) {
+		*why = "only run_queue takes /DUR: a sample fires at once";
+		return -EINVAL;
+	}
+	if (slash && (fpd_parse_duration(slash + 1, &dur) < 0 || !dur)) {
+		*why = "expected a duration after '/', e.g. run_queue>200/10s";
+		return -EINVAL;
+	}
+	if (numlen >= sizeof(num)) {
+		*why = "threshold too large";
+		return -EINVAL;
+	}
+	memcpy(num, op + 1, numlen);
+	num[numlen] = '\0';
+	if (kinds[k].unit == UNIT_COUNT ? parse_count(num, &v) < 0 :
+					  fpd_parse_size(num, &v) < 0) {
 		*why = kinds[k].unit == UNIT_COUNT ?
 		       "expected a whole number after '>', e.g. mailbox>50000" :
 		       "expected a size after '>', e.g. memory>512M";
@@ -87,8 +120,17 @@ fpd_trigger_parse(const char *expr, struct fpd_trigger *t, const char **why)
 	}
 	t->kind = (enum fpd_trigger_kind)k;
 	t->threshold = (int64_t)v;
-	snprintf(t->text, sizeof(t->text), "%s>%llu", kinds[k].name,
-		 (unsigned long long)v);
+	t->for_us = dur;
+	if (dur) {
+		char d[32];
+
+		fpd_format_duration(dur, d, sizeof(d));
+		snprintf(t->text, sizeof(t->text), "%s>%llu/%s", kinds[k].name,
+			 (unsigned long long)v, d);
+	} else {
+		snprintf(t->text, sizeof(t->text), "%s>%llu", kinds[k].name,
+			 (unsigned long long)v);
+	}
 	return 0;
 }
 
@@ -99,11 +141,30 @@ fpd_trigger_check(const struct fpd_trigger *t, const struct fp_sample *smp,
 	int64_t v;
 
 	/* a --perf sample is a thread, not a process */
-	if (smp->status == FP_STATUS_CPU)
+	if (kinds[t->kind].source != FROM_SAMPLE || smp->status == FP_STATUS_CPU)
 		return false;
 	v = smp->value[kinds[t->kind].metric];
 	if (v <= t->threshold)
 		return false;
 	*value = v;
+	return true;
+}
+
+bool
+fpd_trigger_gauge(const struct fpd_trigger *t, enum fpd_gauge g,
+		  int64_t value, uint64_t now_us, uint64_t *since,
+		  int64_t *fired)
+{
+	if (kinds[t->kind].source != FROM_GAUGE || kinds[t->kind].gauge != g)
+		return false;
+	if (value <= t->threshold) {
+		*since = 0;
+		return false;
+	}
+	if (!*since)
+		*since = now_us;
+	if (now_us - *since < t->for_us)
+		return false;
+	*fired = value;
 	return true;
 }

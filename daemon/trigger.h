@@ -19,18 +19,27 @@ struct fp_sample;
 enum fpd_trigger_kind {
 	FPD_TRIGGER_MAILBOX,	/* a sampled process's message_queue_len */
 	FPD_TRIGGER_MEMORY,	/* a sampled process's memory, bytes */
+	FPD_TRIGGER_RUN_QUEUE,	/* the node's total run queue lengths */
 	FPD_TRIGGER_KINDS,
+};
+
+/* What the node says of itself, read by a request the daemon sends
+ * anyway (the breaker's health probe, once per --every). */
+enum fpd_gauge {
+	FPD_GAUGE_RUN_QUEUE,	/* erlang:statistics(total_run_queue_lengths) */
 };
 
 /* One --trigger, parsed. */
 struct fpd_trigger {
 	enum fpd_trigger_kind kind;
 	int64_t threshold;		/* fires above it */
+	uint64_t for_us;		/* ... held this long (a gauge's /DUR) */
 	char text[FPD_TRIGGER_TEXT_MAX];	/* canonical: "mailbox>50000" */
 };
 
 /**
- * Parse @expr ("mailbox>50000", "memory>512M") into @t.
+ * Parse @expr ("mailbox>50000", "memory>512M", "run_queue>200/10s")
+ * into @t.
  * @return 0, or -EINVAL with *@why saying what is wrong (static text).
  */
 int
@@ -42,6 +51,16 @@ fpd_trigger_parse(const char *expr, struct fpd_trigger *t, const char **why);
 bool
 fpd_trigger_check(const struct fpd_trigger *t, const struct fp_sample *smp,
 		  int64_t *value);
+
+/**
+ * Whether the gauge @g read @value at @now_us fires @t, which it has been
+ * over since *@since (0: it was not; updated here): over the threshold
+ * for t->for_us. Its value is put in *@fired then.
+ */
+bool
+fpd_trigger_gauge(const struct fpd_trigger *t, enum fpd_gauge g,
+		  int64_t value, uint64_t now_us, uint64_t *since,
+		  int64_t *fired);
 
 /** The kind's name as --trigger spells it ("mailbox"). */
 const char *

@@ -165,7 +165,7 @@ START_TEST(capture_written)
 		.uid = geteuid(), .gid = getegid(),
 	};
 	static const struct fpd_trigger trig[] = {
-		{ FPD_TRIGGER_MAILBOX, 5, "mailbox>5" },
+		{ .kind = FPD_TRIGGER_MAILBOX, .threshold = 5, .text = "mailbox>5" },
 	};
 	struct fpd_flight_config fc = {
 		.window_us = 3600 * SEC, .max_bytes = 64u << 20, .after_us = 0,
@@ -233,22 +233,32 @@ static const struct {
 	enum fpd_trigger_kind kind;
 	int64_t threshold;
 	const char *text;
+	uint64_t for_us;
 } parse_cases[] = {
-	{ "mailbox>50000", 0, FPD_TRIGGER_MAILBOX, 50000, "mailbox>50000" },
-	{ "mailbox>0", 0, FPD_TRIGGER_MAILBOX, 0, "mailbox>0" },
-	{ "memory>512M", 0, FPD_TRIGGER_MEMORY, 536870912, "memory>536870912" },
-	{ "memory>4096", 0, FPD_TRIGGER_MEMORY, 4096, "memory>4096" },
-	{ "", -EINVAL, 0, 0, NULL },
-	{ "mailbox", -EINVAL, 0, 0, NULL },
-	{ ">5", -EINVAL, 0, 0, NULL },
-	{ "mailbox>", -EINVAL, 0, 0, NULL },
-	{ "mailbox>-1", -EINVAL, 0, 0, NULL },
-	{ "mailbox>5x", -EINVAL, 0, 0, NULL },
-	{ "mailbox>99999999999999999999999", -EINVAL, 0, 0, NULL },
-	{ "mailbox<5", -EINVAL, 0, 0, NULL },
-	{ "cpu>5", -EINVAL, 0, 0, NULL },
-	{ "mailboxes>5", -EINVAL, 0, 0, NULL },
-	{ "memory>lots", -EINVAL, 0, 0, NULL },
+	{ "run_queue>200", 0, FPD_TRIGGER_RUN_QUEUE, 200, "run_queue>200", 0 },
+	{ "run_queue>200/10s", 0, FPD_TRIGGER_RUN_QUEUE, 200, "run_queue>200/10s",
+	  10 * SEC },
+	{ "run_queue>200/90000ms", 0, FPD_TRIGGER_RUN_QUEUE, 200,
+	  "run_queue>200/90s", 90 * SEC },
+	{ "run_queue>200/", -EINVAL, 0, 0, NULL, 0 },
+	{ "run_queue>200/0s", -EINVAL, 0, 0, NULL, 0 },
+	{ "run_queue>/5s", -EINVAL, 0, 0, NULL, 0 },
+	{ "mailbox>5/5s", -EINVAL, 0, 0, NULL, 0 },
+	{ "mailbox>50000", 0, FPD_TRIGGER_MAILBOX, 50000, "mailbox>50000", 0 },
+	{ "mailbox>0", 0, FPD_TRIGGER_MAILBOX, 0, "mailbox>0", 0 },
+	{ "memory>512M", 0, FPD_TRIGGER_MEMORY, 536870912, "memory>536870912", 0 },
+	{ "memory>4096", 0, FPD_TRIGGER_MEMORY, 4096, "memory>4096", 0 },
+	{ "", -EINVAL, 0, 0, NULL, 0 },
+	{ "mailbox", -EINVAL, 0, 0, NULL, 0 },
+	{ ">5", -EINVAL, 0, 0, NULL, 0 },
+	{ "mailbox>", -EINVAL, 0, 0, NULL, 0 },
+	{ "mailbox>-1", -EINVAL, 0, 0, NULL, 0 },
+	{ "mailbox>5x", -EINVAL, 0, 0, NULL, 0 },
+	{ "mailbox>99999999999999999999999", -EINVAL, 0, 0, NULL, 0 },
+	{ "mailbox<5", -EINVAL, 0, 0, NULL, 0 },
+	{ "cpu>5", -EINVAL, 0, 0, NULL, 0 },
+	{ "mailboxes>5", -EINVAL, 0, 0, NULL, 0 },
+	{ "memory>lots", -EINVAL, 0, 0, NULL, 0 },
 };
 
 START_TEST(parse)
@@ -265,6 +275,36 @@ START_TEST(parse)
 	fp_assert_int_eq(t.kind, parse_cases[_i].kind);
 	fp_assert(t.threshold == parse_cases[_i].threshold);
 	fp_assert_str_eq(t.text, parse_cases[_i].text);
+	fp_assert(t.for_us == parse_cases[_i].for_us);
+}
+END_TEST
+
+START_TEST(gauge)
+{
+	struct fpd_trigger now_, held;
+	struct fp_sample smp = { .status = FP_STATUS_RUNNING };
+	uint64_t since = 0, since2 = 0;
+	const char *why;
+	int64_t v = -1;
+
+	fp_assert_int_eq(fpd_trigger_parse("run_queue>10", &now_, &why), 0);
+	fp_assert_int_eq(fpd_trigger_parse("run_queue>10/5s", &held, &why), 0);
+	/* a gauge kind never fires on a sample */
+	smp.value[FP_METRIC_MESSAGE_QUEUE_LEN] = 1000;
+	fp_assert(!fpd_trigger_check(&now_, &smp, &v));
+	fp_assert(!fpd_trigger_gauge(&now_, FPD_GAUGE_RUN_QUEUE, 10, SEC, &since, &v));
+	fp_assert(fpd_trigger_gauge(&now_, FPD_GAUGE_RUN_QUEUE, 11, 2 * SEC, &since, &v));
+	fp_assert(v == 11);
+	/* /5s: over the threshold for 5 s, readings between */
+	fp_assert(!fpd_trigger_gauge(&held, FPD_GAUGE_RUN_QUEUE, 20, 10 * SEC, &since2, &v));
+	fp_assert(!fpd_trigger_gauge(&held, FPD_GAUGE_RUN_QUEUE, 20, 14 * SEC, &since2, &v));
+	fp_assert(fpd_trigger_gauge(&held, FPD_GAUGE_RUN_QUEUE, 30, 15 * SEC, &since2, &v));
+	fp_assert(v == 30);
+	/* a reading under it starts again */
+	fp_assert(!fpd_trigger_gauge(&held, FPD_GAUGE_RUN_QUEUE, 5, 16 * SEC, &since2, &v));
+	fp_assert(!fpd_trigger_gauge(&held, FPD_GAUGE_RUN_QUEUE, 30, 17 * SEC, &since2, &v));
+	fp_assert(!fpd_trigger_gauge(&held, FPD_GAUGE_RUN_QUEUE, 30, 21 * SEC, &since2, &v));
+	fp_assert(fpd_trigger_gauge(&held, FPD_GAUGE_RUN_QUEUE, 30, 22 * SEC, &since2, &v));
 }
 END_TEST
 
@@ -306,6 +346,7 @@ suite(void)
 	tcase_add_loop_test(tc, parse, 0,
 			    sizeof(parse_cases) / sizeof(parse_cases[0]));
 	tcase_add_test(tc, check);
+	tcase_add_test(tc, gauge);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """The flight recorder: a mailbox blown up mid-run gives one capture holding
-the seconds before it; SIGUSR2 gives one too.
+the seconds before it; SIGUSR2 gives one too, and so does an overloaded
+run queue.
 
-One busy demo node, one daemon run with
---flight-recorder 20s --trigger 'mailbox>50000' --after 3s and nothing
+One busy demo node, one daemon run with --flight-recorder 20s
+--trigger 'mailbox>50000' --trigger 'run_queue>20' --after 3s and nothing
 else written (no continuous files). A process pinned by name spins without
 receiving; after 8 s it is sent 60000 messages. Then:
 
@@ -14,6 +15,8 @@ receiving; after 8 s it is sent 60000 messages. Then:
     samples from at least 5 s before the blow-up to after it, and
     flame_prof reads it;
   - SIGUSR2 gives a second capture, named for the signal;
+  - 40 spinning processes give a third, of run_queue>20, with the run
+    queue's length as its value;
   - the node directory holds no continuous file.
 """
 import json
@@ -31,6 +34,10 @@ FLAME_PROF = os.environ.get("FLAME_PROF") or "build/flame_prof/flame_prof"
 VICTIM = "fp_flight_victim"
 SPIN = ("F = fun Loop(N) -> _ = lists:seq(1, 200), erlang:yield(), Loop(N + 1) end, "
         "P = spawn(fun() -> F(0) end), true = register(%s, P), ok" % VICTIM)
+LOAD = ("Parent = spawn(fun() -> F = fun Spin() -> Spin() end, "
+        "[spawn_link(fun() -> F() end) || _ <- lists:seq(1, 40)], "
+        "receive stop -> ok end end), register(fp_flight_load, Parent), ok")
+UNLOAD = "exit(whereis(fp_flight_load), kill)"
 BLOW = ("P = whereis(%s), lists:foreach(fun(_) -> P ! blow end, lists:seq(1, 60000)), "
         "ok" % VICTIM)
 
@@ -88,7 +95,7 @@ def main(t):
     ndir = os.path.join(out, h.sanitize_node(node.name))
     mpath = os.path.join(ndir, "manifest.json")
     args = h.daemon_args(node, out, rate=10, every="1s", top=20, name=[VICTIM],
-                         flight_recorder="20s", trigger=["mailbox>50000"],
+                         flight_recorder="20s", trigger=["mailbox>50000", "run_queue>20"],
                          after="3s")
     d = h.start_daemon(args)
     time.sleep(8)
@@ -100,6 +107,11 @@ def main(t):
     time.sleep(1.5)    # the mailbox stays full: no second capture
     d.send_signal(signal.SIGUSR2)
     caps = wait_captures(mpath, 2, 15)
+    node.eval(LOAD)
+    try:
+        caps = wait_captures(mpath, 3, 15)
+    finally:
+        node.eval(UNLOAD)
     rc = d.stop(signal.SIGTERM)
     se = d.read_stderr()
     if not t.eq(rc, 0, "the daemon exits 0 on SIGTERM"):
@@ -109,9 +121,17 @@ def main(t):
     caps = (manifest(mpath) or {}).get("captures", [])
     mbox = [c for c in caps if c["trigger"] == "mailbox>50000"]
     sig = [c for c in caps if c["trigger"] == "SIGUSR2"]
+    runq = [c for c in caps if c["trigger"] == "run_queue>20"]
     t.eq(len(mbox), 1, "exactly one capture of the mailbox trigger")
     t.eq(len(sig), 1, "one capture of SIGUSR2")
-    t.eq(len(caps), 2, "no other capture")
+    t.eq(len(runq), 1, "one capture of the run queue trigger")
+    t.eq(len(caps), 3, "no other capture")
+    if runq:
+        t.check(runq[0]["value"] > 20 and runq[0]["pid"] is None,
+                "the run queue's capture names its length, no process", str(runq[0]))
+        t.check(runq[0]["dir"].endswith(".run_queue"), "... and is named for it",
+                runq[0]["dir"])
+        check_capture(t, ndir, runq[0], "run_queue")
     if mbox:
         c = mbox[0]
         t.check(c["value"] > 50000, "the manifest names the value that fired (%d)" % c["value"])

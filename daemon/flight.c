@@ -47,7 +47,9 @@
 #define SEAL_US 1000000u		/* a frame a second */
 #define TEXT_MIN (64u << 10)		/* the segment's limit, at least ... */
 #define TEXT_MAX (1u << 20)		/* ... and at most */
-#define REPORT_US (60u * 1000000u)	/* the ring's state in the log */
+#define SEEN_MAX 1024			/* appears: processes remembered */
+#define REPORT_US (10u * 1000000u)	/* the ring's state: debug, */
+#define REPORT_INFO_US (60u * 1000000u)	/* ... and info */
 
 struct frame {
 	void *data;			/* one zstd frame */
@@ -85,7 +87,9 @@ struct fpd_flight {
 	struct capture cap_;
 	uint64_t *holdoff_until;	/* per trigger, monotonic µs */
 	uint64_t *over_since;		/* per gauge trigger, wall clock µs */
-	uint64_t reported_mono;
+	struct fp_pid seen[SEEN_MAX];	/* appears: processes that matched */
+	uint64_t nseen;			/* ... ever (seen[] holds the last) */
+	uint64_t reported_mono, reported_info_mono;
 	struct fpd_flight_stats stats;
 };
 
@@ -481,6 +485,25 @@ dest_skipped(void *data, uint64_t n)
 	(void)n;
 }
 
+/*
+ * appears: a process fires it when it is first seen matching; the last
+ * SEEN_MAX such processes are remembered (they are few: a handler that
+ * comes and goes). @value becomes how many have matched so far.
+ */
+static bool
+first_seen(struct fpd_flight *f, const struct fp_pid *pid, int64_t *value)
+{
+	uint64_t n = f->nseen < SEEN_MAX ? f->nseen : SEEN_MAX;
+
+	for (uint64_t i = 0; i < n; i++) {
+		if (f->seen[i].num == pid->num && f->seen[i].serial == pid->serial)
+			return false;
+	}
+	f->seen[f->nseen++ % SEEN_MAX] = *pid;
+	*value = (int64_t)f->nseen;
+	return true;
+}
+
 static void
 dest_observe(void *data, const struct fp_sample *smp)
 {
@@ -492,6 +515,9 @@ dest_observe(void *data, const struct fp_sample *smp)
 		const struct fpd_trigger *t = &f->cfg.triggers[i];
 
 		if (!fpd_trigger_check(t, smp, &value))
+			continue;
+		if (t->kind == FPD_TRIGGER_APPEARS &&
+		    !first_seen(f, &smp->pid, &value))
 			continue;
 		snprintf(pid, sizeof(pid), "<0.%u.%u>", smp->pid.num,
 			 smp->pid.serial);
@@ -548,9 +574,14 @@ static void
 report(struct fpd_flight *f, uint64_t now)
 {
 	const struct fpd_flight_stats *s = &f->stats;
+	enum fp_log_priority level = FP_LOG_DEBUG;
 
 	f->reported_mono = now;
-	fpd_info("flight recorder: %" PRIu64 " samples over %.1f s in %" PRIu64
+	if (now - f->reported_info_mono >= REPORT_INFO_US) {
+		f->reported_info_mono = now;
+		level = FP_LOG_INFO;
+	}
+	fpd_log(level, "flight recorder: %" PRIu64 " samples over %.1f s in %" PRIu64
 		 " bytes (peak %" PRIu64 ", cap %" PRIu64 "), %" PRIu64
 		 " captures", s->samples,
 		 s->frames ? (double)(s->newest_us - s->oldest_us) / 1e6 : 0.0,
@@ -619,7 +650,8 @@ fpd_flight_new(const struct fpd_flight_config *c, struct fpd_output *out)
 	f->holdoff_until = xzalloc((c->ntriggers + 1) * sizeof(*f->holdoff_until));
 	f->over_since = xzalloc((c->ntriggers + 1) * sizeof(*f->over_since));
 	f->cap_.fd = f->cap_.dirfd = -1;
-	f->sealed_mono = f->reported_mono = fpd_now_mono_us();
+	f->sealed_mono = f->reported_mono = f->reported_info_mono =
+		fpd_now_mono_us();
 	return f;
 }
 

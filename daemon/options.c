@@ -276,6 +276,9 @@ static const struct option_spec options[] = {
 	  "                            run_queue>N[/DUR]  the node's run queues hold\n"
 	  "                                       more than N (for DUR), as the\n"
 	  "                                       health probe reads them each --every\n"
+	  "                            appears:NAME  a process registered as NAME,\n"
+	  "                                       started by NAME (M:F/A) or labelled\n"
+	  "                                       NAME is first sampled\n"
 	  "                            (none sends a request of its own)\n" },
 	{ "trigger-holdoff", 0, required_argument,
 	  .help = "      --trigger-holdoff DUR a trigger does not fire again for DUR after its\n"

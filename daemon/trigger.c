@@ -21,6 +21,7 @@
 enum threshold_unit {
 	UNIT_COUNT,	/* a whole number */
 	UNIT_SIZE,	/* a size, 512M */
+	UNIT_NAME,	/* appears:NAME */
 };
 
 enum trigger_source {
@@ -41,9 +42,38 @@ static const struct {
 				 UNIT_SIZE },
 	[FPD_TRIGGER_RUN_QUEUE] = { "run_queue", FROM_GAUGE, 0,
 				    FPD_GAUGE_RUN_QUEUE, UNIT_COUNT },
+	[FPD_TRIGGER_APPEARS] = { "appears", FROM_SAMPLE, 0, 0, UNIT_NAME },
 };
 
-#define KINDS_HELP "expected mailbox>N, memory>SIZE or run_queue>N[/DUR]"
+#define KINDS_HELP "expected mailbox>N, memory>SIZE, run_queue>N[/DUR] or appears:NAME"
+
+/* appears:NAME: a registered name, M:F/A or label as the file writes
+ * none of them escaped; nothing that would need quoting in the index,
+ * the manifest or a note. */
+static int
+parse_name(const char *name, struct fpd_trigger *t, const char **why)
+{
+	size_t n = strlen(name);
+
+	if (!n || n > FPD_TRIGGER_NAME_MAX) {
+		*why = "expected appears:NAME, NAME of 1 to 48 bytes (a registered name, M:F/A or label)";
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)name[i];
+
+		if (c <= ' ' || c >= 0x7f || c == '"' || c == '\\' || c == '\'') {
+			*why = "NAME takes printable ASCII without spaces or quotes";
+			return -EINVAL;
+		}
+	}
+	t->kind = FPD_TRIGGER_APPEARS;
+	t->threshold = 0;
+	t->for_us = 0;
+	memcpy(t->name, name, n + 1);
+	snprintf(t->text, sizeof(t->text), "appears:%s", name);
+	return 0;
+}
 
 const char *
 fpd_trigger_kind_name(enum fpd_trigger_kind kind)
@@ -77,6 +107,8 @@ fpd_trigger_parse(const char *expr, struct fpd_trigger *t, const char **why)
 	int k;
 
 	*why = NULL;
+	if (strncmp(expr, "appears:", 8) == 0)
+		return parse_name(expr + 8, t, why);
 	if (!op || op == expr) {
 		*why = "expected KIND>THRESHOLD: mailbox>N, memory>SIZE or run_queue>N[/DUR]";
 		return -EINVAL;
@@ -134,6 +166,25 @@ fpd_trigger_parse(const char *expr, struct fpd_trigger *t, const char **why)
 	return 0;
 }
 
+/* The process is named @name: registered so, started by that M:F/A, or
+ * labelled so. */
+static bool
+named(const struct fp_sample *smp, const char *name)
+{
+	char mfa[2 * FPD_TRIGGER_NAME_MAX];
+	const struct fp_frame *ic = &smp->initial_call;
+
+	if (smp->registered_name && strcmp(smp->registered_name, name) == 0)
+		return true;
+	if (smp->label && strcmp(smp->label, name) == 0)
+		return true;
+	if (!smp->has_initial_call || !ic->module || !ic->function)
+		return false;
+	snprintf(mfa, sizeof(mfa), "%s:%s/%u", ic->module, ic->function,
+		 (unsigned)ic->arity);
+	return strcmp(mfa, name) == 0;
+}
+
 bool
 fpd_trigger_check(const struct fpd_trigger *t, const struct fp_sample *smp,
 		  int64_t *value)
@@ -143,6 +194,12 @@ fpd_trigger_check(const struct fpd_trigger *t, const struct fp_sample *smp,
 	/* a --perf sample is a thread, not a process */
 	if (kinds[t->kind].source != FROM_SAMPLE || smp->status == FP_STATUS_CPU)
 		return false;
+	if (kinds[t->kind].unit == UNIT_NAME) {
+		if (!named(smp, t->name))
+			return false;
+		*value = 1;
+		return true;
+	}
 	v = smp->value[kinds[t->kind].metric];
 	if (v <= t->threshold)
 		return false;

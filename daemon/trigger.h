@@ -15,11 +15,14 @@ struct fp_sample;
 
 #define FPD_TRIGGER_TEXT_MAX 64		/* an expression's canonical text */
 #define FPD_TRIGGERS_MAX 16		/* --trigger given at most this often */
+#define FPD_TRIGGER_NAME_MAX 48		/* appears:NAME, NAME's bytes */
 
 enum fpd_trigger_kind {
 	FPD_TRIGGER_MAILBOX,	/* a sampled process's message_queue_len */
 	FPD_TRIGGER_MEMORY,	/* a sampled process's memory, bytes */
 	FPD_TRIGGER_RUN_QUEUE,	/* the node's total run queue lengths */
+	FPD_TRIGGER_APPEARS,	/* a sampled process of a registered name,
+				 * initial call or label */
 	FPD_TRIGGER_KINDS,
 };
 
@@ -34,19 +37,21 @@ struct fpd_trigger {
 	enum fpd_trigger_kind kind;
 	int64_t threshold;		/* fires above it */
 	uint64_t for_us;		/* ... held this long (a gauge's /DUR) */
+	char name[FPD_TRIGGER_NAME_MAX + 1];	/* appears: what to match */
 	char text[FPD_TRIGGER_TEXT_MAX];	/* canonical: "mailbox>50000" */
 };
 
 /**
- * Parse @expr ("mailbox>50000", "memory>512M", "run_queue>200/10s")
- * into @t.
+ * Parse @expr ("mailbox>50000", "memory>512M", "run_queue>200/10s",
+ * "appears:my_handler") into @t.
  * @return 0, or -EINVAL with *@why saying what is wrong (static text).
  */
 int
 fpd_trigger_parse(const char *expr, struct fpd_trigger *t, const char **why);
 
 /**
- * Whether @smp fires @t; its value is put in *@value then.
+ * Whether @smp fires @t; its value is put in *@value then (1 for
+ * appears: the caller tells a process's first match from the next).
  */
 bool
 fpd_trigger_check(const struct fpd_trigger *t, const struct fp_sample *smp,

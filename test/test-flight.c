@@ -244,6 +244,14 @@ static const struct {
 	{ "run_queue>200/0s", -EINVAL, 0, 0, NULL, 0 },
 	{ "run_queue>/5s", -EINVAL, 0, 0, NULL, 0 },
 	{ "mailbox>5/5s", -EINVAL, 0, 0, NULL, 0 },
+	{ "appears:my_handler", 0, FPD_TRIGGER_APPEARS, 0, "appears:my_handler", 0 },
+	{ "appears:cowboy_stream_h:request_process/3", 0, FPD_TRIGGER_APPEARS, 0,
+	  "appears:cowboy_stream_h:request_process/3", 0 },
+	{ "appears:", -EINVAL, 0, 0, NULL, 0 },
+	{ "appears:a b", -EINVAL, 0, 0, NULL, 0 },
+	{ "appears:'q'", -EINVAL, 0, 0, NULL, 0 },
+	{ "appears:0123456789012345678901234567890123456789012345678", -EINVAL, 0, 0,
+	  NULL, 0 },
 	{ "mailbox>50000", 0, FPD_TRIGGER_MAILBOX, 50000, "mailbox>50000", 0 },
 	{ "mailbox>0", 0, FPD_TRIGGER_MAILBOX, 0, "mailbox>0", 0 },
 	{ "memory>512M", 0, FPD_TRIGGER_MEMORY, 536870912, "memory>536870912", 0 },
@@ -276,6 +284,35 @@ START_TEST(parse)
 	fp_assert(t.threshold == parse_cases[_i].threshold);
 	fp_assert_str_eq(t.text, parse_cases[_i].text);
 	fp_assert(t.for_us == parse_cases[_i].for_us);
+}
+END_TEST
+
+START_TEST(appears)
+{
+	struct fpd_trigger reg, mfa, lab;
+	struct fp_sample s = { .status = FP_STATUS_WAITING };
+	const char *why;
+	int64_t v = -1;
+
+	fp_assert_int_eq(fpd_trigger_parse("appears:my_server", &reg, &why), 0);
+	fp_assert_int_eq(fpd_trigger_parse("appears:my_handler:init/2", &mfa, &why), 0);
+	fp_assert_int_eq(fpd_trigger_parse("appears:req", &lab, &why), 0);
+	fp_assert(!fpd_trigger_check(&reg, &s, &v));
+	fp_assert(!fpd_trigger_check(&mfa, &s, &v));
+	s.registered_name = "my_server";
+	fp_assert(fpd_trigger_check(&reg, &s, &v));
+	fp_assert(v == 1);
+	s.registered_name = "my_server2";
+	fp_assert(!fpd_trigger_check(&reg, &s, &v));
+	s.has_initial_call = true;
+	s.initial_call = (struct fp_frame){ .module = "my_handler",
+					    .function = "init", .arity = 2 };
+	fp_assert(fpd_trigger_check(&mfa, &s, &v));
+	s.initial_call.arity = 3;
+	fp_assert(!fpd_trigger_check(&mfa, &s, &v));
+	fp_assert(!fpd_trigger_check(&lab, &s, &v));
+	s.label = "req";
+	fp_assert(fpd_trigger_check(&lab, &s, &v));
 }
 END_TEST
 
@@ -347,6 +384,7 @@ suite(void)
 			    sizeof(parse_cases) / sizeof(parse_cases[0]));
 	tcase_add_test(tc, check);
 	tcase_add_test(tc, gauge);
+	tcase_add_test(tc, appears);
 	suite_add_tcase(s, tc);
 	return s;
 }

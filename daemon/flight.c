@@ -220,19 +220,22 @@ capture_close(struct capture *c)
 	c->active = false;
 }
 
-/* A capture that cannot be written is given up whole: a half capture
- * presented as finished would mislead more than none. */
+/* A capture that cannot be written (@err, logged with @what) or holds
+ * nothing (@err 0) is given up whole: a half capture presented as
+ * finished would mislead more than none. */
 static void
 capture_abandon(struct fpd_flight *f, int err, const char *what)
 {
 	struct capture *c = &f->cap_;
 
-	fpd_err("flight recorder: %s %s/%s: %s; capture given up", what,
-		fpd_output_dir(f->out), c->e.dir, strerror(-err));
+	if (err)
+		fpd_err("flight recorder: %s %s/%s: %s; capture given up", what,
+			fpd_output_dir(f->out), c->e.dir, strerror(-err));
 	if (c->fd >= 0 && c->partial[0])
-		unlinkat(c->dirfd, c->partial, 0);	/* just made by us */
+		fpd_fs_unlink_made(c->dirfd, c->partial, &c->e.made);
 	if (c->dirfd >= 0)
-		unlinkat(fpd_output_dirfd(f->out), c->e.dir, AT_REMOVEDIR);
+		fpd_fs_rmdir_made(fpd_output_dirfd(f->out), c->e.dir,
+				  &c->e.dir_made);
 	capture_close(c);
 }
 
@@ -355,7 +358,7 @@ capture_finish(struct fpd_flight *f)
 	if (!c->e.samples) {
 		fpd_warn("flight recorder: capture %s holds no sample; not kept",
 			 c->e.dir);
-		capture_abandon(f, -ENODATA, "nothing to write in");
+		capture_abandon(f, 0, NULL);
 		return;
 	}
 	if (fsync(c->fd) < 0)
@@ -647,6 +650,7 @@ fpd_flight_new(const struct fpd_flight_config *c, struct fpd_output *out)
 		f->text_max = TEXT_MAX;
 	/* the segment's room is taken once: the cap counts it whole */
 	fp_text_reserve_first(&f->seg, 1, 2 * f->text_max);
+	note_bytes(f);
 	f->holdoff_until = xzalloc((c->ntriggers + 1) * sizeof(*f->holdoff_until));
 	f->over_since = xzalloc((c->ntriggers + 1) * sizeof(*f->over_since));
 	f->cap_.fd = f->cap_.dirfd = -1;

@@ -156,42 +156,6 @@ fpd_index_load(int dirfd, const struct fpd_trust *trust,
 	return 0;
 }
 
-/* Whether @name in @dirfd (not followed if a link) is the directory
- * @made, as fpd_fs_is_made() asks of a file. */
-static int
-dir_is_made(int dirfd, const char *name, const struct fpd_made *made)
-{
-	struct stat st;
-
-	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-		return -errno;
-	if (!made->ino || !S_ISDIR(st.st_mode) || st.st_dev != made->dev ||
-	    st.st_ino != made->ino)
-		return -ESTALE;
-	return 0;
-}
-
-/* The capture directory @e, if it still is the one made, opened. */
-static int
-open_capture_dir(int dirfd, const struct fpd_capture_entry *e)
-{
-	struct stat st;
-	int sub, rc = dir_is_made(dirfd, e->dir, &e->dir_made);
-
-	if (rc < 0)
-		return rc;
-	sub = openat(dirfd, e->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-		     O_CLOEXEC);
-	if (sub < 0)
-		return -errno;
-	if (fstat(sub, &st) < 0 || st.st_dev != e->dir_made.dev ||
-	    st.st_ino != e->dir_made.ino) {
-		close(sub);
-		return -ESTALE;
-	}
-	return sub;
-}
-
 int
 fpd_captures_apply(int dirfd, struct fpd_capture_entry *entries, size_t *n,
 		   unsigned keep)
@@ -208,14 +172,13 @@ fpd_captures_apply(int dirfd, struct fpd_capture_entry *entries, size_t *n,
 			continue;
 		}
 		left--;
-		/* the directory, then the file in it, each still ours */
-		sub = open_capture_dir(dirfd, e);
+		/* the file, then its directory, each still ours */
+		sub = fpd_fs_open_made_dir(dirfd, e->dir, &e->dir_made);
 		rc = sub < 0 ? sub : fpd_fs_unlink_made(sub, e->name, &e->made);
 		if (sub >= 0)
 			close(sub);
-		if ((rc == 0 || rc == -ENOENT) && sub >= 0 &&
-		    unlinkat(dirfd, e->dir, AT_REMOVEDIR) < 0)
-			rc = -errno;
+		if (sub >= 0 && (rc == 0 || rc == -ENOENT))
+			rc = fpd_fs_rmdir_made(dirfd, e->dir, &e->dir_made);
 		if (rc == 0) {
 			fpd_info("retention: deleted capture %s", e->dir);
 			deleted++;
@@ -345,7 +308,7 @@ store_captures(int dirfd, const struct fpd_trust *trust,
 	int rc;
 
 	for (size_t i = 0; i < *extra->ncaptures; i++) {
-		int sub = open_capture_dir(dirfd, &c[i]);
+		int sub = fpd_fs_open_made_dir(dirfd, c[i].dir, &c[i].dir_made);
 
 		if (sub < 0)
 			continue;

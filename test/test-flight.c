@@ -217,6 +217,10 @@ START_TEST(capture_written)
 	m = read_all(path);
 	fp_assert(strstr(m, "\"trigger\": \"SIGUSR2\", \"value\": 0, \"pid\": null"));
 	fp_assert_ptr_null(strstr(m, "mailbox>5"));
+	/* ... its file and directory are gone, the signal's are there */
+	snprintf(cmd, sizeof(cmd), "test -z \"$(ls -d %s/a@b/capture.*.mailbox 2>/dev/null)\" && "
+		 "ls %s/a@b/capture.*.signal/a@b.*.perf.zst >/dev/null", dir, dir);
+	fp_assert_int_eq(system(cmd), 0);
 
 	fpd_flight_destroy(f);
 	fpd_output_destroy(out);

@@ -584,11 +584,12 @@ report(struct fpd_flight *f, uint64_t now)
 		f->reported_info_mono = now;
 		level = FP_LOG_INFO;
 	}
-	fpd_log(level, "flight recorder: %" PRIu64 " samples over %.1f s in %" PRIu64
-		 " bytes (peak %" PRIu64 ", cap %" PRIu64 "), %" PRIu64
-		 " captures", s->samples,
-		 s->frames ? (double)(s->newest_us - s->oldest_us) / 1e6 : 0.0,
-		 s->bytes, s->peak_bytes, f->cfg.max_bytes, s->captures);
+	fpd_log(level, "flight recorder: %" PRIu64 " samples over %.1f s in %"
+		PRIu64 " bytes of frames, %" PRIu64 " with the segment (peak %"
+		PRIu64 ", cap %" PRIu64 "), %" PRIu64 " captures", s->samples,
+		s->frames ? (double)(s->newest_us - s->oldest_us) / 1e6 : 0.0,
+		f->frame_bytes, s->bytes, s->peak_bytes, f->cfg.max_bytes,
+		s->captures);
 }
 
 static void

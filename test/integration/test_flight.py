@@ -98,7 +98,15 @@ def main(t):
                          flight_recorder="20s", trigger=["mailbox>50000", "run_queue>20"],
                          after="3s")
     d = h.start_daemon(args)
-    time.sleep(8)
+    # the ring fills from the first sample: on a loaded host connecting and
+    # the first selection take a while, so the seconds before the blow-up
+    # are counted from the first interval that wrote samples
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and d.poll() is None and not any(
+            int(x.get("samples", 0)) > 0 for x in h.intervals(d.read_stderr())):
+        time.sleep(0.2)
+    t.require(d.poll() is None, "the daemon runs", d.read_stderr()[-2000:])
+    time.sleep(6.5)
     t_blow = time.time()
     node.eval(BLOW)
     h.log("blew up %s's mailbox at %.3f" % (victim, t_blow))

@@ -176,6 +176,7 @@ store_index(struct fpd_output *out)
 {
 	struct fpd_index_extra extra = {
 		.captures = out->captures, .ncaptures = &out->ncaptures,
+		.store_captures = out->ncaptures > 0,
 	};
 	int rc;
 

@@ -402,7 +402,7 @@ fpd_index_store(int dirfd, const struct fpd_trust *trust,
 	rc = commit_file(dirfd, tmp, INDEX_NAME, f);
 	if (rc < 0)
 		return rc;
-	if (extra) {
+	if (extra && extra->store_captures) {
 		rc = store_captures(dirfd, trust, extra, mode);
 		if (rc < 0)
 			return rc;

@@ -79,14 +79,17 @@ fpd_index_load(int dirfd, const struct fpd_trust *trust,
 struct fpd_index_extra {
 	struct fpd_capture_entry *captures;	/* the flight recorder's */
 	size_t *ncaptures;
+	bool store_captures;	/* rewrite .flame_profd.captures too (a
+				 * directory that never had a capture gets
+				 * none) */
 };
 
 /**
  * Rewrite the index and manifest.json atomically from @entries, keeping
  * only the files that still exist (as the file recorded, when its device
  * and inode are); both are created with @mode, never through a link.
- * With @extra, the list of captures is rewritten too, keeping those whose
- * file is still there, and the manifest lists them.
+ * With @extra, the manifest lists the captures whose file is still there,
+ * and with extra->store_captures their list is rewritten too.
  */
 int
 fpd_index_store(int dirfd, const struct fpd_trust *trust,

@@ -218,6 +218,8 @@ fpd_options_check_fleet(struct fpd_options *o)
 		return refuse_for_fleet("--perf samples the OS process of one node");
 	if (o->connect_host)
 		return refuse_for_fleet("--connect gives the address of one node");
+	if (o->flight_us)
+		return refuse_for_fleet("--flight-recorder keeps the ring of one node");
 	return 0;
 }
 
@@ -343,6 +345,22 @@ fpd_option_logger_key(struct fpd_options *o, const char *arg)
 	return add_key(o, arg, true);
 }
 
+
+/* ---- the flight recorder ------------------------------------------------ */
+
+int
+fpd_option_trigger(struct fpd_options *o, const char *arg)
+{
+	const char *why;
+
+	if (o->ntriggers == FPD_TRIGGERS_MAX)
+		return fpd_option_bad_value("--trigger", arg,
+				 "at most 16 triggers");
+	if (fpd_trigger_parse(arg, &o->triggers[o->ntriggers], &why) < 0)
+		return fpd_option_bad_value("--trigger", arg, why);
+	o->ntriggers++;
+	return 0;
+}
 
 int
 fpd_option_max_overhead(struct fpd_options *o, const char *arg)

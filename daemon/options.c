@@ -19,6 +19,7 @@
 #include "options.h"
 #include "compress.h"
 #include "options-parse.h"
+#include "flight.h"
 #include "fp/node.h"
 #include "util-mem.h"
 
@@ -257,6 +258,48 @@ static const struct option_spec options[] = {
 	  "                            are deleted, never by a name's date)\n",
 	  DURATION(keep_age_us, 1, UINT64_MAX,
 		   "expected a duration greater than 0, e.g. 7d") },
+	{ .help = "\n" },
+	{ .help = "Flight recorder (docs/OPERATIONS.md, Flight recorder):\n" },
+	{ "flight-recorder", 0, required_argument,
+	  .help = "      --flight-recorder DUR keep the last DUR of samples in memory,\n"
+	  "                            compressed, instead of writing files; a trigger\n"
+	  "                            or SIGUSR2 writes them, and --after DUR more, as a\n"
+	  "                            capture: DIR/<node>/capture.<time>.<kind>/\n",
+	  DURATION(flight_us, FLIGHT_MIN_US, UINT64_MAX,
+		   "expected a duration of at least 1s, e.g. 20s") },
+	{ "flight-recorder-max", 0, required_argument,
+	  .help = "      --flight-recorder-max SIZE  the ring's memory, a hard cap: the\n"
+	  "                            oldest samples go first (default 64M)\n",
+	  SIZE(flight_max, FPD_FLIGHT_MAX_MIN, "expected a size of at least 1M, e.g. 64M") },
+	{ "continuous", 0, no_argument,
+	  .help = "      --continuous          write the continuous files as well\n",
+	  SET_TRUE(continuous) },
+	{ "after", 0, required_argument,
+	  .help = "      --after DUR           a capture goes on DUR after its trigger (default 5s)\n",
+	  DURATION(after_us, 0, UINT64_MAX, "expected a duration, e.g. 5s") },
+	{ "trigger", 0, required_argument, .parse = fpd_option_trigger,
+	  .help = "      --trigger EXPR        capture when EXPR holds (repeatable):\n"
+	  "                            mailbox>N  a sampled process's message queue\n"
+	  "                                       is longer than N\n"
+	  "                            memory>SIZE  a sampled process's memory is\n"
+	  "                                       over SIZE\n"
+	  "                            run_queue>N[/DUR]  the node's run queues hold\n"
+	  "                                       more than N (for DUR), as the\n"
+	  "                                       health probe reads them each --every\n"
+	  "                            appears:NAME  a process registered as NAME,\n"
+	  "                                       started by NAME (M:F/A) or labelled\n"
+	  "                                       NAME is first sampled\n"
+	  "                            (none sends a request of its own)\n" },
+	{ "trigger-holdoff", 0, required_argument,
+	  .help = "      --trigger-holdoff DUR a trigger does not fire again for DUR after its\n"
+	  "                            capture (default 1m); none fires while one is\n"
+	  "                            written\n",
+	  DURATION(holdoff_us, 0, UINT64_MAX, "expected a duration, e.g. 1m") },
+	{ "keep-captures", 0, required_argument,
+	  .help = "      --keep-captures N     keep the last N captures (default 20)\n",
+	  UINT(keep_captures, 1, KEEP_FILES_MAX, "expected a whole number of at least 1") },
+	{ .help = "\n" },
+	{ .help = "Run:\n" },
 	{ "duration", 'd', required_argument,
 	  .help = "  -d, --duration DUR        stop after DUR, leaving complete files (default: run\n"
 	  "                            until SIGINT/SIGTERM)\n",
@@ -303,23 +346,24 @@ static const char usage_tail[] =
 "\n"
 "Signals: SIGINT/SIGTERM finish the sample in flight and the current file, put\n"
 "the node's backtrace_depth back and exit 0 (a second SIGINT exits at once);\n"
-"SIGUSR1 starts a new file; SIGHUP reopens the log file. With several nodes,\n"
-"each signal acts on every node.\n"
+"SIGUSR1 starts a new file; SIGUSR2 writes a capture of the flight recorder;\n"
+"SIGHUP reopens the log file. With several nodes, each signal acts on every\n"
+"node.\n"
 "\n"
 "Several nodes (more than one --node, or --discover): each node is profiled\n"
 "under DIR/<node>/ with its own manifest, cost budget and reconnection, and\n"
-"its log lines start with [NAME@HOST]; --pid, --perf and --connect, which\n"
-"name one node's process or address, are refused. A node that cannot be\n"
-"reached is retried while the others run; the exit status is then 0 when\n"
-"every node ends as one node alone would, else that of the first node (in\n"
-"command-line order, then as discovered) that did not; a discovered node\n"
-"never reached is logged and does not count.\n"
+"its log lines start with [NAME@HOST]; --pid, --perf, --connect and\n"
+"--flight-recorder, which name one node's process, address or ring, are\n"
+"refused. A node that cannot be reached is retried while the others run;\n"
+"the exit status is then 0 when every node ends as one node alone would,\n"
+"else that of the first node (in command-line order, then as discovered)\n"
+"that did not; a discovered node never reached is logged and does not count.\n"
 "\n"
 "Exit status:\n"
 "   0  finished (--duration over, or stopped by SIGINT/SIGTERM)\n"
 "  64  bad command line: unknown flag, bad value, bad node name, a --perf\n"
-"      OSPID that is no process, --perf auto with --user, or --pid, --perf\n"
-"      or --connect with several nodes\n"
+"      OSPID that is no process, --perf auto with --user, or --pid, --perf,\n"
+"      --connect or --flight-recorder with several nodes\n"
 "  65  a --duration run took no sample at all\n"
 "  66  cookie file missing, unreadable, empty, readable by others or not a\n"
 "      regular file (a FIFO, a device)\n"
@@ -369,6 +413,10 @@ set_defaults(struct fpd_options *o)
 		.idle_reuse = true,
 		.backtrace_depth = 64,
 		.timeout_us = 5000000,
+		.flight_max = FLIGHT_MAX_DEFAULT,
+		.after_us = AFTER_DEFAULT_US,
+		.holdoff_us = HOLDOFF_DEFAULT_US,
+		.keep_captures = KEEP_CAPTURES_DEFAULT,
 	};
 }
 
@@ -445,6 +493,11 @@ check_together(struct fpd_options *o)
 	 * pid auto finds is known only once connected, after the drop */
 	if (o->perf_auto && o->user) {
 		fprintf(stderr, "flame_profd: error: --perf auto cannot be used with --user: give the node's OS pid (--perf OSPID), or run as that user with CAP_PERFMON\n");
+		return FPD_EXIT_USAGE;
+	}
+	if (!o->flight_us && (o->ntriggers || o->continuous)) {
+		fprintf(stderr, "flame_profd: error: %s needs --flight-recorder DUR (see --help)\n",
+			o->ntriggers ? "--trigger" : "--continuous");
 		return FPD_EXIT_USAGE;
 	}
 	if (o->top == 0 && !o->npids && !o->nnames) {

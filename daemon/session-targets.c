@@ -222,8 +222,12 @@ fpd_targets_start_selection(struct fpd_session *s, uint64_t now)
 		 * after 2 x processes / --scan-max selections: a sweep again
 		 * finds it within the sweep's period. */
 		if (t->scans_done && !t->last_full &&
-		    now - t->swept_mono >= fpd_cost_sweep_period(&s->cost, s->o))
+		    now - t->swept_mono >= fpd_cost_sweep_period(&s->cost, s->o)) {
+			fpd_debug("sweeping again: %.1f s after the last sweep, at most every %.1f s",
+				  (double)(now - t->swept_mono) / 1e6,
+				  (double)fpd_cost_sweep_period(&s->cost, s->o) / 1e6);
 			fp_select_sweep_again(s->select);
+		}
 		fp_select_plan(s->select, s->sm.set, s->sm.nset, limit, &scan);
 		/* A sweep ends within the request's timeout: it checks the
 		 * clock every 10 000 processes (about 15 ms), and the rest

@@ -279,12 +279,14 @@ fpd_cost_check(struct fpd_cost *c, uint64_t now, uint64_t every_us,
  * others; when even that is over budget it is sent only every k-th
  * selection (*skip the others), k the factor it is over by -- as the
  * budget lowers the rate but never stops sampling -- and at least every
- * SCAN_SKIP_MAX.
+ * SCAN_SKIP_MAX. The selection after a sweep is cut but not skipped: a
+ * sweep's candidates are ranked only when they are read again, and a
+ * skip would leave a process found busy unsampled for k selections more.
  */
 size_t
 fpd_cost_scan_limit(struct fpd_cost *c, const struct fpd_options *o,
-		    size_t nset, unsigned scans_done, unsigned *skips,
-		    bool *skip)
+		    size_t nset, unsigned scans_done, bool ranking,
+		    unsigned *skips, bool *skip)
 {
 	double allow_us, n, least, k;
 
@@ -300,7 +302,7 @@ fpd_cost_scan_limit(struct fpd_cost *c, const struct fpd_options *o,
 		return n >= (double)o->scan_max ? 0 : (size_t)n;
 	}
 	k = fmin(ceil(least / fmax(n, 1e-9)), SCAN_SKIP_MAX);
-	if (++*skips < (unsigned)k) {
+	if (!ranking && ++*skips < (unsigned)k) {
 		*skip = true;
 		return 0;
 	}

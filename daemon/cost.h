@@ -125,9 +125,10 @@ fpd_cost_check(struct fpd_cost *c, uint64_t now, uint64_t every_us,
  * The most pids the next scan may read (0: --scan-max): see cost.c.
  * @nset the current selection, @scans_done on this connection; *skip
  * when this selection cannot be afforded at all; @skips counts those in
- * a row.
+ * a row. A @ranking selection (the one after a sweep, which ranks its
+ * candidates) is cut but never skipped.
  */
 size_t
 fpd_cost_scan_limit(struct fpd_cost *c, const struct fpd_options *o,
-		    size_t nset, unsigned scans_done, unsigned *skips,
-		    bool *skip);
+		    size_t nset, unsigned scans_done, bool ranking,
+		    unsigned *skips, bool *skip);

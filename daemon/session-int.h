@@ -63,6 +63,7 @@ struct targets {
 	unsigned scan_skips;		/* in a row, over budget */
 	uint64_t swept_mono;		/* the last sweep's reply */
 	bool last_full;			/* the last scan read the whole node */
+	bool ranking;			/* ... was a sweep: the next ranks it */
 	struct fp_pid *pinned;		/* --pid i */
 	enum fp_pid_state *pin_state;	/* ... what the node says of it, then
 					 * (npids more) what it said before */

@@ -209,7 +209,7 @@ fpd_targets_start_selection(struct fpd_session *s, uint64_t now)
 	if (t->req_scan.active || s->cost.breaker.open)
 		return;
 	limit = fpd_cost_scan_limit(&s->cost, s->o, s->sm.nset, t->scans_done,
-				    &t->scan_skips, &skip);
+				    t->ranking, &t->scan_skips, &skip);
 	if (skip) {
 		s->report.scans_skipped++;
 		fpd_debug("selection skipped: over budget at %.2f µs per pid read",
@@ -278,6 +278,7 @@ fpd_targets_on_scan(struct fpd_session *s, struct fp_reply *reply,
 	}
 	t->scans_done++;
 	t->last_full = res.full;
+	t->ranking = res.sweep;
 	fpd_debug("selection: %zu processes, %zu read%s, %zu alive, %d picked, reply %zu bytes, node %.1f ms, %.1f ms",
 		  res.processes, res.scanned,
 		  res.full ? " (all)" : res.sweep ? " (sweep)" : "", res.alive,

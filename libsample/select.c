@@ -361,10 +361,11 @@ fp_select_scan(struct fp_select *sel, const struct fp_reply *reply,
 	if (sweep) {
 		size_t n = nread - sel->nkeep;
 
+		/* the node sends them least first; a plan cut short by the
+		 * budget reads the first */
 		FP_GROW(sel->cand, sel->cand_cap, n);
-		if (n)
-			memcpy(sel->cand, sel->read + sel->nkeep,
-			       n * sizeof(*sel->cand));
+		for (size_t i = 0; i < n; i++)
+			sel->cand[i] = sel->read[nread - 1 - i];
 		sel->ncand = n;
 	}
 	if (sweep || full || !sel->plan_at_start || sel->last_at_start) {

@@ -112,17 +112,18 @@ scan_limited(struct fp_select *sel, const long *reds, uint64_t now,
 		unsigned *cands = xzalloc(plan.len * sizeof(*cands));
 		size_t nc = sweep_candidates(reds, plan.len, cands);
 
+		/* as the node sends them: the least first */
 		enc_scan_head(&x, "sweep", node_n);
 		if (nc)
 			ei_x_encode_list_header(&x, (long)nc);
-		for (size_t i = 0; i < nc; i++)
+		for (size_t i = nc; i-- > 0;)
 			enc_pid(&x, cands[i]);
 		ei_x_encode_empty_list(&x);
 		if (plan.nkeep + nc)
 			ei_x_encode_list_header(&x, (long)(plan.nkeep + nc));
 		for (size_t i = 0; i < plan.nkeep; i++)
 			enc_reds(&x, reds[plan.keep[i].num - 100]);
-		for (size_t i = 0; i < nc; i++)
+		for (size_t i = nc; i-- > 0;)
 			enc_reds(&x, reds[cands[i] - 100]);
 		ei_x_encode_empty_list(&x);
 		ei_x_encode_atom(&x, "start");
@@ -458,7 +459,8 @@ START_TEST(select_sweep_again)
 	fp_assert_int_eq(out[0].num, 110);
 	reds[10] += 5000;
 	reds[N - 1] += 1000000;
-	scan(sel, reds, 5000000, keep, 1, 2, NULL, 0, out, &n, &res);
+	/* cut short by the budget: the busiest candidates are read */
+	scan_limited(sel, reds, 5000000, keep, 1, 3, 2, NULL, 0, out, &n, &res);
 	fp_assert(!res.sweep);
 	fp_assert_int_eq(n, 2);
 	fp_assert_int_eq(out[0].num, 100 + N - 1);

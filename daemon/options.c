@@ -124,7 +124,7 @@ static const struct option_spec options[] = {
 	  "                            30s), or less often where a sweep would take\n"
 	  "                            more than a quarter of --max-overhead: a process\n"
 	  "                            that turns busy is found within about DUR +\n"
-	  "                            --every wherever it is in the table\n",
+	  "                            --every + 2s wherever it is in the table\n",
 	  DURATION(sweep_every_us, SWEEP_EVERY_MIN_US, UINT64_MAX,
 		   "expected a duration of at least 1s, e.g. 30s") },
 	{ "min-reductions", 0, required_argument,

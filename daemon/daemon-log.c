@@ -35,11 +35,13 @@ static char dir_why[4096 + 128];	/* why the log's directory was refused */
 static mode_t log_mode;
 static bool log_created;	/* the file was made by fpd_log_open() */
 static enum fp_log_priority log_threshold = FP_LOG_INFO;
+static const char *log_node;	/* the node a line is of (fpd_log_set_node()) */
 
 /* A kind of warning: when one was last printed, how many were withheld
  * since. */
 static struct limit {
 	const char *kind;
+	const char *node;	/* of the node it was logged for, or NULL */
 	uint64_t shown_us;
 	uint64_t suppressed;
 } limits[LIMIT_KINDS];
@@ -75,6 +77,8 @@ print_line(enum fp_log_priority priority, const char *format, va_list args,
 	strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", &tm);
 	fprintf(f, "%s.%03ldZ flame_profd %s: ", stamp, ts.tv_nsec / 1000000,
 		priority_name(priority));
+	if (log_node)
+		fprintf(f, "[%s] ", log_node);
 	vfprintf(f, format, args);
 	if (suppressed)
 		fprintf(f, " (and %llu more like this since the last one shown)",
@@ -119,7 +123,7 @@ limit_pass(const char *kind, uint64_t now_us, uint64_t *suppressed)
 	struct limit *l = NULL, *oldest = &limits[0];
 
 	for (size_t i = 0; i < LIMIT_KINDS; i++) {
-		if (limits[i].kind == kind) {
+		if (limits[i].kind == kind && limits[i].node == log_node) {
 			l = &limits[i];
 			break;
 		}
@@ -134,7 +138,8 @@ limit_pass(const char *kind, uint64_t now_us, uint64_t *suppressed)
 			oldest->kind = NULL;
 			print_summary(&gone);
 		}
-		*oldest = (struct limit){ .kind = kind, .shown_us = now_us };
+		*oldest = (struct limit){ .kind = kind, .node = log_node,
+					  .shown_us = now_us };
 		*suppressed = 0;
 		return true;
 	}
@@ -187,6 +192,12 @@ library_handler(enum fp_log_priority priority, const char *format,
 		va_list args)
 {
 	vlog(priority, format, args);
+}
+
+void
+fpd_log_set_node(const char *node)
+{
+	log_node = node;
 }
 
 void

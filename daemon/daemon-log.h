@@ -33,6 +33,15 @@ fpd_log_reopen(void);
 void
 fpd_log_close(void);
 
+/**
+ * The lines logged from here on are of @node (NULL: of none): they
+ * start with "[@node] " and are rate-limited apart from other nodes'.
+ * @node is shown as it is (escaped by the caller) and must outlive its
+ * use; a run of several nodes sets it around each node's work.
+ */
+void
+fpd_log_set_node(const char *node);
+
 /** A line at @priority, if the verbosity lets it through; warnings are
  * rate-limited by their format string. */
 void

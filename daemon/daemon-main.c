@@ -19,10 +19,15 @@
 #include "fs-safe.h"
 #include "options.h"
 #include "run.h"
+#include "util-mem.h"
 
 #define MAX_COOKIE 255
 #define COOKIE_PATH_MAX 4096
 #define COOKIE_ENV "FLAME_PROFD_COOKIE"
+
+static int
+read_cookie_file(const char *path, const struct fpd_trust *trust,
+		 char *cookie, size_t size);
 
 /*
  * Read the cookie like erl does: the whole file, trailing white space
@@ -33,10 +38,7 @@ read_cookie(const struct fpd_options *o, const struct fpd_trust *trust,
 	    char *cookie, size_t size)
 {
 	char path[COOKIE_PATH_MAX];
-	const char *env = getenv(COOKIE_ENV), *why = NULL;
-	struct stat st;
-	ssize_t n;
-	int fd;
+	const char *env = getenv(COOKIE_ENV);
 
 	if (env) {
 		size_t len = strlen(env);
@@ -75,6 +77,18 @@ read_cookie(const struct fpd_options *o, const struct fpd_trust *trust,
 		}
 		snprintf(path, sizeof(path), "%s/.erlang.cookie", home);
 	}
+	return read_cookie_file(path, trust, cookie, size);
+}
+
+/* The cookie in the file at @path, as read_cookie() reads one. */
+static int
+read_cookie_file(const char *path, const struct fpd_trust *trust,
+		 char *cookie, size_t size)
+{
+	const char *why = NULL;
+	struct stat st;
+	ssize_t n;
+	int fd;
 
 	/* Read as root, and often in the node's user's directory: never
 	 * through a link that user could make, never a FIFO (O_NONBLOCK),
@@ -118,12 +132,62 @@ read_cookie(const struct fpd_options *o, const struct fpd_trust *trust,
 	return 0;
 }
 
+/*
+ * Several nodes: the cookie of each --node NAME@HOST=PATH, NULL for the
+ * others (which take the run's cookie). *@cookies is the caller's, each
+ * cookie cleared and freed by free_cookies().
+ */
+static int
+read_node_cookies(const struct fpd_options *o, const struct fpd_trust *trust,
+		  char ***cookies)
+{
+	char **c = xzalloc((o->nnodes + 1) * sizeof(*c));
+	int rc = 0;
+
+	*cookies = c;
+	for (size_t i = 0; i < o->nnodes && !rc; i++) {
+		if (!o->node_cookie_files[i])
+			continue;
+		c[i] = xzalloc(MAX_COOKIE + 2);
+		rc = read_cookie_file(o->node_cookie_files[i], trust, c[i],
+				      MAX_COOKIE + 2);
+	}
+	return rc;
+}
+
+static void
+free_cookies(const struct fpd_options *o, char **cookies)
+{
+	if (!cookies)
+		return;
+	for (size_t i = 0; i < o->nnodes; i++) {
+		if (cookies[i])
+			explicit_bzero(cookies[i], MAX_COOKIE + 2);
+		free(cookies[i]);
+	}
+	free(cookies);
+}
+
+/* Whether some node of the run is reached with the run's cookie. */
+static bool
+needs_run_cookie(const struct fpd_options *o)
+{
+	if (!fpd_options_fleet(o) || o->discover)
+		return true;
+	for (size_t i = 0; i < o->nnodes; i++) {
+		if (!o->node_cookie_files[i])
+			return true;
+	}
+	return false;
+}
+
 int
 main(int argc, char **argv)
 {
 	struct fpd_options opts;
 	struct fpd_trust trust;
 	char cookie[MAX_COOKIE + 2];
+	char **cookies = NULL;
 	const char *why;
 	int rc;
 
@@ -139,9 +203,18 @@ main(int argc, char **argv)
 		goto out;
 	trust.uid = opts.user ? opts.uid : geteuid();
 	trust.gid = opts.user ? opts.gid : getegid();
-	rc = read_cookie(&opts, &trust, cookie, sizeof(cookie));
+	cookie[0] = '\0';
+	if (needs_run_cookie(&opts))
+		rc = read_cookie(&opts, &trust, cookie, sizeof(cookie));
+	else
+		unsetenv(COOKIE_ENV);
 	if (rc)
 		goto out;
+	if (fpd_options_fleet(&opts)) {
+		rc = read_node_cookies(&opts, &trust, &cookies);
+		if (rc)
+			goto out;
+	}
 	rc = fpd_log_open(opts.log_file, opts.verbosity, opts.file_mode, &trust,
 			  &why);
 	if (rc < 0 && why) {
@@ -166,9 +239,13 @@ main(int argc, char **argv)
 		goto out;
 	}
 
-	rc = fpd_run(&opts, cookie);
+	if (fpd_options_fleet(&opts))
+		rc = fpd_run_fleet(&opts, cookie, cookies);
+	else
+		rc = fpd_run(&opts, cookie);
 	fpd_log_close();
 out:
+	free_cookies(&opts, cookies);
 	explicit_bzero(cookie, sizeof(cookie));
 	fpd_options_release(&opts);
 	return rc;

@@ -143,6 +143,26 @@ stop(struct fpd_loop *loop)
 	loop->run.stop_mono = fpd_now_mono_us();
 }
 
+/* A call into a source of one node of several: its log lines name the
+ * node, and the CPU time it takes is the node's (source.h). */
+static void
+enter(struct fpd_source *src)
+{
+	if (!src->log_node)
+		return;
+	fpd_log_set_node(src->log_node);
+	fpd_cpu_enter(&src->cpu_us);
+}
+
+static void
+leave(struct fpd_source *src)
+{
+	if (!src->log_node)
+		return;
+	fpd_cpu_leave();
+	fpd_log_set_node(NULL);
+}
+
 static void
 settle(struct fpd_source *src)
 {
@@ -234,12 +254,15 @@ tick(struct fpd_loop *loop)
 {
 	uint64_t expirations, now;
 
+	loop->run.connects = 0;
 	for (size_t i = 0; i < loop->nsources; i++) {
 		struct fpd_source *src = loop->sources[i];
 
 		if (src->ops->collect) {
+			enter(src);
 			src->ops->collect(src);
 			settle(src);
+			leave(src);
 		}
 	}
 	now = fpd_now_mono_us();
@@ -256,8 +279,10 @@ tick(struct fpd_loop *loop)
 		struct fpd_source *src = loop->sources[i];
 
 		if (src->ops->tick) {
+			enter(src);
 			src->ops->tick(src, now);
 			settle(src);
+			leave(src);
 		}
 	}
 }
@@ -273,19 +298,24 @@ drained(struct fpd_loop *loop)
 	for (size_t i = 0; i < loop->nsources; i++) {
 		struct fpd_source *src = loop->sources[i];
 
+		enter(src);
 		if (src->ops->drain) {
 			src->ops->drain(src, now);
 			settle(src);
 		}
 		busy |= src->ops->in_flight && src->ops->in_flight(src);
+		leave(src);
 	}
 	if (busy && now - loop->run.stop_mono < STOP_DRAIN_US)
 		return false;
 	for (size_t i = 0; i < loop->nsources; i++) {
 		struct fpd_source *src = loop->sources[i];
 
-		if (src->ops->abandon)
+		if (src->ops->abandon) {
+			enter(src);
 			src->ops->abandon(src);
+			leave(src);
+		}
 	}
 	return true;
 }
@@ -324,8 +354,10 @@ fpd_loop_run(struct fpd_loop *loop)
 
 			if (!(pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
 				continue;
+			enter(src);
 			src->ops->input(src);
 			settle(src);
+			leave(src);
 		}
 		if (pfd[0].revents & POLLIN)
 			tick(loop);

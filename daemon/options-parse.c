@@ -135,6 +135,94 @@ append(const char ***v, size_t *n, const char *arg)
 /* ---- target ------------------------------------------------------------- */
 
 
+/* NAME@HOST, or NAME@HOST=PATH: no node name holds '=' (epmd's names
+ * and host names have none), so the first one starts the path. */
+int
+fpd_option_node(struct fpd_options *o, const char *arg)
+{
+	const char *eq = strchr(arg, '=');
+	size_t n = o->nnodes + 1;
+
+	if (eq && !eq[1])
+		return fpd_option_bad_value("--node", arg,
+				 "expected NAME@HOST or NAME@HOST=COOKIE_FILE");
+	o->nodes = xrealloc(o->nodes, n * sizeof(*o->nodes));
+	o->node_cookie_files = xrealloc(o->node_cookie_files,
+					n * sizeof(*o->node_cookie_files));
+	o->nodes[o->nnodes] = eq ? strndup(arg, (size_t)(eq - arg)) : xstrdup(arg);
+	if (!o->nodes[o->nnodes])
+		abort();
+	o->node_cookie_files[o->nnodes] = eq ? xstrdup(eq + 1) : NULL;
+	o->nnodes = n;
+	o->node = o->nodes[0];
+	return 0;
+}
+
+int
+fpd_option_discover(struct fpd_options *o, const char *arg)
+{
+	if (!*arg || strchr(arg, '@'))
+		return fpd_option_bad_value("--discover", arg,
+				 "expected the host whose epmd lists the nodes, e.g. localhost");
+	o->discover = arg;
+	return 0;
+}
+
+int
+fpd_option_discover_match(struct fpd_options *o, const char *arg)
+{
+	if (!*arg)
+		return fpd_option_bad_value("--discover-match", arg,
+				 "expected a pattern, e.g. 'app*'");
+	o->discover_match = arg;
+	return 0;
+}
+
+/* What names one node's process or address cannot be said of several. */
+static int
+refuse_for_fleet(const char *what)
+{
+	fprintf(stderr, "flame_profd: error: %s; with several nodes (more than one --node, or --discover) run a daemon of its own for that node\n",
+		what);
+	return FPD_EXIT_USAGE;
+}
+
+int
+fpd_options_check_fleet(struct fpd_options *o)
+{
+	const char *why;
+
+	for (size_t i = 0; i < o->nnodes; i++) {
+		if (fp_node_name_check(o->nodes[i], &why) < 0)
+			return fpd_option_bad_value("--node", o->nodes[i], why);
+		for (size_t j = 0; j < i; j++) {
+			if (strcmp(o->nodes[i], o->nodes[j]) == 0)
+				return fpd_option_bad_value("--node", o->nodes[i],
+						 "given twice");
+		}
+	}
+	if (o->discover_match && !o->discover) {
+		fprintf(stderr, "flame_profd: error: --discover-match needs --discover HOST\n");
+		return FPD_EXIT_USAGE;
+	}
+	if (!fpd_options_fleet(o)) {
+		if (o->node_cookie_files[0]) {
+			o->cookie_file = o->node_cookie_files[0];
+			o->cookie_file_set = true;
+		}
+		return 0;
+	}
+	if (o->npids)
+		return refuse_for_fleet("--pid names a process of one node");
+	if (o->perf_pid || o->perf_auto)
+		return refuse_for_fleet("--perf samples the OS process of one node");
+	if (o->connect_host)
+		return refuse_for_fleet("--connect gives the address of one node");
+	if (o->flight_us)
+		return refuse_for_fleet("--flight-recorder keeps the ring of one node");
+	return 0;
+}
+
 int
 fpd_option_cookie_file(struct fpd_options *o, const char *arg)
 {

@@ -69,6 +69,9 @@ fpd_option_value(struct fpd_options *o, const char *name,
 #define FPD_OPTION_PARSER(name) \
 	int fpd_option_##name(struct fpd_options *o, const char *arg)
 
+FPD_OPTION_PARSER(node);
+FPD_OPTION_PARSER(discover);
+FPD_OPTION_PARSER(discover_match);
 FPD_OPTION_PARSER(cookie_file);
 FPD_OPTION_PARSER(connect);
 FPD_OPTION_PARSER(top);
@@ -88,3 +91,12 @@ FPD_OPTION_PARSER(user);
 FPD_OPTION_PARSER(verbose);
 FPD_OPTION_PARSER(quiet);
 FPD_OPTION_PARSER(trigger);
+
+/**
+ * Once every option is read: the node names checked (each once), and
+ * what several nodes (fpd_options_fleet()) cannot mean refused; a run of
+ * one --node NAME@HOST=PATH takes PATH as its --cookie-file.
+ * @return 0, or FPD_EXIT_USAGE with the reason on stderr.
+ */
+int
+fpd_options_check_fleet(struct fpd_options *o);

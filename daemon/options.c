@@ -78,11 +78,21 @@ parse_version(struct fpd_options *o, const char *arg)
 static const struct option_spec options[] = {
 	{ .help = "\n" },
 	{ .help = "Target:\n" },
-	{ "node", 'n', required_argument,
-	  .help = "  -n, --node NAME@HOST      node to profile (short or long name; required)\n",
-	  STRING(node) },
+	{ "node", 'n', required_argument, .parse = fpd_option_node,
+	  .help = "  -n, --node NAME@HOST[=PATH]\n"
+	  "                            node to profile (short or long name); repeatable:\n"
+	  "                            each node its own session, under DIR/<node>/;\n"
+	  "                            =PATH: that node's own cookie file\n" },
+	{ "discover", 0, required_argument, .parse = fpd_option_discover,
+	  .help = "      --discover HOST       also profile every node epmd on HOST lists, as\n"
+	  "                            NAME@HOST, asking again every 2 s: nodes that start\n"
+	  "                            later are attached, nodes that come back reattached\n" },
+	{ "discover-match", 0, required_argument, .parse = fpd_option_discover_match,
+	  .help = "      --discover-match GLOB only the discovered nodes whose NAME@HOST matches\n"
+	  "                            GLOB (fnmatch(3), e.g. 'app*')\n" },
 	{ "cookie-file", 'c', required_argument, .parse = fpd_option_cookie_file,
-	  .help = "  -c, --cookie-file PATH    file holding the node's cookie; the default is\n"
+	  .help = "  -c, --cookie-file PATH    file holding the node's cookie (every node's but\n"
+	  "                            those given their own); the default is\n"
 	  "                            $FLAME_PROFD_COOKIE if set, else ~/.erlang.cookie.\n"
 	  "                            The file must be readable by its owner only.\n" },
 	{ "timeout", 0, required_argument,
@@ -331,7 +341,8 @@ static const struct option_spec options[] = {
 #define NOPTIONS (sizeof(options) / sizeof(options[0]))
 
 static const char usage_head[] =
-"Usage: flame_profd --node NAME@HOST [OPTION]...\n"
+"Usage: flame_profd --node NAME@HOST [--node NAME@HOST]... [OPTION]...\n"
+"       flame_profd --discover HOST [--discover-match GLOB] [OPTION]...\n"
 "Sample the Erlang stacks and process metrics of a running node from outside\n"
 "(a hidden C node; nothing is loaded onto the node) and write Linux perf-script\n"
 "files for Flamescope.\n";
@@ -345,12 +356,23 @@ static const char usage_tail[] =
 "Signals: SIGINT/SIGTERM finish the sample in flight and the current file, put\n"
 "the node's backtrace_depth back and exit 0 (a second SIGINT exits at once);\n"
 "SIGUSR1 starts a new file; SIGUSR2 writes a capture of the flight recorder;\n"
-"SIGHUP reopens the log file.\n"
+"SIGHUP reopens the log file. With several nodes, each signal acts on every\n"
+"node.\n"
+"\n"
+"Several nodes (more than one --node, or --discover): each node is profiled\n"
+"under DIR/<node>/ with its own manifest, cost budget and reconnection, and\n"
+"its log lines start with [NAME@HOST]; --pid, --perf, --connect and\n"
+"--flight-recorder, which name one node's process, address or ring, are\n"
+"refused. A node that cannot be reached is retried while the others run;\n"
+"the exit status is then 0 when every node ends as one node alone would,\n"
+"else that of the first node (in command-line order, then as discovered)\n"
+"that did not; a discovered node never reached is logged and does not count.\n"
 "\n"
 "Exit status:\n"
 "   0  finished (--duration over, or stopped by SIGINT/SIGTERM)\n"
 "  64  bad command line: unknown flag, bad value, bad node name, a --perf\n"
-"      OSPID that is no process, or --perf auto with --user\n"
+"      OSPID that is no process, --perf auto with --user, or --pid, --perf,\n"
+"      --connect or --flight-recorder with several nodes\n"
 "  65  a --duration run took no sample at all\n"
 "  66  cookie file missing, unreadable, empty, readable by others or not a\n"
 "      regular file (a FIFO, a device)\n"
@@ -454,14 +476,15 @@ spec_of(int c)
 static int
 check_together(struct fpd_options *o)
 {
-	const char *why;
+	int rc;
 
-	if (!o->node) {
-		fprintf(stderr, "flame_profd: error: --node NAME@HOST is required (see --help)\n");
+	if (!o->nnodes && !o->discover) {
+		fprintf(stderr, "flame_profd: error: --node NAME@HOST (or --discover HOST) is required (see --help)\n");
 		return FPD_EXIT_USAGE;
 	}
-	if (fp_node_name_check(o->node, &why) < 0)
-		return fpd_option_bad_value("--node", o->node, why);
+	rc = fpd_options_check_fleet(o);
+	if (rc)
+		return rc;
 	if (o->compress_level < 0)
 		o->compress_level = o->compress == FPD_COMPRESS_GZIP ?
 				    GZIP_LEVEL_DEFAULT : ZSTD_LEVEL_DEFAULT;
@@ -533,6 +556,12 @@ fpd_options_parse(int argc, char **argv, struct fpd_options *o)
 void
 fpd_options_release(struct fpd_options *o)
 {
+	for (size_t i = 0; i < o->nnodes; i++) {
+		free(o->nodes[i]);
+		free(o->node_cookie_files[i]);
+	}
+	free(o->nodes);
+	free(o->node_cookie_files);
 	free(o->pids);
 	free(o->names);
 	free(o->keys);

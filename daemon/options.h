@@ -31,7 +31,13 @@ enum fpd_exit {
 
 /* What the command line says (fpd_options_parse()). */
 struct fpd_options {
-	const char *node;
+	const char *node;	/* the first --node (the only one of a run of one) */
+	char **nodes;		/* every --node, NAME@HOST */
+	char **node_cookie_files;	/* ... each one's own cookie file
+					 * (--node NAME@HOST=PATH), or NULL */
+	size_t nnodes;
+	const char *discover;	/* --discover HOST, or NULL */
+	const char *discover_match;	/* --discover-match GLOB, or NULL */
 	const char *cookie_file;
 	bool cookie_file_set;
 	unsigned top;
@@ -98,6 +104,14 @@ struct fpd_options {
  */
 int
 fpd_options_parse(int argc, char **argv, struct fpd_options *o);
+
+/** Whether the run profiles several nodes (more than one --node, or
+ * --discover): each in a session of its own (fleet.c). */
+static inline bool
+fpd_options_fleet(const struct fpd_options *o)
+{
+	return o->nnodes > 1 || o->discover;
+}
 
 /** Free what fpd_options_parse() allocated in @o. */
 void

@@ -23,8 +23,8 @@
 #include "source-perf.h"
 #include "util.h"
 
-static struct fpd_output *
-open_output(const struct fpd_options *o, int *exit_code)
+struct fpd_output *
+fpd_run_open_output(const struct fpd_options *o, int *exit_code)
 {
 	char *header = fpd_file_header(o), *options = fpd_options_json(o);
 	struct fpd_output_config oc = {
@@ -58,10 +58,8 @@ open_output(const struct fpd_options *o, int *exit_code)
 	return out;
 }
 
-/* Everything that needs root is done: cookie read, output directory made
- * and locked. Hand the directory over and drop root for good. */
-static int
-drop_root(const struct fpd_options *o, struct fpd_output *out)
+int
+fpd_run_hand_over(const struct fpd_options *o, struct fpd_output *out)
 {
 	const char *why;
 	int rc = fpd_output_chown(out, o->uid, o->gid, &why);
@@ -76,6 +74,12 @@ drop_root(const struct fpd_options *o, struct fpd_output *out)
 				  fpd_output_dir(out), o->user, strerror(-rc));
 		return FPD_EXIT_CANTCREAT;
 	}
+	return 0;
+}
+
+int
+fpd_run_drop_privileges(const struct fpd_options *o)
+{
 	if (setgroups(0, NULL) < 0 || setgid(o->gid) < 0 ||
 	    setuid(o->uid) < 0 || (o->uid != 0 && setuid(0) == 0)) {
 		fpd_fatal("cannot drop privileges to user %s: %s",
@@ -84,6 +88,16 @@ drop_root(const struct fpd_options *o, struct fpd_output *out)
 	}
 	fpd_info("running as user %s (uid %u)", o->user, (unsigned)o->uid);
 	return 0;
+}
+
+/* Everything that needs root is done: cookie read, output directory made
+ * and locked. Hand the directory over and drop root for good. */
+static int
+drop_root(const struct fpd_options *o, struct fpd_output *out)
+{
+	int rc = fpd_run_hand_over(o, out);
+
+	return rc ? rc : fpd_run_drop_privileges(o);
 }
 
 /* The exit code of fpd_perf_source_open()'s @rc. */
@@ -163,7 +177,7 @@ fpd_run(const struct fpd_options *o, const char *cookie)
 	struct fpd_output *out;
 	int rc = 0;
 
-	out = open_output(o, &rc);
+	out = fpd_run_open_output(o, &rc);
 	if (!out)
 		return rc;
 	rec = fpd_recorder_new(o, out);

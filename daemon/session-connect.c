@@ -58,6 +58,17 @@ connect_error_exit(struct fpd_session *s, int rc)
 	}
 }
 
+/* connect_error_exit()'s code, unsaid. */
+static int
+connect_error_code(int rc)
+{
+	switch (rc) {
+	case -EACCES: return FPD_EXIT_NOPERM;
+	case -EPROTO: return FPD_EXIT_SOFTWARE;
+	default: return FPD_EXIT_UNAVAILABLE;
+	}
+}
+
 static const char *
 connect_error_text(int rc)
 {
@@ -65,6 +76,7 @@ connect_error_text(int rc)
 	case -ECONNREFUSED: return "no epmd";
 	case -ENOENT: return "node not registered with epmd";
 	case -EACCES: return "connection refused by the node (cookie?)";
+	case -EHOSTUNREACH: return "host does not resolve";
 	case -ETIMEDOUT: return "timed out";
 	default: return strerror(-rc);
 	}
@@ -138,8 +150,16 @@ fpd_session_connect(struct fpd_session *s, uint64_t now)
 		return 0;
 	}
 	if (rc < 0) {
-		if (!s->ever_connected)
+		if (!s->ever_connected && !s->patient)
 			return connect_error_exit(s, rc);
+		if (!s->ever_connected && !s->first_error) {
+			/* one node of several: the others go on, this one is
+			 * tried again; what it would have ended with is kept
+			 * for the end of the run */
+			fpd_warn("cannot reach %s yet: %s; trying again", s->o->node,
+				 connect_error_text(rc));
+			s->first_error = connect_error_code(rc);
+		}
 		if (s->backoff_us >= BACKOFF_MAX_US / 2 || fp_log_enabled(FP_LOG_DEBUG))
 			fpd_info("reconnect to %s failed: %s", s->o->node,
 				 connect_error_text(rc));

@@ -111,6 +111,10 @@ struct fpd_session {
 	struct fpd_cost cost;
 
 	bool connected, ever_connected;
+	bool patient;			/* one node of several: a first connect
+					 * that fails is tried again */
+	int first_error;		/* ... the exit code its first failure
+					 * would have ended a run of one with */
 	const char *lost;		/* why the connection was lost, until
 					 * settled (fpd_session_lose()) */
 	uint64_t reconnect_at, backoff_us;

@@ -10,6 +10,7 @@
  * under it.
  */
 #include <errno.h>
+#include <poll.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -382,7 +383,8 @@ tick(struct fpd_source *src, uint64_t now)
 	if (!s->connected) {
 		/* --perf still writes while the node is away */
 		fpd_output_tick(s->out, now);
-		if (!s->run->stopping && now >= s->reconnect_at) {
+		if (!s->run->stopping && now >= s->reconnect_at &&
+		    (!s->patient || s->run->connects++ == 0)) {
 			int rc = fpd_session_connect(s, now);
 
 			if (rc)
@@ -421,6 +423,32 @@ tick(struct fpd_source *src, uint64_t now)
 
 /* ---- the source ---------------------------------------------------------- */
 
+/*
+ * One node of several, before each tick: every reply already here is
+ * read, not one a pass. The loop may have been held (another node's
+ * connect, a wait halfway through a message) while replies queued up;
+ * read one at a time, those still queued would be taken for timeouts
+ * and the node, though it answered, for gone. A run of one node reads
+ * as it always has.
+ */
+#define COLLECT_MAX 256
+
+static void
+collect(struct fpd_source *src)
+{
+	struct fpd_session *s = (struct fpd_session *)src;
+
+	if (!s->patient)
+		return;
+	for (unsigned i = 0; i < COLLECT_MAX && live(s); i++) {
+		struct pollfd p = { .fd = fp_node_fd(s->node), .events = POLLIN };
+
+		if (poll(&p, 1, 0) <= 0 || !(p.revents & (POLLIN | POLLHUP | POLLERR)))
+			break;
+		input(src);
+	}
+}
+
 static int
 fd(struct fpd_source *src)
 {
@@ -456,6 +484,7 @@ rotate(struct fpd_source *src)
 static const struct fpd_source_ops session_ops = {
 	.fd = fd,
 	.input = input,
+	.collect = collect,
 	.tick = tick,
 	.settle = fpd_session_settle,
 	.drain = drain,
@@ -504,6 +533,33 @@ fpd_session_new(const struct fpd_options *o, const char *cookie,
 	fpd_sampling_init(s);
 	s->backoff_us = BACKOFF_MIN_US;
 	return s;
+}
+
+void
+fpd_session_set_patient(struct fpd_session *s)
+{
+	s->patient = true;
+}
+
+void
+fpd_session_wake(struct fpd_session *s)
+{
+	if (s->connected)
+		return;
+	s->backoff_us = BACKOFF_MIN_US;
+	s->reconnect_at = 0;
+}
+
+bool
+fpd_session_connected(const struct fpd_session *s)
+{
+	return s->connected;
+}
+
+int
+fpd_session_unreached(const struct fpd_session *s)
+{
+	return s->ever_connected ? 0 : s->first_error;
 }
 
 int

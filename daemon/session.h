@@ -30,6 +30,33 @@ fpd_session_new(const struct fpd_options *o, const char *cookie,
 void
 fpd_session_destroy(struct fpd_session *s);
 
+/**
+ * One node of several (fleet.c): a first connect that fails is logged
+ * as a warning and tried again as a reconnect is, rather than ending
+ * the run.
+ */
+void
+fpd_session_set_patient(struct fpd_session *s);
+
+/**
+ * A node of several that epmd lists again: if not connected, connect at
+ * the next tick rather than after the backoff.
+ */
+void
+fpd_session_wake(struct fpd_session *s);
+
+/** Connected now. */
+bool
+fpd_session_connected(const struct fpd_session *s);
+
+/**
+ * A patient session never connected: the exit code its first failed
+ * connect calls for (FPD_EXIT_UNAVAILABLE, FPD_EXIT_NOPERM, ...); 0 once
+ * connected, or before any attempt.
+ */
+int
+fpd_session_unreached(const struct fpd_session *s);
+
 /** The first connect: 0, or an exit code (struct fpd_exit). */
 int
 fpd_session_start(struct fpd_session *s);

@@ -16,6 +16,9 @@ struct fpd_run_state {
 	uint64_t stop_mono;	/* when the stop was asked (0: stopped by a
 				 * source, no grace) */
 	int exit_code;
+	unsigned connects;	/* connects begun in this tick (the loop
+				 * zeroes it): a run of several nodes
+				 * begins one a tick */
 };
 
 /* A source gives up the run: stop at once (no drain) with @exit_code. */
@@ -66,4 +69,9 @@ struct fpd_source_ops {
 
 struct fpd_source {
 	const struct fpd_source_ops *ops;
+	/* A run of several nodes: the node the source is of, for its log
+	 * lines (fpd_log_set_node()), and the CPU time the loop has seen
+	 * it spend (fpd_cpu_enter()); NULL and untouched otherwise. */
+	const char *log_node;
+	uint64_t cpu_us;
 };

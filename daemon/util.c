@@ -38,14 +38,43 @@ fpd_format_duration(uint64_t us, char *buf, size_t size)
 		snprintf(buf, size, "%lluus", (unsigned long long)us);
 }
 
-uint64_t
-fpd_cpu_us(void)
+static uint64_t *cpu_account;	/* fpd_cpu_enter()'s, or NULL */
+static uint64_t cpu_entered_us;	/* the process's CPU time then */
+
+static uint64_t
+process_cpu_us(void)
 {
 	struct timespec ts;
 
 	if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) < 0)
 		return 0;
 	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+uint64_t
+fpd_cpu_us(void)
+{
+	uint64_t now = process_cpu_us();
+
+	if (!cpu_account)
+		return now;
+	return *cpu_account + (now - cpu_entered_us);
+}
+
+void
+fpd_cpu_enter(uint64_t *account)
+{
+	cpu_account = account;
+	cpu_entered_us = process_cpu_us();
+}
+
+void
+fpd_cpu_leave(void)
+{
+	if (!cpu_account)
+		return;
+	*cpu_account += process_cpu_us() - cpu_entered_us;
+	cpu_account = NULL;
 }
 
 uint64_t

@@ -23,9 +23,21 @@ fpd_format_duration(uint64_t us, char *buf, size_t size);
 uint64_t
 fpd_now_mono_us(void);
 
-/* CPU time of this process, all threads, in microseconds. */
+/* CPU time of this process, all threads, in microseconds; between
+ * fpd_cpu_enter() and fpd_cpu_leave(), that account's time instead. */
 uint64_t
 fpd_cpu_us(void);
+
+/* From here the CPU time this process spends is also counted in
+ * *@account (µs), and fpd_cpu_us() reads the account: a run of several
+ * nodes charges each node's session with its own work (the loop enters
+ * around every call into a source that keeps an account). */
+void
+fpd_cpu_enter(uint64_t *account);
+
+/* The account entered last is charged and left. */
+void
+fpd_cpu_leave(void);
 
 /* Wall-clock microseconds that never go backwards within a run. */
 uint64_t

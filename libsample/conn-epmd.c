@@ -17,10 +17,16 @@
 
 #include "conn.h"
 #include "node-private.h"
+#include "util-mem.h"
 
 #define EPMD_DEFAULT_PORT 4369
 #define EPMD_PORT2_REQ 122
 #define EPMD_PORT2_RESP 119
+#define EPMD_NAMES_REQ 110
+/* epmd's NAMES reply is a line per node ("name NAME at port N\n", 30
+ * bytes or so each, a name at most 255): this is room for thousands,
+ * and bounds what a peer that is no epmd can make us read. */
+#define EPMD_NAMES_MAX (1u << 20)
 
 /*
  * Both ends of a TCP connection have the same address only on one host
@@ -238,3 +244,73 @@ conn_self_host(const struct fp_node *node, const struct in_addr *target_addr,
 	}
 }
 
+
+int
+fp_epmd_names(const char *host, unsigned timeout_ms,
+	      void (*each)(const char *alive, void *data), void *data)
+{
+	static const unsigned char req[3] = { 0, 1, EPMD_NAMES_REQ };
+	struct in_addr addr;
+	char *buf, *line, *next;
+	size_t got = 0;
+	int fd, rc;
+
+	rc = conn_resolve_ipv4(host, &addr);
+	if (rc < 0)
+		return rc;
+	fd = connect_tmo(NULL, &addr, epmd_port(), timeout_ms);
+	if (fd < 0)
+		return fd == -ETIMEDOUT ? fd : -ECONNREFUSED;
+	buf = xzalloc(EPMD_NAMES_MAX + 1);
+	if (write(fd, req, sizeof(req)) != (ssize_t)sizeof(req)) {
+		rc = -ECONNREFUSED;
+		goto out;
+	}
+	/* epmd's own port (4 bytes), then the lines until it closes */
+	for (;;) {
+		ssize_t n;
+
+		rc = conn_wait_fd(NULL, fd, POLLIN, timeout_ms);
+		if (rc < 0)
+			goto out;
+		n = read(fd, buf + got, EPMD_NAMES_MAX - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			rc = -errno;
+			goto out;
+		}
+		if (n == 0)
+			break;
+		got += (size_t)n;
+		if (got == EPMD_NAMES_MAX) {
+			rc = -EPROTO;
+			goto out;
+		}
+	}
+	if (got < 4) {
+		rc = -EPROTO;
+		goto out;
+	}
+	buf[got] = '\0';
+	for (line = buf + 4; *line; line = next) {
+		char *end = strchr(line, '\n'), *at;
+
+		next = end ? end + 1 : line + strlen(line);
+		if (end)
+			*end = '\0';
+		if (strncmp(line, "name ", 5) != 0)
+			continue;
+		line += 5;
+		at = strstr(line, " at port ");
+		if (!at || at == line)
+			continue;
+		*at = '\0';
+		each(line, data);
+	}
+	rc = 0;
+out:
+	free(buf);
+	close(fd);
+	return rc;
+}

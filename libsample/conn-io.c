@@ -42,7 +42,7 @@ conn_wait_fd(struct fp_node *node, int fd, short events, unsigned timeout_ms)
 			return 0;
 		if (rc < 0 && errno != EINTR)
 			return -errno;
-		if (node->give_up && node->give_up(node->give_up_data))
+		if (node && node->give_up && node->give_up(node->give_up_data))
 			return -ECANCELED;
 		waited = mono_ms() - start;
 		if (timeout_ms && waited >= timeout_ms)

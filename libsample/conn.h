@@ -29,7 +29,7 @@
 
 /*
  * Wait for @events on @fd, at most @timeout_ms (0: no limit), in slices:
- * whenever the fd is not ready, the node's give_up is asked. 0 when
+ * whenever the fd is not ready, the node's give_up (if @node) is asked. 0 when
  * ready (or in error: the read or write that follows reports it),
  * -ETIMEDOUT, -ECANCELED, or a negative errno.
  */

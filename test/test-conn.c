@@ -1,5 +1,6 @@
 /*
- * flame_profd — unit tests: the connection's framing, over a socket pair.
+ * flame_profd — unit tests: the connection's framing, over a socket pair;
+ * epmd's list of names, from a fake epmd.
  *
  * The far end of the pair speaks what a node sends after the handshake:
  * 4-byte lengths, ticks (length 0), and pass-through frames of a control
@@ -11,6 +12,9 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -412,6 +416,139 @@ START_TEST(rpc_framed)
 }
 END_TEST
 
+/* ---- epmd's names ------------------------------------------------------ */
+
+/* What a fake epmd answers a NAMES request with, and what is read of it. */
+static const struct {
+	const char *reply;	/* after epmd's 4-byte port */
+	size_t big;		/* or this many bytes of 'x' */
+	bool short_reply;	/* or only 2 bytes in all */
+	int rc;
+	const char *names;	/* the names, each followed by ',' */
+} names_cases[] = {
+	{ "name app at port 40001\nname b_2-c at port 40002\n", 0, false, 0,
+	  "app,b_2-c," },
+	/* not epmd's form: left out; the last line without its newline kept */
+	{ "junk\nname  at port 1\nname x\nname y at port 2", 0, false, 0, "y," },
+	{ "", 0, false, 0, "" },
+	{ NULL, 0, true, -EPROTO, "" },
+	{ NULL, (1u << 20) + 10, false, -EPROTO, "" },
+};
+
+static void
+add_name(const char *alive, void *data)
+{
+	char *acc = data;
+
+	strcat(acc, alive);
+	strcat(acc, ",");
+}
+
+/* A fake epmd on a port of its own: one NAMES request, one reply. */
+struct fake_epmd {
+	int listen_fd;
+	unsigned port;
+	pthread_t thread;
+	int i;			/* names_cases[i] */
+};
+
+static void *
+fake_epmd_serve(void *arg)
+{
+	struct fake_epmd *e = arg;
+	unsigned char req[3], port[4] = { 0, 0, 0x11, 0x11 };
+	int fd = accept(e->listen_fd, NULL, NULL);
+
+	if (fd < 0)
+		return NULL;
+	if (read(fd, req, sizeof(req)) == (ssize_t)sizeof(req) && req[2] == 110) {
+		if (names_cases[e->i].short_reply) {
+			(void)!send(fd, port, 2, MSG_NOSIGNAL);
+		} else if (names_cases[e->i].big) {
+			size_t left = names_cases[e->i].big;
+			char chunk[4096];
+
+			memset(chunk, 'x', sizeof(chunk));
+			(void)!send(fd, port, sizeof(port), MSG_NOSIGNAL);
+			while (left) {
+				size_t n = left < sizeof(chunk) ? left : sizeof(chunk);
+				/* the reader stops at its bound and closes: no SIGPIPE */
+				ssize_t w = send(fd, chunk, n, MSG_NOSIGNAL);
+
+				if (w <= 0)
+					break;
+				left -= (size_t)w;
+			}
+		} else {
+			(void)!send(fd, port, sizeof(port), MSG_NOSIGNAL);
+			(void)!send(fd, names_cases[e->i].reply,
+				    strlen(names_cases[e->i].reply), MSG_NOSIGNAL);
+		}
+	}
+	close(fd);
+	return NULL;
+}
+
+static void
+fake_epmd_start(struct fake_epmd *e, int i)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET,
+				   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(sin);
+	char port[16];
+
+	e->i = i;
+	e->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	fp_assert_int_ge(e->listen_fd, 0);
+	fp_assert_int_eq(bind(e->listen_fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	fp_assert_int_eq(listen(e->listen_fd, 1), 0);
+	fp_assert_int_eq(getsockname(e->listen_fd, (struct sockaddr *)&sin, &len), 0);
+	e->port = ntohs(sin.sin_port);
+	snprintf(port, sizeof(port), "%u", e->port);
+	setenv("ERL_EPMD_PORT", port, 1);
+	fp_assert_int_eq(pthread_create(&e->thread, NULL, fake_epmd_serve, e), 0);
+}
+
+START_TEST(epmd_names)
+{
+	struct fake_epmd e;
+	char acc[256] = "";
+
+	fake_epmd_start(&e, _i);
+	fp_assert_int_eq(fp_epmd_names("127.0.0.1", 2000, add_name, acc),
+			 names_cases[_i].rc);
+	fp_assert_str_eq(acc, names_cases[_i].names);
+	pthread_join(e.thread, NULL);
+	close(e.listen_fd);
+}
+END_TEST
+
+/* No epmd listening: said as such. */
+START_TEST(epmd_names_refused)
+{
+	struct fake_epmd e;
+	char acc[256] = "";
+
+	e.listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	{
+		struct sockaddr_in sin = { .sin_family = AF_INET,
+					   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+		socklen_t len = sizeof(sin);
+		char port[16];
+
+		fp_assert_int_eq(bind(e.listen_fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+		fp_assert_int_eq(getsockname(e.listen_fd, (struct sockaddr *)&sin, &len), 0);
+		snprintf(port, sizeof(port), "%u", ntohs(sin.sin_port));
+		setenv("ERL_EPMD_PORT", port, 1);
+	}
+	/* bound, not listening: the connect is refused */
+	fp_assert_int_eq(fp_epmd_names("127.0.0.1", 2000, add_name, acc),
+			 -ECONNREFUSED);
+	close(e.listen_fd);
+	fp_assert_str_eq(acc, "");
+}
+END_TEST
+
 static Suite *
 conn_suite(void)
 {
@@ -430,6 +567,12 @@ conn_suite(void)
 
 	tc = tcase_create("send");
 	tcase_add_test(tc, rpc_framed);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("epmd");
+	tcase_add_loop_test(tc, epmd_names, 0,
+			    (int)(sizeof(names_cases) / sizeof(names_cases[0])));
+	tcase_add_test(tc, epmd_names_refused);
 	suite_add_tcase(s, tc);
 	return s;
 }

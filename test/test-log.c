@@ -93,6 +93,26 @@ START_TEST(limit_kinds_apart)
 }
 END_TEST
 
+/* One kind of warning, for two nodes of a run: each node's is limited
+ * apart from the other's. */
+START_TEST(limit_nodes_apart)
+{
+	static const char a[] = "a %d";
+	uint64_t count;
+
+	reset();
+	fpd_log_set_node("x@h");
+	fp_assert(limit_pass(a, 0, &count));
+	fpd_log_set_node("y@h");
+	fp_assert(limit_pass(a, 1, &count));
+	fp_assert(!limit_pass(a, 2, &count));
+	fpd_log_set_node("x@h");
+	fp_assert(!limit_pass(a, 3, &count));
+	fpd_log_set_node(NULL);
+	fp_assert(limit_pass(a, 4, &count));
+}
+END_TEST
+
 /* Reads back what the log file holds, lines as one string. */
 static char *
 slurp(const char *path)
@@ -169,6 +189,32 @@ START_TEST(log_file)
 	fp_assert_int_eq(count_lines(text, "warning: library warning\n"), 1);
 	fp_assert_int_eq(count_lines(text, "warning: 2 more warnings were not shown, like: another kind %d\n"), 1);
 	fp_assert_int_eq(count_lines(text, "warning: 1 more warnings were not shown, like: library %s\n"), 1);
+	free(text);
+	unlink(path);
+	rmdir(dir);
+}
+END_TEST
+
+/* A node's lines start with its tag; the others do not. */
+START_TEST(log_node_tag)
+{
+	char dir[] = "/tmp/fp-test-log-XXXXXX", path[64];
+	int fd = tmp_log_path(dir, path, sizeof(path));
+	char *text;
+
+	fp_assert_int_ge(fd, 0);
+	close(fd);
+	reset();
+	fp_assert_int_eq(fpd_log_open(path, 0, 0640, &trust, &why), 0);
+	fpd_log_set_node("app@h");
+	log_at(0, FP_LOG_INFO, "interval: %d", 1);
+	fpd_log_set_node(NULL);
+	log_at(0, FP_LOG_INFO, "duration reached; %s", "stopping");
+	fpd_log_close();
+
+	text = slurp(path);
+	fp_assert_int_eq(count_lines(text, "flame_profd info: [app@h] interval: 1\n"), 1);
+	fp_assert_int_eq(count_lines(text, "flame_profd info: duration reached; stopping\n"), 1);
 	free(text);
 	unlink(path);
 	rmdir(dir);
@@ -258,6 +304,8 @@ suite(void)
 	tcase_add_loop_test(tc, limit_sequence, 0,
 			    (int)(sizeof(sequences) / sizeof(sequences[0])));
 	tcase_add_test(tc, limit_kinds_apart);
+	tcase_add_test(tc, limit_nodes_apart);
+	tcase_add_test(tc, log_node_tag);
 	tcase_add_test(tc, limit_full);
 	tcase_add_test(tc, log_file);
 	suite_add_tcase(s, tc);

@@ -63,6 +63,22 @@ static const struct options_case cases[] = {
 	  FPD_EXIT_USAGE },
 	{ { "--node", "a@b", "--trigger", "mailbox>5" }, FPD_EXIT_USAGE },
 	{ { "--node", "a@b", "--continuous" }, FPD_EXIT_USAGE },
+	/* several nodes */
+	{ { "--node", "a@b", "--node", "c@d", "--node", "e@f=/k" }, 0 },
+	{ { "--discover", "localhost" }, 0 },
+	{ { "--discover", "h", "--discover-match", "app*", "-n", "a@h" }, 0 },
+	{ { "--node", "a@b", "--node", "a@b" }, FPD_EXIT_USAGE },
+	{ { "--node", "a@b", "--node", "c" }, FPD_EXIT_USAGE },
+	{ { "--node", "a@b=" }, FPD_EXIT_USAGE },
+	{ { "--node", "a@b", "--discover-match", "x*" }, FPD_EXIT_USAGE },
+	{ { "--discover", "" }, FPD_EXIT_USAGE },
+	{ { "--discover", "a@h" }, FPD_EXIT_USAGE },
+	{ { "--node", "a@b", "--node", "c@d", "--pid", "0.1.2" }, FPD_EXIT_USAGE },
+	{ { "--discover", "h", "--perf", "auto" }, FPD_EXIT_USAGE },
+	{ { "--discover", "h", "--perf", "1" }, FPD_EXIT_USAGE },
+	{ { "--node", "a@b", "--node", "c@d", "--connect", "h:1" }, FPD_EXIT_USAGE },
+	{ { "--discover", "h", "--name", "foo" }, 0 },
+	{ { "--discover", "h", "--flight-recorder", "20s" }, FPD_EXIT_USAGE },
 };
 
 static int
@@ -224,11 +240,49 @@ START_TEST(pins_alone)
 }
 END_TEST
 
+/* Each --node as given, its own cookie file apart; the first is o.node. */
+START_TEST(several_nodes)
+{
+	static const char *const args[] = {
+		"-n", "a@b", "--node", "c@d=/etc/c.cookie", "--discover", "h",
+		"--discover-match", "app*", NULL,
+	};
+	struct fpd_options o;
+
+	fp_assert_int_eq(parse(args, &o), 0);
+	fp_assert(fpd_options_fleet(&o));
+	fp_assert_int_eq(o.nnodes, 2);
+	fp_assert_str_eq(o.node, "a@b");
+	fp_assert_str_eq(o.nodes[1], "c@d");
+	fp_assert(o.node_cookie_files[0] == NULL);
+	fp_assert_str_eq(o.node_cookie_files[1], "/etc/c.cookie");
+	fp_assert_str_eq(o.discover, "h");
+	fp_assert_str_eq(o.discover_match, "app*");
+	fp_assert(!o.cookie_file_set);
+	fpd_options_release(&o);
+}
+END_TEST
+
+/* One --node NAME@HOST=PATH is a run of one node with --cookie-file PATH. */
+START_TEST(one_node_own_cookie)
+{
+	static const char *const args[] = { "-n", "a@b=/k", NULL };
+	struct fpd_options o;
+
+	fp_assert_int_eq(parse(args, &o), 0);
+	fp_assert(!fpd_options_fleet(&o));
+	fp_assert_str_eq(o.node, "a@b");
+	fp_assert(o.cookie_file_set);
+	fp_assert_str_eq(o.cookie_file, "/k");
+	fpd_options_release(&o);
+}
+END_TEST
+
 /* Every option flame_profd(1) documents has its lines in --help. */
 START_TEST(help_lists_every_option)
 {
 	static const char *const names[] = {
-		"node", "cookie-file", "timeout", "connect", "top", "every",
+		"node", "discover", "discover-match", "cookie-file", "timeout", "connect", "top", "every",
 		"pid", "name", "scan-max", "min-reductions", "rate",
 		"backtrace-depth", "lines", "erlang-names", "key", "logger-key",
 		"callers", "max-overhead", "request", "no-idle-reuse",
@@ -265,6 +319,8 @@ suite(void)
 	tcase_add_test(tc, values);
 	tcase_add_test(tc, table_values);
 	tcase_add_test(tc, pins_alone);
+	tcase_add_test(tc, several_nodes);
+	tcase_add_test(tc, one_node_own_cookie);
 	tcase_add_test(tc, help_lists_every_option);
 	tcase_add_loop_test(tc, perf_auto, 0,
 			    (int)(sizeof(perf_cases) / sizeof(perf_cases[0])));

@@ -91,6 +91,20 @@ void
 fp_node_set_give_up(struct fp_node *node, bool (*give_up)(void *data),
 		    void *data);
 
+/**
+ * The nodes epmd on @host knows, as epmd's NAMES request lists them:
+ * @each(@alive, @data) for each name part (valid during the call only;
+ * the text is epmd's, unchecked). Waits at most @timeout_ms for each of
+ * the connect and the reads; reads at most 1 MiB.
+ *
+ * @return 0, or -EHOSTUNREACH (the host does not resolve),
+ *         -ECONNREFUSED (no epmd answers), -ETIMEDOUT, -EPROTO (the
+ *         answer is no NAMES reply), or another negative errno.
+ */
+int
+fp_epmd_names(const char *host, unsigned timeout_ms,
+	      void (*each)(const char *alive, void *data), void *data);
+
 /** Disconnects and frees; NULL is a no-op. */
 void
 fp_node_destroy(struct fp_node *node);

@@ -1,0 +1,411 @@
+/*
+ * flame_profd — a run of several nodes: every --node, and with
+ * --discover every node epmd on a host lists, each in a session of its
+ * own (session.c) with its own output directory (DIR/<node>/), manifest,
+ * recorder, cost budget and reconnection, all in the one loop.
+ *
+ * What a run of one node does stays in run.c, unchanged; here each node
+ * is that run's session made patient (a node that cannot be reached yet
+ * is tried again instead of ending the run) and named in the log lines
+ * of its work. Discovery is a source of its own: every DISCOVER_EVERY_US
+ * it asks epmd for its names, adds a session for each new one, and wakes
+ * the session of a node that epmd lists again, so that a restarted node
+ * is reattached at once rather than after the reconnect backoff.
+ */
+#include <errno.h>
+#include <fnmatch.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "run.h"
+#include "daemon-log.h"
+#include "loop.h"
+#include "options.h"
+#include "output.h"
+#include "recorder.h"
+#include "session.h"
+#include "util.h"
+#include "fp/node.h"
+#include "util-buf.h"
+#include "util-escape.h"
+#include "util-mem.h"
+
+/* epmd is asked for its names this often, and waited for at most
+ * DISCOVER_TIMEOUT_MS: the loop waits while it answers (a local epmd
+ * answers in well under a millisecond). */
+#define DISCOVER_EVERY_US 2000000u
+#define DISCOVER_TIMEOUT_MS 1000u
+/* Nodes one daemon profiles at most: each holds up to FDS_PER_NODE
+ * descriptors (connection, output directory, its lock, the open file,
+ * one while recovering or retiring files), the daemon FDS_OWN. */
+#define FLEET_MAX 4096
+#define FDS_PER_NODE 6
+#define FDS_OWN 64
+
+/* A node of the run. One discovered whose directory could not be had
+ * keeps its place with neither recorder nor session: it is not tried
+ * again. */
+struct fleet_node {
+	struct fpd_options o;		/* the run's, of this node */
+	char *name;			/* NAME@HOST */
+	char *tag;			/* ... escaped, for the log */
+	char *cookie;			/* the cookie this node is reached with */
+	struct fpd_recorder *rec;	/* owns the output */
+	struct fpd_session *session;
+	bool discovered;		/* found by --discover, not a --node */
+	bool listed;			/* in epmd's last list */
+};
+
+struct fleet {
+	struct fpd_source source;	/* discovery, when --discover */
+	const struct fpd_options *o;
+	const char *cookie;		/* for every node without its own */
+	struct fpd_loop *loop;
+	struct fleet_node **nodes;
+	size_t n, cap;
+	uint64_t next_scan_mono;
+	int last_scan_rc;		/* said once per change */
+	bool full_said;
+};
+
+static struct fleet_node *
+node_new(const struct fleet *f, const char *name, const char *cookie,
+	 bool discovered)
+{
+	struct fleet_node *fn = xnew(struct fleet_node);
+	struct fp_text tag = { 0 };
+
+	fn->name = xstrdup(name);
+	fp_text_puts_escaped(&tag, name, NULL);
+	fp_text_putc(&tag, '\0');
+	fn->tag = tag.buf;
+	fn->cookie = xstrdup(cookie);
+	fn->o = *f->o;
+	fn->o.node = fn->name;
+	fn->discovered = discovered;
+	return fn;
+}
+
+static void
+node_destroy(struct fleet_node *fn)
+{
+	if (!fn)
+		return;
+	fpd_session_destroy(fn->session);
+	fpd_recorder_destroy(fn->rec);
+	explicit_bzero(fn->cookie, strlen(fn->cookie));
+	free(fn->cookie);
+	free(fn->tag);
+	free(fn->name);
+	free(fn);
+}
+
+/* Work of one node outside the loop: named and charged as the loop's
+ * calls into its session are (loop.c). */
+static void
+enter(struct fleet_node *fn)
+{
+	fpd_log_set_node(fn->tag);
+	fpd_cpu_enter(&fpd_session_source(fn->session)->cpu_us);
+}
+
+static void
+leave(void)
+{
+	fpd_cpu_leave();
+	fpd_log_set_node(NULL);
+}
+
+/* The node's session, in the loop. */
+static void
+node_start(struct fleet *f, struct fleet_node *fn)
+{
+	struct fpd_loop *loop = f->loop;
+	struct fpd_source *src;
+	uint64_t cpu_us = 0;
+
+	/* the session's clocks of our CPU start on its own account */
+	fpd_cpu_enter(&cpu_us);
+	fn->session = fpd_session_new(&fn->o, fn->cookie, fn->rec,
+				      fpd_loop_run_state(loop),
+				      fpd_loop_give_up, loop);
+	fpd_cpu_leave();
+	fpd_session_set_patient(fn->session);
+	src = fpd_session_source(fn->session);
+	src->log_node = fn->tag;
+	src->cpu_us = cpu_us;
+	fpd_loop_add(loop, src);
+	/* no connect here: the session's first tick connects, one node a
+	 * tick, so that no node connected first waits, unread, for the
+	 * connects of all the others */
+}
+
+static bool
+find(const struct fleet *f, const char *name, size_t *at)
+{
+	for (size_t i = 0; i < f->n; i++) {
+		if (strcmp(f->nodes[i]->name, name) == 0) {
+			*at = i;
+			return true;
+		}
+	}
+	return false;
+}
+
+static void
+raise_fd_limit(size_t nodes);
+
+static void
+add(struct fleet *f, struct fleet_node *fn)
+{
+	raise_fd_limit(f->n + 1);
+	FP_GROW(f->nodes, f->cap, f->n + 1);
+	f->nodes[f->n++] = fn;
+}
+
+/* What epmd lists is its to say: only plain names are taken (they make
+ * the directory's name and the log's tag). */
+static bool
+plain_alive(const char *alive)
+{
+	if (!*alive)
+		return false;
+	for (const char *p = alive; *p; p++) {
+		char c = *p;
+
+		if (!(c == '_' || c == '-' || (c >= '0' && c <= '9') ||
+		      (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')))
+			return false;
+	}
+	return true;
+}
+
+/* A node epmd lists: attached if new, woken if it was away. */
+static void
+on_listed(const char *alive, void *data)
+{
+	struct fleet *f = data;
+	struct fleet_node *fn;
+	char name[512];
+	const char *why;
+	size_t at;
+	int rc;
+
+	if (!plain_alive(alive)) {
+		struct fp_text t = { 0 };
+
+		fp_text_puts_escaped(&t, alive, NULL);
+		fp_text_putc(&t, '\0');
+		fpd_warn("--discover: epmd on %s lists a node named '%s': not a plain name, left alone",
+			 f->o->discover, t.buf);
+		fp_text_free(&t);
+		return;
+	}
+	snprintf(name, sizeof(name), "%s@%s", alive, f->o->discover);
+	if (fp_node_name_check(name, &why) < 0)
+		return;
+	if (f->o->discover_match && fnmatch(f->o->discover_match, name, 0) != 0)
+		return;
+	if (find(f, name, &at)) {
+		fn = f->nodes[at];
+		if (fn->session && !fn->listed && !fpd_session_connected(fn->session))
+			fpd_session_wake(fn->session);
+		fn->listed = true;
+		return;
+	}
+	if (f->n >= FLEET_MAX) {
+		if (!f->full_said)
+			fpd_warn("--discover: %u nodes profiled already: no more are attached",
+				 FLEET_MAX);
+		f->full_said = true;
+		return;
+	}
+	fn = node_new(f, name, f->cookie, true);
+	fn->listed = true;
+	fpd_log_set_node(fn->tag);
+	{
+		struct fpd_output *out = fpd_run_open_output(&fn->o, &rc);
+
+		if (out)
+			fn->rec = fpd_recorder_new(&fn->o, out);
+	}
+	fpd_log_set_node(NULL);
+	add(f, fn);
+	if (!fn->rec) {
+		/* a directory that cannot be made or is locked (by a
+		 * daemon of the node's own): said once, the node left
+		 * alone for the run */
+		fpd_warn("--discover: %s found, and left alone: no output directory of its own",
+			 fn->tag);
+		return;
+	}
+	fpd_info("--discover: %s found; attaching", fn->tag);
+	node_start(f, fn);
+}
+
+static void
+scan(struct fleet *f)
+{
+	int rc;
+
+	for (size_t i = 0; i < f->n; i++)
+		f->nodes[i]->listed = false;
+	rc = fp_epmd_names(f->o->discover, DISCOVER_TIMEOUT_MS, on_listed, f);
+	if (rc < 0 && rc != f->last_scan_rc)
+		fpd_warn("--discover: cannot list the nodes of epmd on %s: %s; asking again every %u s",
+			 f->o->discover,
+			 rc == -ECONNREFUSED ? "no epmd answers" :
+			 rc == -EHOSTUNREACH ? "the host does not resolve" :
+			 rc == -EPROTO ? "the answer is no list of names" :
+			 strerror(-rc), DISCOVER_EVERY_US / 1000000u);
+	else if (rc == 0 && f->last_scan_rc < 0)
+		fpd_info("--discover: epmd on %s answers again", f->o->discover);
+	f->last_scan_rc = rc;
+	if (rc < 0) {
+		/* nothing known: nobody is taken for gone */
+		for (size_t i = 0; i < f->n; i++)
+			f->nodes[i]->listed = true;
+	}
+}
+
+static int
+discovery_fd(struct fpd_source *src)
+{
+	(void)src;
+	return -1;
+}
+
+static void
+discovery_input(struct fpd_source *src)
+{
+	(void)src;
+}
+
+static void
+discovery_tick(struct fpd_source *src, uint64_t now)
+{
+	struct fleet *f = (struct fleet *)src;
+
+	if (fpd_loop_run_state(f->loop)->stopping || now < f->next_scan_mono)
+		return;
+	scan(f);
+	f->next_scan_mono = fpd_now_mono_us() + DISCOVER_EVERY_US;
+}
+
+static const struct fpd_source_ops discovery_ops = {
+	.fd = discovery_fd,
+	.input = discovery_input,
+	.tick = discovery_tick,
+};
+
+/*
+ * Descriptors for @nodes nodes: past what the soft limit holds, it is
+ * raised to the hard one (which a service sets with LimitNOFILE=). Only
+ * then: a sandbox that forbids setrlimit(2) (systemd's
+ * SystemCallFilter=~@resources) still runs a few nodes.
+ */
+static void
+raise_fd_limit(size_t nodes)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 ||
+	    (rlim_t)(nodes * FDS_PER_NODE + FDS_OWN) <= rl.rlim_cur ||
+	    rl.rlim_cur >= rl.rlim_max)
+		return;
+	rl.rlim_cur = rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+		fpd_warn("cannot raise the limit of open files to %llu: %s",
+			 (unsigned long long)rl.rlim_max, strerror(errno));
+}
+
+/* The end of each node's session; the run's exit code. */
+static int
+close_all(struct fleet *f, int rc)
+{
+	bool over = fpd_loop_duration_over(f->loop);
+	int first = 0;
+
+	for (size_t i = 0; i < f->n; i++) {
+		struct fleet_node *fn = f->nodes[i];
+		int unreached, code;
+
+		if (!fn->session)
+			continue;
+		unreached = fpd_session_unreached(fn->session);
+
+		enter(fn);
+		code = fpd_session_close(fn->session, rc, over && !unreached);
+		if (unreached && !rc) {
+			fpd_err("%s was never reached", fn->tag);
+			/* a discovered node was only a name in epmd's list
+			 * (a short-lived node, a CLI's): said, not failed */
+			code = fn->discovered ? 0 : unreached;
+		}
+		leave();
+		if (code && !first)
+			first = code;
+	}
+	return rc ? rc : first;
+}
+
+int
+fpd_run_fleet(const struct fpd_options *o, const char *cookie,
+	      char *const *cookies)
+{
+	struct fleet f = { .o = o, .cookie = cookie };
+	int rc = 0;
+
+	for (size_t i = 0; i < o->nnodes; i++) {
+		struct fleet_node *fn = node_new(&f, o->nodes[i],
+						 cookies[i] ? cookies[i] : cookie,
+						 false);
+		struct fpd_output *out;
+
+		add(&f, fn);
+		fpd_log_set_node(fn->tag);
+		out = fpd_run_open_output(&fn->o, &rc);
+		fpd_log_set_node(NULL);
+		if (!out)
+			goto out;
+		fn->rec = fpd_recorder_new(&fn->o, out);
+	}
+	if (o->user) {
+		for (size_t i = 0; i < f.n; i++) {
+			rc = fpd_run_hand_over(o, fpd_recorder_output(f.nodes[i]->rec));
+			if (rc)
+				goto out;
+		}
+		rc = fpd_run_drop_privileges(o);
+		if (rc)
+			goto out;
+	}
+	rc = fpd_loop_new(o->duration_us, o->user, &f.loop);
+	if (rc < 0) {
+		rc = FPD_EXIT_SOFTWARE;
+		goto out;
+	}
+	if (o->discover)
+		fpd_info("profiling %zu node%s given and every node epmd on %s lists%s%s",
+			 o->nnodes, o->nnodes == 1 ? "" : "s", o->discover,
+			 o->discover_match ? " matching " : "",
+			 o->discover_match ? o->discover_match : "");
+	else
+		fpd_info("profiling %zu nodes", o->nnodes);
+	for (size_t i = 0; i < f.n; i++)
+		node_start(&f, f.nodes[i]);
+	if (o->discover) {
+		f.source.ops = &discovery_ops;
+		fpd_loop_add(f.loop, &f.source);
+	}
+	rc = fpd_loop_run(f.loop);
+	rc = close_all(&f, rc);
+out:
+	for (size_t i = 0; i < f.n; i++)
+		node_destroy(f.nodes[i]);
+	free(f.nodes);
+	fpd_loop_destroy(f.loop);
+	return rc;
+}

@@ -107,6 +107,22 @@ int
 fp_perf_read(struct fp_perf_reader *reader, fp_perf_record_fn fn, void *data);
 
 /**
+ * The node the header names ("# node: NODE", docs/FORMAT.md "Comments"),
+ * as written, or NULL (no such header line, or none read yet). Known
+ * once fp_perf_read() has passed the header. Owned by the reader.
+ */
+const char *
+fp_perf_reader_node(const struct fp_perf_reader *reader);
+
+/**
+ * The sampling rate the header's options line gives (rate=HZ, samples
+ * per second per process), or 0 when it gives none. Known once
+ * fp_perf_read() has passed the header.
+ */
+double
+fp_perf_reader_rate(const struct fp_perf_reader *reader);
+
+/**
  * "PATH:LINE: what is wrong" for the last error, or "" if there was
  * none. Owned by the reader.
  */

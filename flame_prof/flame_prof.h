@@ -93,6 +93,7 @@ enum fpp_command {
 	FPP_CMD_SPEEDSCOPE,
 	FPP_CMD_DIFF,
 	FPP_CMD_PROCS,
+	FPP_CMD_PPROF,
 	FPP_CMD_COUNT,
 };
 
@@ -403,3 +404,8 @@ fpp_cmd_diff(const struct fpp_options *o, char *const *args, size_t nargs);
 /* The procs command: a row per process; returns an FPP_EXIT_* code. */
 int
 fpp_cmd_procs(const struct fpp_options *o, char *const *args, size_t nargs);
+
+/* The pprof command: pprof's profile.proto, gzip'd; returns an
+ * FPP_EXIT_* code. */
+int
+fpp_cmd_pprof(const struct fpp_options *o, char *const *args, size_t nargs);

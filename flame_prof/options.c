@@ -25,12 +25,13 @@
 
 const char *const fpp_command_names[FPP_CMD_COUNT] = {
 	"folded", "svg", "heatmap", "top", "speedscope", "diff", "procs",
+	"pprof",
 };
 
 #define B(c) (1u << FPP_CMD_##c)
 #define ALL ((1u << FPP_CMD_COUNT) - 1)
 #define TREES (B(FOLDED) | B(SVG) | B(SPEEDSCOPE) | B(DIFF))
-#define WEIGHTED (ALL & ~B(PROCS))
+#define WEIGHTED (ALL & ~B(PROCS) & ~B(PPROF))
 
 void
 fpp_fail(const char *format, ...)
@@ -411,7 +412,7 @@ static const struct fpp_option_row rows[] = {
 	{ "process", 0, NULL, TREES, FPP_SEC_STACKS, FLAG(process, true),
 	  .help = "a frame for the process under the status:\n"
 	  "its registered name, else <PID> INITIAL_CALL" },
-	{ "strip-lines", 0, NULL, TREES | B(TOP), FPP_SEC_STACKS, FLAG(strip_lines, true),
+	{ "strip-lines", 0, NULL, TREES | B(TOP) | B(PPROF), FPP_SEC_STACKS, FLAG(strip_lines, true),
 	  .help = "drop :LINE from frame names (files written with\n"
 	  "--lines), merging the lines of a function" },
 

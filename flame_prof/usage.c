@@ -16,6 +16,7 @@ static const char *const section_titles[FPP_SEC_COUNT] = {
 /* the command's own section */
 static const char *const command_sections[FPP_CMD_COUNT] = {
 	NULL, "Graph", "Map", "Table", "Profiles", "Comparison", "Table",
+	"Profile",
 };
 
 static const char input_help[] =
@@ -73,6 +74,15 @@ static const char *const command_help[FPP_CMD_COUNT] = {
 "Write a table of the sampled processes: pid, registered name or\n"
 "initial call, samples by status, reductions done, the longest\n"
 "mailbox and the largest memory seen.\n",
+	[FPP_CMD_PPROF] =
+"Write pprof's profile.proto, gzip-compressed, for go tool pprof and\n"
+"the continuous-profiling servers that take pprof (Pyroscope, Parca).\n"
+"Every sample selected counts, as in top's summary. Columns (sample\n"
+"types): samples (the default), each metric's value, and the delta of\n"
+"reductions and minor_gcs. Labels: node, pid, status, registered_name,\n"
+"initial_call, label, callers and key.NAME (a number where the value\n"
+"is a decimal integer). The period is 1/rate s of wall time. The\n"
+"output is binary: give -o FILE or redirect standard output.\n",
 };
 
 static void
@@ -119,6 +129,7 @@ fpp_usage_main(FILE *f)
 "  speedscope   speedscope's JSON file format, a profile per process\n"
 "  diff         compare two profiles: BEFORE AFTER (text, and SVG with --svg)\n"
 "  procs        a table of the processes: samples, reductions, mailbox, memory\n"
+"  pprof        pprof's profile.proto (gzip) for go tool pprof, Pyroscope, Parca\n"
 "\n"
 "'flame_prof COMMAND --help' lists the options of a command.\n"
 "flame_prof(1) has the details.\n\n%s", exit_help);

@@ -499,7 +499,9 @@ fp_pprof_encode(const struct fp_pprof *pp, struct fp_text *t)
 		msg.len = 0;
 		put_uint(&msg, 1, i + 1);
 		put_uint(&msg, 2, fn[0]);
-		put_uint(&msg, 3, fn[0]);
+		/* no system_name: pprof demangles a function whose system
+		 * name is its name, and reads '<&>' in a quoted atom as C++
+		 * template arguments to drop */
 		put_uint(&msg, 4, fn[1]);
 		put_message(t, 5, &msg);
 	}

@@ -35,6 +35,11 @@ struct intern {
 
 struct fp_pprof {
 	struct intern strings, functions, locations, samples;
+	/* a frame as given (name, NUL, file) to its location id: one
+	 * look-up per frame of a stack seen before, no file decoded */
+	struct intern frames;
+	uint32_t *frame_loc;
+	size_t frame_loc_cap;
 	int64_t *values;	/* samples.count rows of ntypes */
 	size_t values_cap;
 	uint32_t *types;	/* type, unit string pairs */
@@ -148,6 +153,7 @@ fp_pprof_new(void)
 	intern_init(&pp->functions);
 	intern_init(&pp->locations);
 	intern_init(&pp->samples);
+	intern_init(&pp->frames);
 	/* string_table[0] is always "" */
 	string_index(pp, "", 0);
 	return pp;
@@ -162,6 +168,8 @@ fp_pprof_destroy(struct fp_pprof *pp)
 	intern_free(&pp->functions);
 	intern_free(&pp->locations);
 	intern_free(&pp->samples);
+	intern_free(&pp->frames);
+	free(pp->frame_loc);
 	free(pp->values);
 	free(pp->types);
 	free(pp->comments);
@@ -282,18 +290,29 @@ split_line(const char *name, int64_t *line)
 static uint32_t
 location_id(struct fp_pprof *pp, const char *frame, const char *file)
 {
-	uint32_t fn[2], fid;
+	uint32_t fn[2], fid, f;
 	uint64_t loc[2];
 	int64_t line;
-	size_t n = split_line(frame, &line);
+	size_t n;
 	bool added;
 
+	pp->text.len = 0;
+	fp_text_put_str(&pp->text, frame, strlen(frame));
+	if (file)
+		fp_text_puts(&pp->text, file);
+	f = intern_get(&pp->frames, pp->text.buf, pp->text.len, &added);
+	if (!added)
+		return pp->frame_loc[f];
+
+	n = split_line(frame, &line);
 	fn[0] = string_index(pp, frame, n);
 	fn[1] = file_index(pp, file);
 	fid = intern_get(&pp->functions, fn, sizeof(fn), &added) + 1;
 	loc[0] = fid;
 	loc[1] = (uint64_t)line;
-	return intern_get(&pp->locations, loc, sizeof(loc), &added) + 1;
+	FP_GROW(pp->frame_loc, pp->frame_loc_cap, (size_t)f + 1);
+	pp->frame_loc[f] = intern_get(&pp->locations, loc, sizeof(loc), &added) + 1;
+	return pp->frame_loc[f];
 }
 
 void

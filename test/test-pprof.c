@@ -476,6 +476,43 @@ START_TEST(merging)
 }
 END_TEST
 
+/* A function is a name and a file, a location a function and a line;
+ * a frame seen again is the same location. */
+START_TEST(frames_shared)
+{
+	static const char *const frames[] = { "m:f/1:3", "m:f/1:3", "m:f/1:4",
+					      "m:f/1:3", "m:f/1" };
+	static const char *const files[] = { "a.erl", "b.erl", "a.erl", "a.erl",
+					     "a.erl" };
+	int64_t v[] = { 1, 0 };
+	struct fp_pprof *pp = two_columns();
+	struct fp_text raw = { 0 };
+	struct dprof d;
+	const char *file;
+	int64_t line;
+
+	for (int i = 0; i < 5; i++)
+		fp_pprof_add(pp, frames + i, files + i, 1, v, NULL, 0);
+	fp_assert_int_eq(fp_pprof_samples(pp), 4);
+	fp_pprof_encode(pp, &raw);
+	decode(raw.buf, raw.len, &d);
+	fp_assert_int_eq(d.nfn, 2);
+	fp_assert_int_eq(d.nloc, 4);
+	fp_assert_int_eq(d.sample[0].val[0], 2);	/* the first and fourth */
+	fp_assert_str_eq(loc_name(&d, d.sample[1].loc[0], &line, &file), "m:f/1");
+	fp_assert(line == 3);
+	fp_assert_str_eq(file, "b.erl");
+	loc_name(&d, d.sample[2].loc[0], &line, &file);
+	fp_assert(line == 4);
+	fp_assert_str_eq(file, "a.erl");
+	loc_name(&d, d.sample[3].loc[0], &line, &file);
+	fp_assert(line == 0);
+	dprof_free(&d);
+	fp_text_free(&raw);
+	fp_pprof_destroy(pp);
+}
+END_TEST
+
 /* The file is one gzip member holding exactly the encoded profile. */
 START_TEST(gzip)
 {
@@ -571,6 +608,7 @@ suite(void)
 
 	tc = tcase_create("merging");
 	tcase_add_test(tc, merging);
+	tcase_add_test(tc, frames_shared);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("gzip");

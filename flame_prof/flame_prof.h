@@ -126,8 +126,13 @@ enum fpp_procs_sort {
 
 enum fpp_format { FPP_FORMAT_TEXT = 0, FPP_FORMAT_CSV, FPP_FORMAT_JSON };
 
-/* A label, the callers or a recorded key (--where, --by). */
-enum fpp_field_kind { FPP_FIELD_LABEL, FPP_FIELD_CALLERS, FPP_FIELD_KEY };
+/* A label, the callers, a recorded key or the node (--where, --by). */
+enum fpp_field_kind {
+	FPP_FIELD_LABEL,
+	FPP_FIELD_CALLERS,
+	FPP_FIELD_KEY,
+	FPP_FIELD_NODE,		/* the file header's # node: */
+};
 
 struct fpp_field {
 	enum fpp_field_kind kind;

@@ -448,6 +448,7 @@ emit(struct fp_perf_reader *r, fp_perf_record_fn fn, void *data)
 	}
 	rec->key_names = r->key_ptrs;
 	rec->key_values = r->key_ptrs + rec->nkeys;
+	rec->node = r->node;
 	return fn(data, rec);
 }
 

@@ -715,10 +715,16 @@ START_TEST(written_atoms)
 }
 END_TEST
 
+/* counts the samples; each must name the header's node (or none) */
+static const char *header_node;
+
 static int
 count_only(void *data, const struct fp_perf_record *rec)
 {
-	(void)rec;
+	if (header_node)
+		fp_assert_str_eq(rec->node, header_node);
+	else
+		fp_assert_ptr_null(rec->node);
 	(*(int *)data)++;
 	return 0;
 }
@@ -749,6 +755,7 @@ START_TEST(header)
 	path = write_temp(t.buf, t.len);
 	fp_assert_int_eq(fp_perf_reader_open(path, &r), 0);
 	fp_assert_ptr_null(fp_perf_reader_node(r));
+	header_node = header_cases[_i].node;
 	fp_assert_int_eq(fp_perf_read(r, count_only, &n), 0);
 	fp_assert_int_eq(n, 1);
 	if (header_cases[_i].node)

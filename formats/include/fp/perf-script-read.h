@@ -42,6 +42,9 @@ struct fp_perf_record {
 	const char *const *key_names;		/* "key.NAME: TEXT" fields: */
 	const char *const *key_values;		/* NAME and TEXT (unescaped) */
 	uint32_t nkeys;
+	/* the node the file's header names (# node:), as written, or NULL:
+	 * fp_perf_reader_node() */
+	const char *node;
 	/* the event line ends in FP_PERF_IDLE_FIELD (fp/perf-script.h):
 	 * the writer found the process idle; false in files written
 	 * before the field existed */

@@ -30,8 +30,8 @@ struct pprof_run {
 	struct fp_pprof *pp;
 	size_t ncolumns;
 	int64_t *values;
-	char *node;			/* the current file's, escaped */
-	const struct fp_perf_reader *node_of;
+	char *node_as_read;		/* the last sample's node, as read */
+	char *node;			/* ... and as shown */
 	double rate;			/* the first file's that gives one */
 	struct fp_pprof_label *labels;
 	size_t labels_cap;
@@ -116,27 +116,28 @@ as_integer(const char *s, int64_t *v)
 	return !errno && !*end;
 }
 
+/* The node of @rec shown, escaped once per change of node (a file). */
 static void
-node_of_file(struct pprof_run *p)
+node_of(struct pprof_run *p, const struct fp_perf_record *rec)
 {
-	const struct fp_perf_reader *reader = p->r->reader;
-	const char *node;
+	struct fp_text t = { 0 };
 
-	if (p->node_of == reader)
+	if (p->r->reader && p->rate <= 0)
+		p->rate = fp_perf_reader_rate(p->r->reader);
+	if (!rec->node || (p->node_as_read && strcmp(p->node_as_read, rec->node) == 0)) {
+		if (!rec->node) {
+			free(p->node_as_read);
+			free(p->node);
+			p->node_as_read = p->node = NULL;
+		}
 		return;
-	p->node_of = reader;
-	free(p->node);
-	p->node = NULL;
-	node = reader ? fp_perf_reader_node(reader) : NULL;
-	if (node) {
-		struct fp_text t = { 0 };
-
-		fp_text_puts_escaped(&t, node, NULL);
-		fp_text_putc(&t, '\0');
-		p->node = t.buf;
 	}
-	if (reader && p->rate <= 0)
-		p->rate = fp_perf_reader_rate(reader);
+	free(p->node_as_read);
+	free(p->node);
+	p->node_as_read = xstrdup(rec->node);
+	fp_text_puts_escaped(&t, rec->node, NULL);
+	fp_text_putc(&t, '\0');
+	p->node = t.buf;
 }
 
 /* "m:f/2:17" -> the length of "m:f/2" */
@@ -158,7 +159,7 @@ on_sample(void *data, const struct fp_perf_record *rec)
 	const char *const *frames = rec->frames;
 	char pid[48];
 
-	node_of_file(p);
+	node_of(p, rec);
 	p->values[0] = 1;
 	for (int m = 0; m < FP_METRIC_COUNT; m++) {
 		p->values[col++] = rec->value[m];
@@ -274,6 +275,7 @@ fpp_cmd_pprof(const struct fpp_options *o, char *const *args, size_t nargs)
 free_run:
 	fp_pprof_destroy(p.pp);
 	free(p.values);
+	free(p.node_as_read);
 	free(p.node);
 	free(p.labels);
 	free(p.offs);

@@ -277,6 +277,26 @@ def test_labels(tmp):
     check("RwEx." in traces, "labels: Elixir frames in the traces", traces[:800])
 
 
+def test_nodes(tmp):
+    """Files of several nodes: each sample's node is its file's."""
+    files = [os.path.join(REAL, "flame_profd-demo.perf"), LABELS,
+             os.path.join(REAL, "flame_profd-idle.perf")]
+    want = {}
+    for path in files:
+        with open(path, encoding="utf-8") as f:
+            node = next(l[len("# node: "):].strip() for l in f if l.startswith("# node: "))
+        want[node] = len(file_samples(path))
+    prof = os.path.join(tmp, "nodes.pb.gz")
+    rc, _, err = run(["pprof", "-o", prof] + files)
+    rc2, tags, err2 = pprof(["-tags", prof])
+    section = ("\n" + tags).partition("\n node: Total ")[2].partition("\n\n")[0]
+    got = {m.group(2): int(m.group(1)) for m in
+           re.finditer(r"\n\s+(\d+)\.0 \(\s*[\d.]+%\): (\S+)", section)}
+    check(rc == 0 and rc2 == 0 and got == want,
+          "three nodes' files: each sample's node is its file's", "%s\n%s %s%s" % (
+              got, want, err, err2))
+
+
 def test_filters(tmp):
     """What selects samples for top selects them for pprof."""
     cases = [["--status", "running"], ["--status", "runnable,waiting"],
@@ -330,7 +350,7 @@ def main():
     ENV = dict(os.environ, HOME=tmp, GOCACHE=os.path.join(tmp, "gocache"),
                PPROF_TMPDIR=tmp, GOFLAGS="", GOTOOLCHAIN="local")
     try:
-        return fp_cli.main([test_files, test_labels, test_filters, test_errors])
+        return fp_cli.main([test_files, test_labels, test_nodes, test_filters, test_errors])
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -347,6 +347,8 @@ fp_pprof_add(struct fp_pprof *pp, const char *const *frames,
 		fp_text_put(&pp->key, &l, sizeof(l));
 	}
 	s = intern_get(&pp->samples, pp->key.buf, pp->key.len, &added);
+	if (!pp->ntypes)
+		return;
 	if (added) {
 		FP_GROW(pp->values, pp->values_cap, (s + 1) * pp->ntypes);
 		memset(pp->values + (size_t)s * pp->ntypes, 0,
@@ -440,7 +442,7 @@ encode_sample(const struct fp_pprof *pp, size_t s, struct fp_text *t,
 {
 	size_t len;
 	const char *k = intern_key(&pp->samples, s, &len), *end = k + len;
-	const int64_t *row = pp->values + s * pp->ntypes;
+	const int64_t *row = pp->ntypes ? pp->values + s * pp->ntypes : NULL;
 	uint32_t n;
 
 	msg->len = 0;

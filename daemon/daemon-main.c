@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "daemon-log.h"
+#include "fs-safe.h"
 #include "options.h"
 #include "run.h"
 
@@ -28,10 +29,11 @@
  * dropped, and refuse a file others can read.
  */
 static int
-read_cookie(const struct fpd_options *o, char *cookie, size_t size)
+read_cookie(const struct fpd_options *o, const struct fpd_trust *trust,
+	    char *cookie, size_t size)
 {
 	char path[COOKIE_PATH_MAX];
-	const char *env = getenv(COOKIE_ENV);
+	const char *env = getenv(COOKIE_ENV), *why = NULL;
 	struct stat st;
 	ssize_t n;
 	int fd;
@@ -74,18 +76,17 @@ read_cookie(const struct fpd_options *o, char *cookie, size_t size)
 		snprintf(path, sizeof(path), "%s/.erlang.cookie", home);
 	}
 
-	/* O_NONBLOCK: a FIFO without a writer would block the open for
-	 * ever; it is refused below like any file that is not regular. */
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-	if (fd < 0) {
-		fprintf(stderr, "flame_profd: error: cannot read cookie file %s: %s\n",
-			path, strerror(errno));
+	/* Read as root, and often in the node's user's directory: never
+	 * through a link that user could make, never a FIFO (O_NONBLOCK),
+	 * never a hard link to another file (fs-safe.h). */
+	fd = fpd_fs_open_foreign_file(path, trust, &st, &why);
+	if (fd < 0 && why) {
+		fprintf(stderr, "flame_profd: error: cookie file %s %s\n", path, why);
 		return FPD_EXIT_NOINPUT;
 	}
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		fprintf(stderr, "flame_profd: error: cookie file %s is not a regular file\n",
-			path);
-		close(fd);
+	if (fd < 0) {
+		fprintf(stderr, "flame_profd: error: cannot read cookie file %s: %s\n",
+			path, strerror(-fd));
 		return FPD_EXIT_NOINPUT;
 	}
 	if (st.st_mode & 077) {
@@ -136,11 +137,11 @@ main(int argc, char **argv)
 	rc = fpd_options_parse(argc, argv, &opts);
 	if (rc)
 		goto out;
-	rc = read_cookie(&opts, cookie, sizeof(cookie));
-	if (rc)
-		goto out;
 	trust.uid = opts.user ? opts.uid : geteuid();
 	trust.gid = opts.user ? opts.gid : getegid();
+	rc = read_cookie(&opts, &trust, cookie, sizeof(cookie));
+	if (rc)
+		goto out;
 	rc = fpd_log_open(opts.log_file, opts.verbosity, opts.file_mode, &trust,
 			  &why);
 	if (rc < 0 && why) {

@@ -140,9 +140,15 @@ link_trusted(int fd, const char *name, const struct fpd_trust *t)
 	       fpd_fs_check_dir(&dst, t, &(const char *){ NULL }) == 0;
 }
 
-int
-fpd_fs_open_dir(const char *path, mode_t mode, const struct fpd_trust *t,
-		int *dirfd, struct fpd_made *made, const char **why)
+/*
+ * Walk @path one component at a time (see fpd_fs_open_dir()), making what
+ * is missing with @mode (nothing if 0).
+ * @return 0 with *pathfd (O_PATH) on the last directory and *last_made,
+ *         or a negative errno; -ELOOP sets *why.
+ */
+static int
+walk(const char *path, mode_t mode, const struct fpd_trust *t, int *pathfd,
+     bool *last_made_out, const char **why)
 {
 	/* what is left of the path, after the links met so far */
 	size_t cap = strlen(path) + 1;
@@ -215,11 +221,124 @@ fpd_fs_open_dir(const char *path, mode_t mode, const struct fpd_trust *t,
 		}
 		last_made = false;
 	}
-	rc = finish_dir(fd, last_made, t, dirfd, made, why);
+	*pathfd = fd;
+	*last_made_out = last_made;
+	fd = -1;
+	rc = 0;
 out:
 	if (fd >= 0)
 		close(fd);
 	free(todo);
+	return rc;
+}
+
+int
+fpd_fs_open_dir(const char *path, mode_t mode, const struct fpd_trust *t,
+		int *dirfd, struct fpd_made *made, const char **why)
+{
+	bool last_made;
+	int fd, rc;
+
+	rc = walk(path, mode, t, &fd, &last_made, why);
+	if (rc < 0)
+		return rc;
+	rc = finish_dir(fd, last_made, t, dirfd, made, why);
+	close(fd);
+	return rc;
+}
+
+/*
+ * Open the existing @name in @dirfd with @flags, never through a link
+ * and never blocking on a FIFO (O_NONBLOCK is left set): a regular file
+ * with one link.
+ * @return the descriptor with *st its fstat(), or a negative errno;
+ *         -EPERM and -ELOOP set *why.
+ */
+static int
+open_regular(int dirfd, const char *name, int flags, struct stat *st,
+	     const char **why)
+{
+	int fd, rc;
+
+	fd = openat(dirfd, name, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC |
+		    O_NOCTTY);
+	if (fd < 0) {
+		rc = -errno;
+		if (rc == -ELOOP)
+			*why = "is a symbolic link";
+		/* a FIFO with no reader, a socket: opened for writing */
+		if (rc == -ENXIO) {
+			*why = "is not a regular file";
+			rc = -EPERM;
+		}
+		return rc;
+	}
+	if (fstat(fd, st) < 0) {
+		rc = -errno;
+		goto close_fd;
+	}
+	rc = -EPERM;
+	if (!S_ISREG(st->st_mode)) {
+		*why = "is not a regular file";
+		goto close_fd;
+	}
+	if (st->st_nlink > 1) {
+		*why = "has other hard links";
+		goto close_fd;
+	}
+	return fd;
+
+close_fd:
+	close(fd);
+	return rc;
+}
+
+int
+fpd_fs_open_foreign_file(const char *path, const struct fpd_trust *t,
+			 struct stat *st, const char **why)
+{
+	const char *slash = strrchr(path, '/');
+	char *dir = slash ? xstrdup(path) : NULL;
+	const char *base = slash ? slash + 1 : path;
+	struct stat dst;
+	bool made;
+	int dfd, fd, rc;
+
+	if (!*base || strcmp(base, ".") == 0 || strcmp(base, "..") == 0) {
+		free(dir);
+		return -EISDIR;
+	}
+	if (dir)
+		dir[slash - path + 1] = '\0';
+	rc = walk(dir ? dir : ".", 0, t, &dfd, &made, why);
+	free(dir);
+	if (rc < 0)
+		return rc;
+	if (fstat(dfd, &dst) < 0) {
+		rc = -errno;
+		close(dfd);
+		return rc;
+	}
+	fd = open_regular(dfd, base, O_RDONLY, st, why);
+	close(dfd);
+	if (fd < 0)
+		return fd;
+	rc = -EPERM;
+	/* in a directory others can write (/tmp), anyone could have put it */
+	if (!owner_trusted(st->st_uid, t) && st->st_uid != dst.st_uid) {
+		*why = "belongs to neither the run's user nor the owner of "
+		       "its directory";
+		goto close_fd;
+	}
+	if (!S_ISDIR(dst.st_mode) || ((dst.st_mode & (S_IWOTH | S_IWGRP)) &&
+				      !(dst.st_mode & S_ISVTX))) {
+		*why = "is in a directory others can write to";
+		goto close_fd;
+	}
+	return fd;
+
+close_fd:
+	close(fd);
 	return rc;
 }
 
@@ -283,32 +402,10 @@ fpd_fs_open_file(int dirfd, const char *name, int flags,
 	if (!st)
 		st = &own;
 	/* O_NONBLOCK: a FIFO swapped in must not hold the open */
-	fd = openat(dirfd, name, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC |
-		    O_NOCTTY);
-	if (fd < 0) {
-		rc = -errno;
-		if (rc == -ELOOP)
-			*why = "is a symbolic link";
-		/* a FIFO with no reader, a socket: opened for writing */
-		if (rc == -ENXIO) {
-			*why = "is not a regular file";
-			rc = -EPERM;
-		}
-		return rc;
-	}
-	if (fstat(fd, st) < 0) {
-		rc = -errno;
-		goto close_fd;
-	}
+	fd = open_regular(dirfd, name, flags, st, why);
+	if (fd < 0)
+		return fd;
 	rc = -EPERM;
-	if (!S_ISREG(st->st_mode)) {
-		*why = "is not a regular file";
-		goto close_fd;
-	}
-	if (st->st_nlink > 1) {
-		*why = "has other hard links";
-		goto close_fd;
-	}
 	if (!owner_trusted(st->st_uid, t)) {
 		*why = "belongs to another user";
 		goto close_fd;

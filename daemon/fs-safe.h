@@ -92,6 +92,21 @@ int
 fpd_fs_open_file(int dirfd, const char *name, int flags,
 		 const struct fpd_trust *t, struct stat *st, const char **why);
 
+/**
+ * Open for reading the existing file @path that may belong to another
+ * user (the node's cookie): its directories walked as fpd_fs_open_dir()
+ * walks them (a link followed only if root or the run's user made it),
+ * the file itself never a link, regular, with one link, owned by root,
+ * the run's user or the owner of its directory, in a directory that
+ * others cannot write to (or a sticky one).
+ * @param st gets the file's fstat().
+ * @return the descriptor (the caller's, O_NONBLOCK), or a negative
+ *         errno; -EPERM and -ELOOP set *why.
+ */
+int
+fpd_fs_open_foreign_file(const char *path, const struct fpd_trust *t,
+			 struct stat *st, const char **why);
+
 /** Whether @name in @dirfd (not followed if a link) is the file @made.
  * @return 0, -ENOENT, or -ESTALE when it is something else. */
 int

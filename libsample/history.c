@@ -81,6 +81,7 @@ sampler_apply_history(struct fp_sampler *s, const char *buf, size_t i,
 	}
 	smp->has_delta = st->have_prev;
 	st->have_prev = true;
+	st->prev_us = smp->time_us;
 
 	/* The node's own initial_call names proc_lib for every OTP
 	 * process; proc_lib's answer, once we have it, is the useful one

@@ -42,8 +42,9 @@ const struct node_item_name node_item_names[NODE_NITEMS] = {
  * answers the second list, say a message woke it and it ran only to
  * take it (a gen:call client whose reply arrived, waiting in a run
  * queue): the decoder writes such a sample `runnable`, which is what
- * the process's state said before the request (status_before_asked()
- * in sample.c).
+ * the process's state said before the request, and so it does for a
+ * process that keeps a scheduler busy for too little of the time to
+ * have likely been on one (status_before_asked() in sample.c).
  *
  * A probed process is asked once, for items that need no signal: a
  * process that is not running answers without being scheduled, and its

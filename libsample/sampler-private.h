@@ -78,6 +78,7 @@ struct proc_state {
 	 * sample) cost it one, after it was read. */
 	int64_t expect_reds;
 	bool idle;		/* the last sample found it had not run */
+	uint64_t prev_us;	/* the time of the last sample */
 	/* label, callers, the keys, the Logger map (raw only), the Logger
 	 * keys (text only): fp_sampler.ntags of them, or NULL */
 	struct tag_memo *tags;
@@ -118,6 +119,11 @@ struct fp_sampler {
 	int64_t *stale_reds;	/* ... and the reductions the probe read */
 	size_t nstale, reused;
 	size_t running;		/* full samples of processes in a run queue */
+	/* The most reductions a second any sampled process did between two
+	 * of its samples, halved every RATE_HALF_LIFE_US: what a process
+	 * that keeps a scheduler busy does (status_before_asked()). */
+	double rate_max;
+	uint64_t rate_max_us;
 
 	struct fp_sample *samples;
 	size_t nsamples, samples_cap;

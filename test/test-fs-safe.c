@@ -302,6 +302,64 @@ START_TEST(open_file_refused)
 }
 END_TEST
 
+/* A file of another user read as root (the node's cookie): its own
+ * file in its own directory, never a link, FIFO, hard link or a file
+ * someone else put there. */
+START_TEST(foreign_file)
+{
+	const char *why = NULL;
+	struct stat st;
+	int fd;
+
+	fp_assert_int_eq(mkdir(at("home"), 0755), 0);
+	write_file(at("victim"), "precious\n");
+	write_file(at("home/cookie"), "COOKIE\n");
+	if (as_root()) {
+		fp_assert_int_eq(chown(at("home"), nobody, nogroup), 0);
+		fp_assert_int_eq(chown(at("home/cookie"), nobody, nogroup), 0);
+	}
+	fd = fpd_fs_open_foreign_file(at("home/cookie"), &me, &st, &why);
+	fp_assert_int_ge(fd, 0);
+	fp_assert_int_ne(fcntl(fd, F_GETFL) & O_NONBLOCK, 0);
+	close(fd);
+
+	/* the last component a link, a FIFO (open would block), a hard link */
+	fp_assert_int_eq(symlink(at("victim"), at("home/link")), 0);
+	fp_assert_int_eq(fpd_fs_open_foreign_file(at("home/link"), &me, &st, &why),
+			 -ELOOP);
+	fp_assert_str_eq(why, "is a symbolic link");
+	fp_assert_int_eq(mkfifo(at("home/fifo"), 0600), 0);
+	fp_assert_int_eq(fpd_fs_open_foreign_file(at("home/fifo"), &me, &st, &why),
+			 -EPERM);
+	fp_assert_str_eq(why, "is not a regular file");
+	fp_assert_int_eq(link(at("victim"), at("home/hard")), 0);
+	fp_assert_int_eq(fpd_fs_open_foreign_file(at("home/hard"), &me, &st, &why),
+			 -EPERM);
+	fp_assert_str_eq(why, "has other hard links");
+
+	if (!as_root())
+		return;
+	/* a directory on the way a link the other user made */
+	fp_assert_int_eq(mkdir(at("secret"), 0700), 0);
+	write_file(at("secret/cookie"), "ROOT\n");
+	fp_assert_int_eq(symlink(at("secret"), at("home/dir")), 0);
+	fp_assert_int_eq(lchown(at("home/dir"), nobody, nogroup), 0);
+	fp_assert_int_eq(fpd_fs_open_foreign_file(at("home/dir/cookie"), &me, &st,
+						  &why), -ELOOP);
+	/* someone else's file in a directory of a third user */
+	write_file(at("home/planted"), "X\n");
+	fp_assert_int_eq(chown(at("home/planted"), nobody + 1, nogroup), 0);
+	fp_assert_int_eq(fpd_fs_open_foreign_file(at("home/planted"), &me, &st,
+						  &why), -EPERM);
+	/* a directory everyone can write to, not sticky */
+	fp_assert_int_eq(chmod(at("home"), 0777), 0);
+	fp_assert_int_eq(fpd_fs_open_foreign_file(at("home/cookie"), &me, &st,
+						  &why), -EPERM);
+	fp_assert_str_eq(why, "is in a directory others can write to");
+	fp_assert_str_eq(read_file(at("victim")), "precious\n");
+}
+END_TEST
+
 START_TEST(unlink_and_chown_only_what_was_made)
 {
 	int dir = open(root, O_RDONLY | O_DIRECTORY), fd;
@@ -673,6 +731,7 @@ suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, create_never_through_a_link);
 	tcase_add_loop_test(tc, open_file_refused, 0, sizeof(files) / sizeof(files[0]));
+	tcase_add_test(tc, foreign_file);
 	tcase_add_test(tc, unlink_and_chown_only_what_was_made);
 	tcase_add_test(tc, own_names_cleared);
 	suite_add_tcase(s, tc);

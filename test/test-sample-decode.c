@@ -251,6 +251,68 @@ START_TEST(decode_woken)
 }
 END_TEST
 
+/* A busy process (80) and a server (81) asked in full at @t_us: each
+ * answers its status `running` with 2 messages queued and works 5000
+ * reductions before its second answer; they have done @busy_reds and
+ * @server_reds in all by then. The server's status is returned. */
+static enum fp_status
+decode_rates(struct fp_sampler *s, uint64_t t_us, long busy_reds,
+	     long server_reds)
+{
+	struct fp_pid pids[2] = { { 80, 0 }, { 81, 0 } };
+	enum fp_ask asks[2] = { FP_ASK_FULL, FP_ASK_FULL };
+	struct proc busy = proc_a, server = proc_a;
+	const struct fp_sample *out;
+	struct fp_reply r;
+	ei_x_buff x;
+	size_t n;
+
+	busy.no_status = server.no_status = true;
+	busy.with_initial_call = server.with_initial_call = false;
+	busy.reductions = busy_reds;
+	server.reductions = server_reds;
+	ei_x_new_with_version(&x);
+	ei_x_encode_list_header(&x, 4);
+	enc_instant(&x, "running", 2, busy_reds - 5000);
+	enc_proc(&x, &busy);
+	enc_instant(&x, "running", 2, server_reds - 5000);
+	enc_proc(&x, &server);
+	ei_x_encode_empty_list(&x);
+	r = reply_of(&x);
+	out = decode_expect(s, &r, pids, asks, 2, t_us, 2, &n);
+	ei_x_free(&x);
+	fp_assert_int_eq(out[0].status, FP_STATUS_RUNNING);
+	return out[1].status;
+}
+
+/*
+ * One that worked on after answering keeps `running` when it keeps a
+ * scheduler busy; one whose reductions a second since its last sample
+ * are under a tenth of the busiest sampled process's was far likelier in
+ * a run queue with its messages: `runnable`. Without a last sample to
+ * measure from, `running` stays.
+ */
+START_TEST(decode_slow_server)
+{
+	struct fp_sampler *s = fp_sampler_new();
+
+	/* no rate yet */
+	fp_assert_int_eq(decode_rates(s, 1000000, 100000, 100000),
+			 FP_STATUS_RUNNING);
+	/* 100 ms later: the busy one did 1 000 000 (10 M/s), the server
+	 * 60 000 (600 k/s, 6%) */
+	fp_assert_int_eq(decode_rates(s, 1100000, 1100000, 160000),
+			 FP_STATUS_RUNNABLE);
+	/* the server at half the busy one's rate */
+	fp_assert_int_eq(decode_rates(s, 1200000, 2100000, 660000),
+			 FP_STATUS_RUNNING);
+	/* ten minutes on, the busiest rate forgotten: both at 1/s */
+	fp_assert_int_eq(decode_rates(s, 601200000, 2100600, 660600),
+			 FP_STATUS_RUNNING);
+	fp_sampler_destroy(s);
+}
+END_TEST
+
 /* One pid asked as @ask: a reply of @p's items, decoded. */
 static int
 decode_as(struct fp_sampler *s, struct fp_pid pid, enum fp_ask ask,
@@ -883,6 +945,7 @@ suite(void)
 	tcase_add_test(tc, decode_pairs);
 	tcase_add_loop_test(tc, decode_woken, 0,
 			    sizeof(woken_cases) / sizeof(woken_cases[0]));
+	tcase_add_test(tc, decode_slow_server);
 	tcase_add_test(tc, decode_tags);
 	tcase_add_test(tc, decode_probe);
 	tcase_add_loop_test(tc, decode_probe_stale, 0, 10);

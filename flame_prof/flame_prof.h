@@ -94,6 +94,7 @@ enum fpp_command {
 	FPP_CMD_DIFF,
 	FPP_CMD_PROCS,
 	FPP_CMD_PPROF,
+	FPP_CMD_NODES,
 	FPP_CMD_COUNT,
 };
 
@@ -309,6 +310,9 @@ struct fpp_run {
 	/* any other consumer of the accepted samples (procs) */
 	void (*sink)(void *data, const struct fp_perf_record *rec);
 	void *sink_data;
+	/* every comment of every file read (nodes), or NULL */
+	fp_perf_comment_fn comment;
+	void *comment_data;
 
 	uint64_t from_us, to_us;	/* resolved; to_us UINT64_MAX: none */
 	bool resolved;
@@ -414,3 +418,7 @@ fpp_cmd_procs(const struct fpp_options *o, char *const *args, size_t nargs);
  * FPP_EXIT_* code. */
 int
 fpp_cmd_pprof(const struct fpp_options *o, char *const *args, size_t nargs);
+
+/* The nodes command: a row per node; returns an FPP_EXIT_* code. */
+int
+fpp_cmd_nodes(const struct fpp_options *o, char *const *args, size_t nargs);

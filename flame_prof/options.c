@@ -25,13 +25,13 @@
 
 const char *const fpp_command_names[FPP_CMD_COUNT] = {
 	"folded", "svg", "heatmap", "top", "speedscope", "diff", "procs",
-	"pprof",
+	"pprof", "nodes",
 };
 
 #define B(c) (1u << FPP_CMD_##c)
 #define ALL ((1u << FPP_CMD_COUNT) - 1)
 #define TREES (B(FOLDED) | B(SVG) | B(SPEEDSCOPE) | B(DIFF))
-#define WEIGHTED (ALL & ~B(PROCS) & ~B(PPROF))
+#define WEIGHTED (ALL & ~B(PROCS) & ~B(PPROF) & ~B(NODES))
 
 void
 fpp_fail(const char *format, ...)

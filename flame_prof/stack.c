@@ -465,6 +465,8 @@ fpp_read_inputs(struct fpp_run *r, char *const *args, size_t nargs)
 			break;
 		}
 		fp_perf_reader_set_erlang_names(reader, o->erlang_names);
+		if (r->comment)
+			fp_perf_reader_set_comment_fn(reader, r->comment, r->comment_data);
 		r->reader = reader;
 		r->file = in.files[i].path;
 		r->file_index = i;

@@ -16,7 +16,7 @@ static const char *const section_titles[FPP_SEC_COUNT] = {
 /* the command's own section */
 static const char *const command_sections[FPP_CMD_COUNT] = {
 	NULL, "Graph", "Map", "Table", "Profiles", "Comparison", "Table",
-	"Profile",
+	"Profile", "Table",
 };
 
 static const char input_help[] =
@@ -83,6 +83,12 @@ static const char *const command_help[FPP_CMD_COUNT] = {
 "initial_call, label, callers and key.NAME (a number where the value\n"
 "is a decimal integer). The period is 1/rate s of wall time. The\n"
 "output is binary: give -o FILE or redirect standard output.\n",
+	[FPP_CMD_NODES] =
+"Write a table of the nodes whose files are read (several nodes'\n"
+"directories at once): a row per node with its samples selected, their\n"
+"span and rate, the mean of the daemon's interval notes for the rate it\n"
+"achieved and its cost (and the largest cost), and the node's hottest\n"
+"function (most self samples, idle samples left out as in top).\n",
 };
 
 static void
@@ -130,6 +136,7 @@ fpp_usage_main(FILE *f)
 "  diff         compare two profiles: BEFORE AFTER (text, and SVG with --svg)\n"
 "  procs        a table of the processes: samples, reductions, mailbox, memory\n"
 "  pprof        pprof's profile.proto (gzip) for go tool pprof, Pyroscope, Parca\n"
+"  nodes        a table of the nodes: samples, rate, cost, hottest function\n"
 "\n"
 "'flame_prof COMMAND --help' lists the options of a command.\n"
 "flame_prof(1) has the details.\n\n%s", exit_help);

@@ -81,6 +81,8 @@ struct fp_perf_reader {
 	bool header_done;	/* a sample was read: no header past it */
 	char *node;		/* "# node: NODE", or NULL */
 	double rate;		/* rate=HZ of "# options: ", or 0 */
+	fp_perf_comment_fn comment_fn;
+	void *comment_data;
 	struct fp_text conv;	/* a name being rewritten in that form */
 };
 

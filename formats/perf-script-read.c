@@ -417,6 +417,9 @@ parse_comment(struct fp_perf_reader *r, const char *line, size_t len)
 		return fp_perf_reader_bad(r, "NUL byte in a comment");
 	if (!r->header_done)
 		header_comment(r, line, len);
+	if (r->comment_fn)
+		r->comment_fn(r->comment_data, len > 1 ? line + 2 : line + len,
+			      len > 1 ? len - 2 : 0);
 	return 0;
 }
 
@@ -450,6 +453,14 @@ emit(struct fp_perf_reader *r, fp_perf_record_fn fn, void *data)
 	rec->key_values = r->key_ptrs + rec->nkeys;
 	rec->node = r->node;
 	return fn(data, rec);
+}
+
+void
+fp_perf_reader_set_comment_fn(struct fp_perf_reader *r, fp_perf_comment_fn fn,
+			      void *data)
+{
+	r->comment_fn = fn;
+	r->comment_data = data;
 }
 
 const char *

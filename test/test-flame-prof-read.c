@@ -742,6 +742,36 @@ static const struct {
 	{ "", NULL, 0 },
 };
 
+static void
+collect_comment(void *data, const char *text, size_t len)
+{
+	fp_text_put(data, text, len);
+	fp_text_putc(data, '|');
+}
+
+/* Every comment, header and notes, reaches the comment function. */
+START_TEST(comments)
+{
+	static const char text[] = "# a b\n#\n" EVENT "\n\n# flame_profd: x interval: y\n";
+	struct fp_text seen = { 0 };
+	struct fp_perf_reader *r = NULL;
+	char *path = write_temp(text, sizeof(text) - 1);
+	int n = 0;
+
+	header_node = NULL;
+	fp_assert_int_eq(fp_perf_reader_open(path, &r), 0);
+	fp_perf_reader_set_comment_fn(r, collect_comment, &seen);
+	fp_assert_int_eq(fp_perf_read(r, count_only, &n), 0);
+	fp_assert_int_eq(n, 1);
+	fp_text_putc(&seen, '\0');
+	fp_assert_str_eq(seen.buf, "a b||flame_profd: x interval: y|");
+	fp_perf_reader_destroy(r);
+	unlink(path);
+	free(path);
+	fp_text_free(&seen);
+}
+END_TEST
+
 START_TEST(header)
 {
 	struct fp_text t = { 0 };
@@ -786,6 +816,7 @@ suite(void)
 	tcase_add_test(tc, long_lines);
 	tcase_add_loop_test(tc, written_atoms, 0, N(atom_cases));
 	tcase_add_loop_test(tc, header, 0, N(header_cases));
+	tcase_add_test(tc, comments);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("compression");

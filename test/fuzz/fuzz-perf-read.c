@@ -39,6 +39,7 @@ static const char *const commands[][MAX_ARGS] = {
 	{ "top", "--sign", "negative", "-w", "heap_size_delta", NULL },
 	{ "diff", "--by", "total", "--svg", "/dev/null", NULL },
 	{ "pprof", "--strip-lines", NULL },
+	{ "nodes", "--where", "node~@", NULL },
 };
 
 int

@@ -626,6 +626,37 @@ def test_nodes(tmp):
         per[stack.split(";")[0]] += int(c)
     check(rc == 0 and dict(per) == {"node:" + n: c for n, c in counts.items()},
           "folded --by node: a node:NAME root frame per node", err + out[:400])
+    # nodes: a row per node, its samples, its interval notes' mean
+    # achieved rate and cost, its hottest function as top ranks it
+    rc, out, err = run(["nodes"] + dirs)
+    rows = {}
+    for line in out.splitlines()[1:]:
+        f = line.split()
+        rows[f[0]] = f
+    check(rc == 0 and sorted(rows) == sorted(counts), "nodes: a row per node", err + out)
+    for node, d in zip(sorted(counts), sorted(dirs)):
+        f = rows.get(node, [""] * 9)
+        achieved, costs = [], []
+        for name in os.listdir(d):
+            with open(os.path.join(d, name), encoding="utf-8") as fh:
+                for line in fh:
+                    if re.match(r"# flame_profd: \S+ interval: ", line):
+                        achieved.append(float(re.search(r" achieved=([\d.]+)", line).group(1)))
+                        m = re.search(r" cost=([\d.]+)%", line)
+                        if m:
+                            costs.append(float(m.group(1)))
+        _, top, _ = run(["top", "-n", "1", d])
+        hot = re.search(r"^\s+\d+\s+([\d.]+)%\s+\d+\s+[\d.]+%\s+(.+)$", top, re.M)
+        check(f[1] == str(counts[node]) and f[4] == str(len(achieved)) and
+              f[5] == "%.1f" % (sum(achieved) / len(achieved)) and
+              f[6] == ("%.2f" % (sum(costs) / len(costs)) if costs else "-") and
+              f[8] == hot.group(2) and f[9] == "(%.1f%%)" % float(hot.group(1)),
+              "nodes: %s: %d samples, %d intervals, mean achieved and cost, hottest %s"
+              % (node, counts[node], len(achieved), hot.group(2)), out)
+    node = sorted(counts)[0]
+    rc, out, _ = run(["nodes", "--where", "node=" + node] + dirs)
+    check(rc == 0 and len(out.splitlines()) == 2 and out.splitlines()[1].startswith(node + " "),
+          "nodes --where node=: one row", out)
     svg = os.path.join(tmp, "nodes.svg")
     rc, _, err = run(["svg", "--by", "node", "-o", svg] + dirs)
     check(rc == 0 and all(("node:" + n) in open(svg, encoding="utf-8").read() for n in counts),

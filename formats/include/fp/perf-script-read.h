@@ -110,6 +110,19 @@ int
 fp_perf_read(struct fp_perf_reader *reader, fp_perf_record_fn fn, void *data);
 
 /**
+ * Called for each comment line of the file (docs/FORMAT.md "Comments"),
+ * header and notes alike, with its text after "# " (@len bytes, no LF;
+ * valid during the call only).
+ */
+typedef void (*fp_perf_comment_fn)(void *data, const char *text, size_t len);
+
+/** Hand every comment to @fn (NULL: none, the default). Set before
+ * fp_perf_read(). */
+void
+fp_perf_reader_set_comment_fn(struct fp_perf_reader *reader,
+			      fp_perf_comment_fn fn, void *data);
+
+/**
  * The node the header names ("# node: NODE", docs/FORMAT.md "Comments"),
  * as written, or NULL (no such header line, or none read yet). Known
  * once fp_perf_read() has passed the header. Owned by the reader.

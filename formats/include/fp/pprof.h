@@ -18,7 +18,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "util-buf.h"
+struct fp_text;		/* util-buf.h */
 
 struct fp_pprof;
 

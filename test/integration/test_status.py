@@ -97,14 +97,19 @@ TRUTH_STOP = (
     "after 10000 -> [] end")
 
 
-def truth(node, pids):
-    """The VM's own status counts of the processes @pids ('0.X.Y'), from
-    the poller TRUTH_START started."""
+def truth(node):
+    """Stop the poller TRUTH_START started; its counts, [(pid, status, n)]
+    with pid as '0.X.Y'."""
     got = node.eval(TRUTH_STOP)
+    return [(p, k, int(v)) for p, k, v in
+            re.findall(r'\{"<([\d.]+)>","(\w+)",(\d+)\}', got)]
+
+
+def counts_of(polled, pids):
     counts = {}
-    for p, k, v in re.findall(r'\{"<([\d.]+)>","(\w+)",(\d+)\}', got):
+    for p, k, v in polled:
         if p in pids:
-            counts[k] = counts.get(k, 0) + int(v)
+            counts[k] = counts.get(k, 0) + v
     return counts
 
 
@@ -127,8 +132,9 @@ def woken(t):
         node.eval(TRUTH_START % ("[%s]" % ", ".join(
             '"<%s>"' % p for p in clients + [server])))
         rc, _, se = h.run_daemon(args, timeout=40)
-        real = truth(node, clients)
-        real_server = truth(node, [server])
+        polled = truth(node)
+        real = counts_of(polled, clients)
+        real_server = counts_of(polled, [server])
         if not t.eq(rc, 0, "%s: exit code 0" % request):
             h.log(se[-4000:])
         files = h.check_output(t, out, node, min_samples=50)

@@ -68,6 +68,16 @@ fpp_main(int argc, char **argv)
 	}
 	inputs = argv + 1 + optind;
 	ninputs = (size_t)(argc - 1 - optind);
+	if (o.follow && ninputs != 1) {
+		fpp_fail("top --follow: one directory to follow");
+		fprintf(stderr, "Try 'flame_prof top --help'.\n");
+		ex = FPP_EXIT_USAGE;
+		goto free_options;
+	}
+	if (o.follow) {
+		ex = fpp_cmd_follow(&o, inputs[0]);
+		goto free_options;
+	}
 	switch (o.command) {
 	case FPP_CMD_DIFF:
 		ex = fpp_cmd_diff(&o, inputs, ninputs);

@@ -176,6 +176,7 @@ struct fpp_options {
 	unsigned rows;
 	/* top, diff, procs */
 	size_t limit;
+	bool limit_set;			/* --limit was given */
 	int sort;			/* enum fp_top_sort, or fpp_procs_sort */
 	int format;			/* enum fpp_format */
 	/* speedscope */
@@ -189,6 +190,11 @@ struct fpp_options {
 	size_t nwheres, wheres_cap;
 	bool group;
 	struct fpp_field group_by;
+	const char *group_by_arg;	/* --by as given, in argv */
+	/* top --follow */
+	bool follow;
+	uint64_t window_us, interval_us;	/* 0: not given */
+	int view;			/* enum fpp_view */
 };
 
 /* --help lists the sections in this order; COMMAND is the command's own */
@@ -241,6 +247,13 @@ extern const size_t fpp_option_nrows;
  */
 int
 fpp_main(int argc, char **argv);
+
+/**
+ * Whether @rec passes the selection of @o that does not depend on the
+ * run (--status, --where, --pid, --name; not --from/--to).
+ */
+bool
+fpp_selected(const struct fpp_options *o, const struct fp_perf_record *rec);
 
 /** Print "flame_prof: MESSAGE" to standard error. */
 void
@@ -422,3 +435,85 @@ fpp_cmd_pprof(const struct fpp_options *o, char *const *args, size_t nargs);
 /* The nodes command: a row per node; returns an FPP_EXIT_* code. */
 int
 fpp_cmd_nodes(const struct fpp_options *o, char *const *args, size_t nargs);
+
+/* ---- top --follow: window.c, follow.c ---- */
+
+/* What the rows of the live view count. */
+enum fpp_view {
+	FPP_VIEW_FUNCTIONS = 0,	/* functions: self and total samples */
+	FPP_VIEW_PROCESSES,	/* processes: their samples */
+	FPP_VIEW_FIELD,		/* the values of --by FIELD: their samples */
+	FPP_VIEW_COUNT,
+};
+
+/*
+ * The samples of the last seconds, counted per second: a ring of
+ * one-second buckets, each holding its own counts of functions,
+ * processes and values, so that a second leaves the window by clearing
+ * its bucket. Memory is bounded by the window's seconds times what one
+ * second names.
+ */
+struct fpp_window;
+
+/* One sample as the window counts it. */
+struct fpp_window_sample {
+	uint64_t time_us;
+	enum fp_status status;
+	bool idle;			/* counted, in no function row */
+	const char *const *frames;	/* leaf first, as written */
+	size_t nframes;
+	const char *process;		/* the row it counts in, or NULL */
+	const char *value;		/* --by FIELD's value, or NULL */
+};
+
+/* A row of the window: a function, a process or a value. */
+struct fpp_window_row {
+	const char *name;		/* owned by the window */
+	uint64_t self, total;		/* total: functions only */
+};
+
+/* What the window holds. */
+struct fpp_window_summary {
+	uint64_t samples;		/* all in the window */
+	uint64_t idle;			/* of which idle (in no function row) */
+	uint64_t status[FP_STATUS_COUNT];
+	uint64_t newest_us;		/* the newest sample's time; 0: none */
+	uint64_t seconds;		/* seconds of the window that had samples
+					 * or followed the first that did */
+};
+
+/** A window of @window_us (rounded up to whole seconds, at least 1).
+ * Caller owns it; free with fpp_window_destroy(). */
+struct fpp_window *
+fpp_window_new(uint64_t window_us);
+
+/** NULL is a no-op. */
+void
+fpp_window_destroy(struct fpp_window *w);
+
+/**
+ * Count one sample. The window ends at the newest sample's second: a
+ * newer one moves it on (clearing the seconds it passes), one older
+ * than the window is not counted. A function is counted once per
+ * sample in total however often it recurs. Strings are copied.
+ */
+void
+fpp_window_add(struct fpp_window *w, const struct fpp_window_sample *s);
+
+/**
+ * The rows of @view in the window, largest first by self samples (by
+ * total with @by_total; ties by name), in *@rows (owned by the window,
+ * valid until the next call on it); their number is returned. @sum is
+ * set if not NULL.
+ */
+size_t
+fpp_window_rows(struct fpp_window *w, enum fpp_view view, bool by_total,
+		const struct fpp_window_row **rows,
+		struct fpp_window_summary *sum);
+
+/**
+ * The live view: follow the directory @dir while flame_profd writes it
+ * (top --follow). Returns an exit code (enum fpp_exit).
+ */
+int
+fpp_cmd_follow(const struct fpp_options *o, const char *dir);

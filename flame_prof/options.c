@@ -145,6 +145,7 @@ opt_limit(struct fpp_options *o, const char *arg)
 		return -EINVAL;
 	}
 	o->limit = (size_t)u;
+	o->limit_set = true;
 	return 0;
 }
 
@@ -226,7 +227,33 @@ opt_group_by(struct fpp_options *o, const char *arg)
 		return -EINVAL;
 	}
 	o->group = true;
+	o->group_by_arg = arg;
 	return 0;
+}
+
+/* --window and --interval of top --follow */
+static int
+opt_follow_duration(const char *name, const char *arg, uint64_t min_us,
+		    uint64_t *us)
+{
+	if (parse_duration(arg, 3600ULL * 1000000, us) < 0 || *us < min_us) {
+		fpp_fail("bad --%s '%s' (a duration from %s to 1h: 10s, 500ms, 2m)",
+			 name, arg, min_us >= 1000000 ? "1s" : "100ms");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int
+opt_window(struct fpp_options *o, const char *arg)
+{
+	return opt_follow_duration("window", arg, 1000000, &o->window_us);
+}
+
+static int
+opt_interval(struct fpp_options *o, const char *arg)
+{
+	return opt_follow_duration("interval", arg, 100000, &o->interval_us);
 }
 
 static int
@@ -317,6 +344,19 @@ static const struct fpp_option_row rows[] = {
 	  "wself+ (gross growth), wself- (gross release: the\n"
 	  "+W_SELF and -W_SELF columns of a signed weight);\n"
 	  "default wself with --weight, else self" },
+	{ "follow", 0, NULL, B(TOP), FPP_SEC_COMMAND, FLAG(follow, true),
+	  .help = "the live view: follow INPUT, a node's directory\n"
+	  "(or flame_profd's --out of one node), while\n"
+	  "flame_profd writes it, and redraw the hottest\n"
+	  "functions of the last --window every --interval;\n"
+	  "keys q quit, f functions, p processes, b --by's\n"
+	  "values, s sort by self or total. Not on a\n"
+	  "terminal: a plain snapshot every --interval until\n"
+	  "SIGINT or SIGTERM" },
+	{ "window", 0, "DUR", B(TOP), FPP_SEC_COMMAND, PARSE(opt_window),
+	  .help = "--follow: the samples of the last DUR (default 10s)" },
+	{ "interval", 0, "DUR", B(TOP), FPP_SEC_COMMAND, PARSE(opt_interval),
+	  .help = "--follow: redraw every DUR (default 1s)" },
 	{ "profiles", 0, "BY", B(SPEEDSCOPE), FPP_SEC_COMMAND,
 	  CHOICE(profiles, profiles_words),
 	  .help = "one profile per process (default: its registered\n"
@@ -369,7 +409,9 @@ static const struct fpp_option_row rows[] = {
 	  "nodes' directories" },
 	{ "by", 0, "FIELD", B(TOP), FPP_SEC_SELECTION, PARSE(opt_group_by),
 	  .help = "one table per value of FIELD (label, callers,\n"
-	  "node, key:NAME; - where a sample has none)" },
+	  "node, key:NAME; - where a sample has none); with\n"
+	  "--follow, rows of process (a row per process),\n"
+	  "function (the default) or FIELD's values" },
 	{ "from", 0, "TIME", ALL, FPP_SEC_SELECTION, PARSE(opt_from),
 	  .help = "only samples at or after TIME" },
 	{ "to", 0, "TIME", ALL, FPP_SEC_SELECTION, PARSE(opt_to),
@@ -505,6 +547,35 @@ options_check(struct fpp_options *o)
 		fpp_fail("option '--sign' needs a signed weight: the _delta of a gauge "
 			 "(e.g. -w memory_delta)");
 		return -EINVAL;
+	}
+	if (!o->follow && (o->window_us || o->interval_us)) {
+		fpp_fail("--%s needs --follow", o->window_us ? "window" : "interval");
+		return -EINVAL;
+	}
+	if (o->follow) {
+		const char *no = o->weight >= 0 ? "--weight" :
+				 o->from.set ? "--from" : o->to.set ? "--to" :
+				 o->output ? "--output" : NULL;
+
+		if (no) {
+			fpp_fail("%s does not apply to --follow (it counts samples of "
+				 "the last --window, on the terminal or standard output)",
+				 no);
+			return -EINVAL;
+		}
+		if (!o->window_us)
+			o->window_us = 10 * 1000000ULL;
+		if (!o->interval_us)
+			o->interval_us = 1000000;
+		o->view = FPP_VIEW_FUNCTIONS;
+		if (o->group && strcmp(o->group_by_arg, "process") == 0) {
+			o->view = FPP_VIEW_PROCESSES;
+			o->group = false;
+		} else if (o->group && strcmp(o->group_by_arg, "function") == 0) {
+			o->group = false;
+		} else if (o->group) {
+			o->view = FPP_VIEW_FIELD;
+		}
 	}
 	if (o->from.set && o->to.set && o->from.relative == o->to.relative &&
 	    o->to.us <= o->from.us) {

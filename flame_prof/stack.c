@@ -96,10 +96,9 @@ weight_of(const struct fpp_options *o, const struct fp_perf_record *rec)
 	return w;
 }
 
-static bool
-accept(struct fpp_run *r, const struct fp_perf_record *rec)
+bool
+fpp_selected(const struct fpp_options *o, const struct fp_perf_record *rec)
 {
-	const struct fpp_options *o = r->o;
 	bool ok;
 
 	if (o->status_filter && !o->status_ok[rec->status])
@@ -123,6 +122,16 @@ accept(struct fpp_run *r, const struct fp_perf_record *rec)
 		if (!ok)
 			return false;
 	}
+	return true;
+}
+
+static bool
+accept(struct fpp_run *r, const struct fp_perf_record *rec)
+{
+	const struct fpp_options *o = r->o;
+
+	if (!fpp_selected(o, rec))
+		return false;
 	if (!r->resolved) {
 		/* relative bounds count from the first sample read */
 		r->resolved = true;

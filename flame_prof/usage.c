@@ -29,7 +29,8 @@ static const char input_help[] =
 
 static const char exit_help[] =
 "Exit status:\n"
-"  0 success; 1 diff: a share grew past --threshold; 64 usage error;\n"
+"  0 success (top --follow: stopped by q, Ctrl-C, SIGINT or SIGTERM);\n"
+"  1 diff: a share grew past --threshold; 64 usage error;\n"
 "  65 malformed input (the message names file and line) or nothing to diff;\n"
 "  66 input missing, unreadable or not a regular file (a FIFO: read pipes\n"
 "  as -); 73 output cannot be created;\n"
@@ -59,7 +60,11 @@ static const char *const command_help[FPP_CMD_COUNT] = {
 "--weight the signed sums of the weight (with the gross growth and\n"
 "release beside the net sums of a signed weight). Unweighted and\n"
 "without --status, samples marked idle (a process waiting in receive\n"
-"or suspended) are counted in the summary and left out of the rows.\n",
+"or suspended) are counted in the summary and left out of the rows.\n"
+"With --follow DIR: the live view of a directory flame_profd is writing,\n"
+"redrawn every --interval from the samples of the last --window (on a\n"
+"terminal: q or Ctrl-C quits; else a plain snapshot per interval until\n"
+"SIGINT or SIGTERM, exit 0).\n",
 	[FPP_CMD_SPEEDSCOPE] =
 "Write speedscope's JSON format: sampled profiles, one per process by\n"
 "default. Unweighted, a process's sample lasts until its next one, so\n"
@@ -131,7 +136,8 @@ fpp_usage_main(FILE *f)
 "  folded       collapsed stacks for flamegraph.pl, inferno and speedscope\n"
 "  svg          an interactive SVG flame graph\n"
 "  heatmap      an SVG sub-second heat map (seconds across, offsets down)\n"
-"  top          a table of the hottest functions, self and total\n"
+"  top          a table of the hottest functions, self and total;\n"
+"               with --follow, the live view of a node being profiled\n"
 "  speedscope   speedscope's JSON file format, a profile per process\n"
 "  diff         compare two profiles: BEFORE AFTER (text, and SVG with --svg)\n"
 "  procs        a table of the processes: samples, reductions, mailbox, memory\n"
@@ -145,8 +151,11 @@ fpp_usage_main(FILE *f)
 void
 fpp_usage_command(enum fpp_command c, FILE *f)
 {
-	fprintf(f, "Usage: flame_prof %s [OPTION]... %s\n%s", fpp_command_names[c],
-		c == FPP_CMD_DIFF ? "BEFORE AFTER" : "INPUT...", command_help[c]);
+	fprintf(f, "Usage: flame_prof %s [OPTION]... %s\n", fpp_command_names[c],
+		c == FPP_CMD_DIFF ? "BEFORE AFTER" : "INPUT...");
+	if (c == FPP_CMD_TOP)
+		fprintf(f, "       flame_prof top --follow [OPTION]... DIR\n");
+	fputs(command_help[c], f);
 	for (int s = 0; s < FPP_SEC_COUNT; s++) {
 		const char *title = s == FPP_SEC_COMMAND ? command_sections[c] :
 				    section_titles[s];

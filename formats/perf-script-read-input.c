@@ -149,6 +149,30 @@ close_fd:
 	return rc;
 }
 
+int
+fp_perf_reader_open_text(const char *name, const char *text, size_t len,
+			 struct fp_perf_reader **out)
+{
+	struct fp_perf_reader *r = xnew(struct fp_perf_reader);
+
+	/* the text is the whole input: read from raw, never from a file */
+	r->path = xstrdup(name);
+	r->fd = -1;
+	r->comp = COMP_PLAIN;
+	r->size = len;
+	r->consumed = len;
+	r->raw = xzalloc(len ? len : 1);
+	if (len)
+		memcpy(r->raw, text, len);
+	r->raw_len = len;
+	r->raw_eof = true;
+	r->cap = TEXT_SIZE;
+	r->buf = xzalloc(r->cap);
+	fp_text_reserve_first(&r->arena, 1, 4096);
+	*out = r;
+	return 0;
+}
+
 void
 fp_perf_reader_destroy(struct fp_perf_reader *r)
 {
@@ -299,6 +323,8 @@ fill_text(struct fp_perf_reader *r)
 				added = r->cap - r->end;
 			memcpy(r->buf + r->end, r->raw + r->raw_pos, added);
 			r->raw_pos += added;
+		} else if (r->fd < 0) {
+			added = 0;	/* text in memory: its end */
 		} else {
 			ssize_t n = read_some(r->fd, r->buf + r->end,
 					      r->cap - r->end);

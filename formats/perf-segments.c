@@ -94,7 +94,7 @@ scan_zstd(struct scan *s)
 	ZSTD_DCtx *dctx = ZSTD_createDCtx();
 	size_t outcap = ZSTD_DStreamOutSize();
 	char *out = xzalloc(outcap);
-	off_t good = 0;
+	off_t good = s->pos;
 	bool started = false;
 	ssize_t rc;
 
@@ -139,7 +139,7 @@ scan_gzip(struct scan *s)
 {
 	unsigned char out[65536];
 	z_stream z = { 0 };
-	off_t good = 0;
+	off_t good = s->pos;
 	bool started = false;
 	ssize_t rc;
 
@@ -186,7 +186,7 @@ out:
 static ssize_t
 scan_plain(struct scan *s)
 {
-	off_t good = 0;
+	off_t good = s->pos;
 	ssize_t rc;
 
 	for (;;) {
@@ -219,10 +219,18 @@ ssize_t
 fp_perf_segments_scan(enum fp_perf_compress kind, int fd, size_t text_max,
 		  fp_perf_segment_fn fn, void *data)
 {
+	return fp_perf_segments_scan_at(kind, fd, 0, text_max, fn, data);
+}
+
+ssize_t
+fp_perf_segments_scan_at(enum fp_perf_compress kind, int fd, off_t offset,
+			 size_t text_max, fp_perf_segment_fn fn, void *data)
+{
 	struct scan *s = xnew(struct scan);
 	ssize_t rc;
 
 	s->fd = fd;
+	s->pos = offset;
 	s->text_max = text_max;
 	s->fn = fn;
 	s->data = data;

@@ -120,6 +120,20 @@ ssize_t
 fp_perf_segments_scan(enum fp_perf_compress kind, int fd, size_t text_max,
 		      fp_perf_segment_fn fn, void *data);
 
+/**
+ * The same from @offset, the end of a whole segment (or 0), to the end of
+ * the file as it is now: what a reader following a file being written
+ * calls again with the offset it returned, each segment handed over
+ * once.
+ *
+ * @return the file offset after the last whole segment (@offset: none
+ *         past it), or -EBADMSG if the bytes at @offset do not start a
+ *         segment of @kind, or a negative errno of pread(2).
+ */
+ssize_t
+fp_perf_segments_scan_at(enum fp_perf_compress kind, int fd, off_t offset,
+			 size_t text_max, fp_perf_segment_fn fn, void *data);
+
 /* What the whole segments of a file hold. */
 struct fp_perf_summary {
 	uint64_t samples;

@@ -79,6 +79,20 @@ int
 fp_perf_reader_open(const char *path, struct fp_perf_reader **reader);
 
 /**
+ * A reader of perf-script text in memory: @len bytes of @text (copied),
+ * such as a whole segment of a file being written
+ * (fp_perf_segments_scan_at()). @name stands for the file in
+ * fp_perf_reader_error().
+ *
+ * @param[out] reader  a reader the caller owns; free it with
+ *                     fp_perf_reader_destroy()
+ * @return 0.
+ */
+int
+fp_perf_reader_open_text(const char *name, const char *text, size_t len,
+			 struct fp_perf_reader **reader);
+
+/**
  * Hand names over in the Erlang form ('Elixir.Foo':bar/1) instead of the
  * Elixir form (Foo.bar/1), the default. A file written in the Elixir form
  * does not have the index of an anonymous function: its Erlang form reads

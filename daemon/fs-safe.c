@@ -435,6 +435,53 @@ fpd_fs_is_made(int dirfd, const char *name, const struct fpd_made *made)
 	return 0;
 }
 
+/* Whether @name in @dirfd (not followed) is the directory @made. */
+static int
+dir_is_made(int dirfd, const char *name, const struct fpd_made *made)
+{
+	struct stat st;
+
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return -errno;
+	if (!made->ino || !S_ISDIR(st.st_mode) || st.st_dev != made->dev ||
+	    st.st_ino != made->ino)
+		return -ESTALE;
+	return 0;
+}
+
+int
+fpd_fs_open_made_dir(int dirfd, const char *name, const struct fpd_made *made)
+{
+	struct stat st;
+	int fd, rc = dir_is_made(dirfd, name, made);
+
+	if (rc < 0)
+		return rc;
+	fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0 || st.st_dev != made->dev ||
+	    st.st_ino != made->ino) {
+		close(fd);
+		return -ESTALE;
+	}
+	return fd;
+}
+
+int
+fpd_fs_rmdir_made(int dirfd, const char *name, const struct fpd_made *made)
+{
+	/* as fpd_fs_unlink_made(): only root or the run's user could swap
+	 * the name between the check and the removal */
+	int rc = dir_is_made(dirfd, name, made);
+
+	if (rc < 0)
+		return rc;
+	if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0)
+		return -errno;
+	return 0;
+}
+
 int
 fpd_fs_unlink_made(int dirfd, const char *name, const struct fpd_made *made)
 {

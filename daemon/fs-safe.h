@@ -112,6 +112,21 @@ fpd_fs_open_foreign_file(const char *path, const struct fpd_trust *t,
 int
 fpd_fs_is_made(int dirfd, const char *name, const struct fpd_made *made);
 
+/**
+ * Open @name in @dirfd if it is still the directory @made (checked by
+ * name without following a link, then on what was opened).
+ * @return the descriptor (the caller's), -ENOENT, -ESTALE when it is
+ *         something else, or a negative errno.
+ */
+int
+fpd_fs_open_made_dir(int dirfd, const char *name, const struct fpd_made *made);
+
+/** Remove the empty directory @name from @dirfd if it is still the
+ * directory @made. @return 0, -ENOENT, -ESTALE, -ENOTEMPTY or a negative
+ * errno. */
+int
+fpd_fs_rmdir_made(int dirfd, const char *name, const struct fpd_made *made);
+
 /** Delete @name from @dirfd if it is still the file @made.
  * @return 0, or -ESTALE (left alone), or a negative errno. */
 int

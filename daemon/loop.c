@@ -59,6 +59,7 @@ setup_fds(struct fpd_loop *loop)
 	sigaddset(&mask, SIGTERM);
 	sigaddset(&mask, SIGHUP);
 	sigaddset(&mask, SIGUSR1);
+	sigaddset(&mask, SIGUSR2);
 	if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
 		return -errno;
 	loop->sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
@@ -162,6 +163,24 @@ rotate_all(struct fpd_loop *loop)
 	}
 }
 
+/* SIGUSR2: a capture from the flight recorder, where one runs. */
+static void
+capture_all(struct fpd_loop *loop)
+{
+	bool any = false;
+
+	for (size_t i = 0; i < loop->nsources; i++) {
+		struct fpd_source *src = loop->sources[i];
+
+		if (src->ops->capture) {
+			src->ops->capture(src);
+			any = true;
+		}
+	}
+	if (!any)
+		fpd_info("SIGUSR2: no --flight-recorder runs: nothing to capture");
+}
+
 static void
 handle_signals(struct fpd_loop *loop)
 {
@@ -192,6 +211,9 @@ handle_signals(struct fpd_loop *loop)
 		case SIGUSR1:
 			fpd_info("SIGUSR1: rotating");
 			rotate_all(loop);
+			break;
+		case SIGUSR2:
+			capture_all(loop);
 			break;
 		}
 	}

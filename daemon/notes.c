@@ -114,7 +114,9 @@ fpd_options_json(const struct fpd_options *o)
 		"\"keep_files\": %u, \"keep_bytes\": %llu, \"keep_age_us\": %llu, "
 		"\"backtrace_depth\": %u, \"lines\": %s, \"duration_us\": %llu, "
 		"\"max_overhead\": %g, \"request\": \"%s\", \"idle_reuse\": %s, "
-		"\"perf_pid\": %d, \"perf_freq\": %u}",
+		"\"perf_pid\": %d, \"perf_freq\": %u, \"flight_recorder_us\": %llu, "
+		"\"flight_recorder_max\": %llu, \"continuous\": %s, \"after_us\": %llu, "
+		"\"triggers\": %zu}",
 		o->top, (unsigned long long)o->every_us, o->rate, o->npids,
 		o->nnames, o->scan_max, o->min_reductions,
 		(unsigned long long)o->rotate_us,
@@ -125,5 +127,9 @@ fpd_options_json(const struct fpd_options *o)
 		o->lines ? "true" : "false",
 		(unsigned long long)o->duration_us, o->max_overhead,
 		fpd_request_name(o->request), o->idle_reuse ? "true" : "false",
-		(int)o->perf_pid, o->perf_freq);
+		(int)o->perf_pid, o->perf_freq,
+		(unsigned long long)o->flight_us,
+		(unsigned long long)o->flight_max,
+		!o->flight_us || o->continuous ? "true" : "false",
+		(unsigned long long)o->after_us, o->ntriggers);
 }

@@ -258,6 +258,22 @@ fpd_option_logger_key(struct fpd_options *o, const char *arg)
 }
 
 
+/* ---- the flight recorder ------------------------------------------------ */
+
+int
+fpd_option_trigger(struct fpd_options *o, const char *arg)
+{
+	const char *why;
+
+	if (o->ntriggers == FPD_TRIGGERS_MAX)
+		return fpd_option_bad_value("--trigger", arg,
+				 "at most 16 triggers");
+	if (fpd_trigger_parse(arg, &o->triggers[o->ntriggers], &why) < 0)
+		return fpd_option_bad_value("--trigger", arg, why);
+	o->ntriggers++;
+	return 0;
+}
+
 int
 fpd_option_max_overhead(struct fpd_options *o, const char *arg)
 {

@@ -24,6 +24,11 @@
 #define KEEP_FILES_MAX 10000000
 #define RUN_QUEUE_MAX 100000000
 #define PERF_FREQ_MAX 10000
+#define FLIGHT_MIN_US 1000000u		/* --flight-recorder at least 1s */
+#define FLIGHT_MAX_DEFAULT (64u << 20)	/* --flight-recorder-max */
+#define AFTER_DEFAULT_US 5000000u	/* --after */
+#define HOLDOFF_DEFAULT_US 60000000u	/* --trigger-holdoff */
+#define KEEP_CAPTURES_DEFAULT 20
 
 /** Say on stderr that @flag's @value is bad and why; FPD_EXIT_USAGE. */
 int
@@ -81,3 +86,4 @@ FPD_OPTION_PARSER(dir_mode);
 FPD_OPTION_PARSER(user);
 FPD_OPTION_PARSER(verbose);
 FPD_OPTION_PARSER(quiet);
+FPD_OPTION_PARSER(trigger);

@@ -19,6 +19,7 @@
 #include "options.h"
 #include "compress.h"
 #include "options-parse.h"
+#include "flight.h"
 #include "fp/node.h"
 #include "util-mem.h"
 
@@ -247,6 +248,48 @@ static const struct option_spec options[] = {
 	  "                            are deleted, never by a name's date)\n",
 	  DURATION(keep_age_us, 1, UINT64_MAX,
 		   "expected a duration greater than 0, e.g. 7d") },
+	{ .help = "\n" },
+	{ .help = "Flight recorder (docs/OPERATIONS.md, Flight recorder):\n" },
+	{ "flight-recorder", 0, required_argument,
+	  .help = "      --flight-recorder DUR keep the last DUR of samples in memory,\n"
+	  "                            compressed, instead of writing files; a trigger\n"
+	  "                            or SIGUSR2 writes them, and --after DUR more, as a\n"
+	  "                            capture: DIR/<node>/capture.<time>.<kind>/\n",
+	  DURATION(flight_us, FLIGHT_MIN_US, UINT64_MAX,
+		   "expected a duration of at least 1s, e.g. 20s") },
+	{ "flight-recorder-max", 0, required_argument,
+	  .help = "      --flight-recorder-max SIZE  the ring's memory, a hard cap: the\n"
+	  "                            oldest samples go first (default 64M)\n",
+	  SIZE(flight_max, FPD_FLIGHT_MAX_MIN, "expected a size of at least 1M, e.g. 64M") },
+	{ "continuous", 0, no_argument,
+	  .help = "      --continuous          write the continuous files as well\n",
+	  SET_TRUE(continuous) },
+	{ "after", 0, required_argument,
+	  .help = "      --after DUR           a capture goes on DUR after its trigger (default 5s)\n",
+	  DURATION(after_us, 0, UINT64_MAX, "expected a duration, e.g. 5s") },
+	{ "trigger", 0, required_argument, .parse = fpd_option_trigger,
+	  .help = "      --trigger EXPR        capture when EXPR holds (repeatable):\n"
+	  "                            mailbox>N  a sampled process's message queue\n"
+	  "                                       is longer than N\n"
+	  "                            memory>SIZE  a sampled process's memory is\n"
+	  "                                       over SIZE\n"
+	  "                            run_queue>N[/DUR]  the node's run queues hold\n"
+	  "                                       more than N (for DUR), as the\n"
+	  "                                       health probe reads them each --every\n"
+	  "                            appears:NAME  a process registered as NAME,\n"
+	  "                                       started by NAME (M:F/A) or labelled\n"
+	  "                                       NAME is first sampled\n"
+	  "                            (none sends a request of its own)\n" },
+	{ "trigger-holdoff", 0, required_argument,
+	  .help = "      --trigger-holdoff DUR a trigger does not fire again for DUR after its\n"
+	  "                            capture (default 1m); none fires while one is\n"
+	  "                            written\n",
+	  DURATION(holdoff_us, 0, UINT64_MAX, "expected a duration, e.g. 1m") },
+	{ "keep-captures", 0, required_argument,
+	  .help = "      --keep-captures N     keep the last N captures (default 20)\n",
+	  UINT(keep_captures, 1, KEEP_FILES_MAX, "expected a whole number of at least 1") },
+	{ .help = "\n" },
+	{ .help = "Run:\n" },
 	{ "duration", 'd', required_argument,
 	  .help = "  -d, --duration DUR        stop after DUR, leaving complete files (default: run\n"
 	  "                            until SIGINT/SIGTERM)\n",
@@ -292,7 +335,8 @@ static const char usage_tail[] =
 "\n"
 "Signals: SIGINT/SIGTERM finish the sample in flight and the current file, put\n"
 "the node's backtrace_depth back and exit 0 (a second SIGINT exits at once);\n"
-"SIGUSR1 starts a new file; SIGHUP reopens the log file.\n"
+"SIGUSR1 starts a new file; SIGUSR2 writes a capture of the flight recorder;\n"
+"SIGHUP reopens the log file.\n"
 "\n"
 "Exit status:\n"
 "   0  finished (--duration over, or stopped by SIGINT/SIGTERM)\n"
@@ -347,6 +391,10 @@ set_defaults(struct fpd_options *o)
 		.idle_reuse = true,
 		.backtrace_depth = 64,
 		.timeout_us = 5000000,
+		.flight_max = FLIGHT_MAX_DEFAULT,
+		.after_us = AFTER_DEFAULT_US,
+		.holdoff_us = HOLDOFF_DEFAULT_US,
+		.keep_captures = KEEP_CAPTURES_DEFAULT,
 	};
 }
 
@@ -422,6 +470,11 @@ check_together(struct fpd_options *o)
 	 * pid auto finds is known only once connected, after the drop */
 	if (o->perf_auto && o->user) {
 		fprintf(stderr, "flame_profd: error: --perf auto cannot be used with --user: give the node's OS pid (--perf OSPID), or run as that user with CAP_PERFMON\n");
+		return FPD_EXIT_USAGE;
+	}
+	if (!o->flight_us && (o->ntriggers || o->continuous)) {
+		fprintf(stderr, "flame_profd: error: %s needs --flight-recorder DUR (see --help)\n",
+			o->ntriggers ? "--trigger" : "--continuous");
 		return FPD_EXIT_USAGE;
 	}
 	if (o->top == 0 && !o->npids && !o->nnames) {

@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include "fp/node.h"
+#include "trigger.h"
 
 /* Exit codes (sysexits.h values; listed in --help and flame_profd(1)). */
 enum fpd_exit {
@@ -76,6 +77,14 @@ struct fpd_options {
 	pid_t perf_pid;		/* --perf: the node's OS pid; 0: off or auto */
 	bool perf_auto;		/* --perf auto: asked of the node once connected */
 	unsigned perf_freq;	/* --perf-freq, per thread on CPU */
+	uint64_t flight_us;	/* --flight-recorder: the window; 0: off */
+	uint64_t flight_max;	/* --flight-recorder-max, bytes */
+	uint64_t after_us;	/* --after */
+	uint64_t holdoff_us;	/* --trigger-holdoff */
+	unsigned keep_captures;	/* --keep-captures */
+	bool continuous;	/* --continuous: files as well as the ring */
+	struct fpd_trigger triggers[FPD_TRIGGERS_MAX];
+	size_t ntriggers;
 	uid_t uid;
 	gid_t gid;
 };

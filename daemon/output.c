@@ -71,6 +71,8 @@ struct fpd_output {
 
 	struct fpd_file_entry *index;
 	size_t nindex;
+	struct fpd_capture_entry *captures;	/* the flight recorder's */
+	size_t ncaptures;
 	bool index_due;		/* recovered, stored once the options are known */
 
 	uint64_t dropped_total;
@@ -172,19 +174,23 @@ take_reserve(struct fpd_output *out)
 static void
 store_index(struct fpd_output *out)
 {
+	struct fpd_index_extra extra = {
+		.captures = out->captures, .ncaptures = &out->ncaptures,
+		.store_captures = out->ncaptures > 0,
+	};
 	int rc;
 
 	out->index_due = false;
 	rc = fpd_index_store(out->dirfd, &out->trust, out->index, &out->nindex,
 			     out->cfg.node, out->otp_release,
-			     out->cfg.options_json, out->cfg.file_mode);
+			     out->cfg.options_json, out->cfg.file_mode, &extra);
 
 	if ((rc == -ENOSPC || rc == -EDQUOT) &&
 	    fpd_fs_unlink_made(out->dirfd, RESERVE_NAME, &out->reserve_made) == 0)
 		rc = fpd_index_store(out->dirfd, &out->trust, out->index,
 				     &out->nindex, out->cfg.node,
 				     out->otp_release, out->cfg.options_json,
-				     out->cfg.file_mode);
+				     out->cfg.file_mode, &extra);
 	if (rc < 0)
 		fpd_warn("cannot write the manifest in %s: %s", out->dir,
 			 strerror(-rc));
@@ -309,6 +315,10 @@ output_open(const struct fpd_output_config *config, int *err,
 
 	if (fpd_index_load(out->dirfd, &out->trust, &out->index, &out->nindex) < 0)
 		fpd_warn("cannot read the index in %s; starting a new one", out->dir);
+	if (fpd_captures_load(out->dirfd, &out->trust, &out->captures,
+			      &out->ncaptures) < 0)
+		fpd_warn("cannot read the list of captures in %s; starting a new one",
+			 out->dir);
 	/* What was recovered is stored now in case this run writes no file,
 	 * but not before the options the manifest records are known. A run
 	 * killed before it stores them leaves the files finished and
@@ -371,6 +381,7 @@ fpd_output_destroy(struct fpd_output *out)
 	if (out->dirfd >= 0)
 		close(out->dirfd);
 	free(out->index);
+	free(out->captures);
 	fp_text_free(&out->seg);
 	free(out->dir);
 	free(out->node_s);
@@ -605,6 +616,8 @@ fpd_output_sample(struct fpd_output *out, uint64_t time_us)
 void
 fpd_output_skipped(struct fpd_output *out, uint64_t n)
 {
+	if (out->cfg.captures_only)
+		return;
 	if (out->fd >= 0)
 		out->entry.skipped += n;
 	else
@@ -721,7 +734,7 @@ fpd_output_chown(struct fpd_output *out, uid_t uid, gid_t gid,
 		 const char **why)
 {
 	static const char *const files[] = {
-		".flame_profd.index", "manifest.json",
+		".flame_profd.index", "manifest.json", ".flame_profd.captures",
 	};
 	struct stat st;
 	int rc;
@@ -761,10 +774,43 @@ fpd_output_chown(struct fpd_output *out, uid_t uid, gid_t gid,
 void
 fpd_output_event(struct fpd_output *out)
 {
+	if (out->cfg.captures_only)
+		return;
 	if (out->fd >= 0)
 		out->entry.events++;
 	else
 		out->pending_events++;
+}
+
+/* ---- the flight recorder's captures ---------------------------------- */
+
+int
+fpd_output_dirfd(const struct fpd_output *out)
+{
+	return out->dirfd;
+}
+
+const struct fpd_output_config *
+fpd_output_config(const struct fpd_output *out)
+{
+	return &out->cfg;
+}
+
+const char *
+fpd_output_node_name(const struct fpd_output *out)
+{
+	return out->node_s;
+}
+
+void
+fpd_output_add_capture(struct fpd_output *out, const struct fpd_capture_entry *e)
+{
+	out->captures = xrealloc(out->captures,
+				 (out->ncaptures + 1) * sizeof(*out->captures));
+	out->captures[out->ncaptures++] = *e;
+	fpd_captures_apply(out->dirfd, out->captures, &out->ncaptures,
+			   out->cfg.keep_captures);
+	store_index(out);
 }
 
 /* ---- as the recorder's destination ------------------------------------ */

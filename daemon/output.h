@@ -29,6 +29,9 @@ struct fpd_output_config {
 	unsigned keep_files;		/* 0: no limit */
 	uint64_t keep_bytes;		/* 0: no limit */
 	uint64_t keep_age_us;		/* 0: no limit */
+	unsigned keep_captures;		/* the flight recorder's; 0: no limit */
+	bool captures_only;		/* --flight-recorder without
+					 * --continuous: no file counts skips */
 	mode_t file_mode;
 	mode_t dir_mode;
 	uid_t uid;			/* the run's user, trusted besides root */
@@ -37,6 +40,7 @@ struct fpd_output_config {
 
 struct fpd_output;
 struct fp_text;
+struct fpd_capture_entry;
 
 /**
  * Create (mkdir -p) DIR/<node>/, lock it, finish or set aside what an
@@ -153,3 +157,24 @@ fpd_output_totals(const struct fpd_output *out, struct fpd_output_totals *t);
 /** The output's files as the recorder's destination (recorder.h). */
 struct fpd_record_dest
 fpd_output_dest(struct fpd_output *out);
+
+/** The node directory's descriptor (owned by @out; it changes when the
+ * directory is made again), for the flight recorder's captures. */
+int
+fpd_output_dirfd(const struct fpd_output *out);
+
+/** The configuration @out was made with (owned by @out). */
+const struct fpd_output_config *
+fpd_output_config(const struct fpd_output *out);
+
+/** The node's name as file names carry it (owned by @out). */
+const char *
+fpd_output_node_name(const struct fpd_output *out);
+
+/**
+ * List a finished capture in the manifest (a copy of @e is kept), then
+ * delete the oldest beyond config.keep_captures and rewrite the index,
+ * the list of captures and the manifest.
+ */
+void
+fpd_output_add_capture(struct fpd_output *out, const struct fpd_capture_entry *e);

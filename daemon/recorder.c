@@ -18,7 +18,9 @@
 
 struct fpd_recorder {
 	struct fpd_output *out;
-	struct fpd_record_dest dest;
+	struct fpd_record_dest dest;	/* the output's files */
+	bool files;			/* records go to them */
+	struct fpd_record_dest extra;	/* the ring, or ops NULL */
 	struct fp_perf_writer *writer;
 	char *pending[FPD_NOTES_PENDING_MAX];
 	size_t npending;
@@ -37,8 +39,17 @@ fpd_recorder_new(const struct fpd_options *o, struct fpd_output *out)
 
 	rec->out = out;
 	rec->dest = fpd_output_dest(out);
+	rec->files = true;
 	rec->writer = fp_perf_writer_new(&popts);
 	return rec;
+}
+
+void
+fpd_recorder_add_dest(struct fpd_recorder *rec, struct fpd_record_dest dest,
+		      bool files)
+{
+	rec->extra = dest;
+	rec->files = files;
 }
 
 static void
@@ -114,16 +125,31 @@ fpd_recorder_stamp(struct fpd_recorder *rec, uint64_t stamp)
 	return stamp;
 }
 
+/* The ring's buffer, or NULL without one. */
+static struct fp_text *
+extra_buffer(struct fpd_recorder *rec)
+{
+	bool fresh;
+
+	if (!rec->extra.ops)
+		return NULL;
+	return rec->extra.ops->buffer(rec->extra.data, true, 0, &fresh);
+}
+
 int
 fpd_recorder_write(struct fpd_recorder *rec, const struct fp_sample *smp,
 		   enum fpd_record_origin origin)
 {
-	struct fp_text *t = sample_buffer(rec);
+	struct fp_text *t = rec->files ? sample_buffer(rec) : NULL;
+	struct fp_text *x = extra_buffer(rec);
 	struct fp_sample held;
+	size_t at;
+	int rc = 0;
 
-	if (!t) {
-		rec->stats.unwritten++;
+	if (!t && rec->files)
 		rec->dest.ops->skipped(rec->dest.data, 1);
+	if (!t && !x) {
+		rec->stats.unwritten++;
 		return -EAGAIN;
 	}
 	if (smp->time_us < rec->last_stamp_us) {
@@ -132,9 +158,33 @@ fpd_recorder_write(struct fpd_recorder *rec, const struct fp_sample *smp,
 		smp = &held;
 	}
 	rec->last_stamp_us = smp->time_us;
-	fp_perf_format_sample(rec->writer, t, smp);
+	/* formatted once; the ring takes a copy of the text */
+	if (t) {
+		at = t->len;
+		fp_perf_format_sample(rec->writer, t, smp);
+		if (x)
+			fp_text_put(x, t->buf + at, t->len - at);
+	} else {
+		fp_perf_format_sample(rec->writer, x, smp);
+	}
 	rec->stats.written[origin]++;
-	return rec->dest.ops->sample(rec->dest.data, smp->time_us);
+	if (x) {
+		rec->extra.ops->sample(rec->extra.data, smp->time_us);
+		if (rec->extra.ops->observe)
+			rec->extra.ops->observe(rec->extra.data, smp);
+	}
+	if (t)
+		rc = rec->dest.ops->sample(rec->dest.data, smp->time_us);
+	else if (rec->files)
+		rc = -EAGAIN;
+	return rc;
+}
+
+void
+fpd_recorder_gauge(struct fpd_recorder *rec, int gauge, int64_t value)
+{
+	if (rec->extra.ops && rec->extra.ops->gauge)
+		rec->extra.ops->gauge(rec->extra.data, gauge, value);
 }
 
 void
@@ -151,6 +201,11 @@ fpd_recorder_note(struct fpd_recorder *rec, const char *format, ...)
 	fpd_format_utc(fpd_now_epoch_us(), stamp, sizeof(stamp));
 	snprintf(note, sizeof(note), "flame_profd: %s %s", stamp, text);
 
+	t = extra_buffer(rec);
+	if (t)
+		fp_perf_format_comment(rec->writer, t, "%s", note);
+	if (!rec->files)
+		return;
 	t = rec->dest.ops->buffer(rec->dest.data, false, 0, &fresh);
 	if (t)
 		fp_perf_format_comment(rec->writer, t, "%s", note);

@@ -18,7 +18,8 @@ struct fp_sample;
 struct fp_text;
 
 /*
- * Where records go: the output's files (output.c). A destination hands
+ * Where records go: the output's files (output.c) and, with
+ * --flight-recorder, the ring (flight.c). A destination hands
  * out the buffer a record is appended to and counts what was appended;
  * the recorder does the formatting.
  */
@@ -40,6 +41,12 @@ struct fpd_record_dest_ops {
 	int (*sample)(void *dest, uint64_t time_us);
 	/** @n samples were due and could not be recorded. */
 	void (*skipped)(void *dest, uint64_t n);
+	/** @smp was just recorded (the flight recorder's triggers look at
+	 * it); may be NULL. */
+	void (*observe)(void *dest, const struct fp_sample *smp);
+	/** The node said @value of the gauge @gauge (enum fpd_gauge);
+	 * may be NULL. */
+	void (*gauge)(void *dest, int gauge, int64_t value);
 };
 
 struct fpd_record_dest {
@@ -74,6 +81,15 @@ struct fpd_recorder;
 struct fpd_recorder *
 fpd_recorder_new(const struct fpd_options *o, struct fpd_output *out);
 
+/**
+ * Records go to @dest as well (the flight recorder's ring, not owned),
+ * each formatted once and its text copied; with @files false, to @dest
+ * only, and the output takes no sample (it still lists captures).
+ */
+void
+fpd_recorder_add_dest(struct fpd_recorder *rec, struct fpd_record_dest dest,
+		      bool files);
+
 /** Destroys the output too; NULL is a no-op. */
 void
 fpd_recorder_destroy(struct fpd_recorder *rec);
@@ -103,6 +119,14 @@ fpd_recorder_write(struct fpd_recorder *rec, const struct fp_sample *smp,
  */
 uint64_t
 fpd_recorder_stamp(struct fpd_recorder *rec, uint64_t stamp);
+
+/**
+ * What the node said of itself in a reply the session reads anyway
+ * (@gauge: enum fpd_gauge, trigger.h), for the flight recorder's
+ * triggers.
+ */
+void
+fpd_recorder_gauge(struct fpd_recorder *rec, int gauge, int64_t value);
 
 /** The counts since the recorder was made. */
 const struct fpd_recorder_stats *

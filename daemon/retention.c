@@ -26,6 +26,7 @@
 
 #define INDEX_NAME ".flame_profd.index"
 #define MANIFEST_NAME "manifest.json"
+#define CAPTURES_NAME ".flame_profd.captures"
 
 /* Slack before a name's time counts as in the future: clocks of
  * machines that share a directory differ by a little. */
@@ -155,6 +156,82 @@ fpd_index_load(int dirfd, const struct fpd_trust *trust,
 	return 0;
 }
 
+int
+fpd_captures_apply(int dirfd, struct fpd_capture_entry *entries, size_t *n,
+		   unsigned keep)
+{
+	size_t kept = 0, left = *n;
+	int deleted = 0;
+
+	for (size_t i = 0; i < *n; i++) {
+		struct fpd_capture_entry *e = &entries[i];
+		int sub, rc;
+
+		if (!keep || left <= keep || !e->dir_made.ino) {
+			entries[kept++] = *e;
+			continue;
+		}
+		left--;
+		/* the file, then its directory, each still ours */
+		sub = fpd_fs_open_made_dir(dirfd, e->dir, &e->dir_made);
+		rc = sub < 0 ? sub : fpd_fs_unlink_made(sub, e->name, &e->made);
+		if (sub >= 0)
+			close(sub);
+		if (sub >= 0 && (rc == 0 || rc == -ENOENT))
+			rc = fpd_fs_rmdir_made(dirfd, e->dir, &e->dir_made);
+		if (rc == 0) {
+			fpd_info("retention: deleted capture %s", e->dir);
+			deleted++;
+		} else if (rc != -ENOENT) {
+			fpd_warn("retention: capture %s left alone: %s", e->dir,
+				 rc == -ESTALE ? "no longer what was written there" :
+				 strerror(-rc));
+		}
+	}
+	*n = kept;
+	return deleted;
+}
+
+int
+fpd_captures_load(int dirfd, const struct fpd_trust *trust,
+		  struct fpd_capture_entry **entries, size_t *n)
+{
+	const char *why;
+	int fd = fpd_fs_open_file(dirfd, CAPTURES_NAME, O_RDONLY, trust, NULL, &why);
+	char line[2048];
+	FILE *f;
+
+	*entries = NULL;
+	*n = 0;
+	if (fd < 0)
+		return fd == -ENOENT ? 0 : fd;
+	f = fdopen(fd, "r");
+	if (!f) {
+		close(fd);
+		return -errno;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		struct fpd_capture_entry e = { 0 };
+		uint64_t ddev, dino, dev, ino;
+
+		if (sscanf(line, "%319s %319s %63s %31s %" SCNd64 " %" SCNu64
+			   " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64
+			   " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64,
+			   e.dir, e.name, e.trigger, e.pid, &e.value,
+			   &e.trigger_us, &e.first_us, &e.last_us, &e.samples,
+			   &e.bytes, &ddev, &dino, &dev, &ino) != 14)
+			continue;	/* a line we do not know: skip */
+		if (strcmp(e.pid, "-") == 0)
+			e.pid[0] = '\0';
+		e.dir_made = (struct fpd_made){ (dev_t)ddev, (ino_t)dino };
+		e.made = (struct fpd_made){ (dev_t)dev, (ino_t)ino };
+		*entries = xrealloc(*entries, (*n + 1) * sizeof(**entries));
+		(*entries)[(*n)++] = e;
+	}
+	fclose(f);
+	return 0;
+}
+
 static void
 json_string(FILE *f, const char *s)
 {
@@ -219,10 +296,80 @@ iso(uint64_t us, char *buf, size_t size)
 	fpd_format_utc(us, buf, size);
 }
 
+/* The list of captures, keeping those whose file is still there. */
+static int
+store_captures(int dirfd, const struct fpd_trust *trust,
+	       const struct fpd_index_extra *extra, mode_t mode)
+{
+	struct fpd_capture_entry *c = extra->captures;
+	size_t kept = 0;
+	char tmp[340];
+	FILE *f;
+	int rc;
+
+	for (size_t i = 0; i < *extra->ncaptures; i++) {
+		int sub = fpd_fs_open_made_dir(dirfd, c[i].dir, &c[i].dir_made);
+
+		if (sub < 0)
+			continue;
+		if (fpd_fs_is_made(sub, c[i].name, &c[i].made) == 0)
+			c[kept++] = c[i];
+		close(sub);
+	}
+	*extra->ncaptures = kept;
+	rc = replace_file(dirfd, trust, CAPTURES_NAME, &f, tmp, sizeof(tmp), mode);
+	if (rc < 0)
+		return rc;
+	for (size_t i = 0; i < kept; i++)
+		fprintf(f, "%s %s %s %s %" PRId64 " %" PRIu64 " %" PRIu64 " %"
+			PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
+			" %" PRIu64 " %" PRIu64 "\n", c[i].dir, c[i].name,
+			c[i].trigger, c[i].pid[0] ? c[i].pid : "-", c[i].value,
+			c[i].trigger_us, c[i].first_us, c[i].last_us,
+			c[i].samples, c[i].bytes, (uint64_t)c[i].dir_made.dev,
+			(uint64_t)c[i].dir_made.ino, (uint64_t)c[i].made.dev,
+			(uint64_t)c[i].made.ino);
+	return commit_file(dirfd, tmp, CAPTURES_NAME, f);
+}
+
+static void
+manifest_captures(FILE *f, const struct fpd_index_extra *extra)
+{
+	const struct fpd_capture_entry *c = extra->captures;
+	size_t n = *extra->ncaptures;
+	char a[40], b[40], t[40];
+
+	fprintf(f, ",\n  \"captures\": [");
+	for (size_t i = 0; i < n; i++) {
+		iso(c[i].trigger_us, t, sizeof(t));
+		iso(c[i].first_us, a, sizeof(a));
+		iso(c[i].last_us, b, sizeof(b));
+		fprintf(f, "%s\n    {\"dir\": ", i ? "," : "");
+		json_string(f, c[i].dir);
+		fprintf(f, ", \"name\": ");
+		json_string(f, c[i].name);
+		fprintf(f, ", \"trigger\": ");
+		json_string(f, c[i].trigger);
+		fprintf(f, ", \"value\": %" PRId64 ", \"pid\": ", c[i].value);
+		if (c[i].pid[0])
+			json_string(f, c[i].pid);
+		else
+			fputs("null", f);
+		fprintf(f, ", \"triggered\": \"%s\", \"triggered_us\": %" PRIu64
+			", \"first_sample\": \"%s\", \"last_sample\": \"%s\""
+			", \"first_sample_us\": %" PRIu64 ", \"last_sample_us\": %"
+			PRIu64 ", \"samples\": %" PRIu64 ", \"bytes\": %" PRIu64 "}",
+			t, c[i].trigger_us, a, b, c[i].first_us, c[i].last_us,
+			c[i].samples, c[i].bytes);
+	}
+	fprintf(f, "%s]", n ? "\n  " : "");
+}
+
 int
 fpd_index_store(int dirfd, const struct fpd_trust *trust,
 		struct fpd_file_entry *entries, size_t *n, const char *node,
-		const char *otp_release, const char *options_json, mode_t mode)
+		const char *otp_release, const char *options_json, mode_t mode,
+		const struct fpd_index_extra *extra)
 {
 	char tmp[340], a[40], b[40];
 	size_t kept = 0;
@@ -255,6 +402,11 @@ fpd_index_store(int dirfd, const struct fpd_trust *trust,
 	rc = commit_file(dirfd, tmp, INDEX_NAME, f);
 	if (rc < 0)
 		return rc;
+	if (extra && extra->store_captures) {
+		rc = store_captures(dirfd, trust, extra, mode);
+		if (rc < 0)
+			return rc;
+	}
 
 	rc = replace_file(dirfd, trust, MANIFEST_NAME, &f, tmp, sizeof(tmp), mode);
 	if (rc < 0)
@@ -282,6 +434,9 @@ fpd_index_store(int dirfd, const struct fpd_trust *trust,
 			e->skipped, e->dropped, e->events,
 			e->recovered ? "true" : "false");
 	}
-	fprintf(f, "%s]\n}\n", *n ? "\n  " : "");
+	fprintf(f, "%s]", *n ? "\n  " : "");
+	if (extra)
+		manifest_captures(f, extra);
+	fprintf(f, "\n}\n");
 	return commit_file(dirfd, tmp, MANIFEST_NAME, f);
 }

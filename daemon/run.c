@@ -13,6 +13,7 @@
 
 #include "run.h"
 #include "daemon-log.h"
+#include "flight.h"
 #include "loop.h"
 #include "notes.h"
 #include "options.h"
@@ -20,6 +21,7 @@
 #include "recorder.h"
 #include "session.h"
 #include "source-perf.h"
+#include "util.h"
 
 static struct fpd_output *
 open_output(const struct fpd_options *o, int *exit_code)
@@ -38,6 +40,8 @@ open_output(const struct fpd_options *o, int *exit_code)
 		.keep_files = o->keep_files,
 		.keep_bytes = o->keep_bytes,
 		.keep_age_us = o->keep_age_us,
+		.keep_captures = o->keep_captures,
+		.captures_only = o->flight_us && !o->continuous,
 		.file_mode = o->file_mode,
 		.dir_mode = o->dir_mode,
 		.uid = o->user ? o->uid : geteuid(),
@@ -119,9 +123,39 @@ open_perf_auto(const struct fpd_options *o, struct fpd_session *session,
 	return 0;
 }
 
+/* --flight-recorder: the ring, a second destination of @rec's records
+ * (the only one without --continuous), and a source of the loop. */
+static struct fpd_flight *
+open_flight(const struct fpd_options *o, const char *header,
+	    struct fpd_recorder *rec)
+{
+	struct fpd_flight_config fc = {
+		.window_us = o->flight_us,
+		.max_bytes = o->flight_max,
+		.after_us = o->after_us,
+		.holdoff_us = o->holdoff_us,
+		.level = o->compress == FPD_COMPRESS_ZSTD ? o->compress_level : 3,
+		.header = header,
+		.triggers = o->triggers,
+		.ntriggers = o->ntriggers,
+	};
+	struct fpd_flight *flight;
+	char window[32];
+
+	flight = fpd_flight_new(&fc, fpd_recorder_output(rec));
+	fpd_recorder_add_dest(rec, fpd_flight_dest(flight), o->continuous);
+	fpd_format_duration(o->flight_us, window, sizeof(window));
+	fpd_info("flight recorder: keeping the last %s in at most %llu bytes%s",
+		 window, (unsigned long long)o->flight_max,
+		 o->continuous ? ", and the continuous files" : "");
+	return flight;
+}
+
 int
 fpd_run(const struct fpd_options *o, const char *cookie)
 {
+	struct fpd_flight *flight = NULL;
+	char *header = NULL;
 	struct fpd_session *session = NULL;
 	struct fpd_perf_source *feed = NULL;
 	struct fpd_loop *loop = NULL;
@@ -133,6 +167,10 @@ fpd_run(const struct fpd_options *o, const char *cookie)
 	if (!out)
 		return rc;
 	rec = fpd_recorder_new(o, out);
+	if (o->flight_us) {
+		header = fpd_file_header(o);
+		flight = open_flight(o, header, rec);
+	}
 	rc = fpd_perf_source_open(o, &feed);
 	if (rc < 0) {
 		rc = perf_exit_code(rc);
@@ -151,6 +189,8 @@ fpd_run(const struct fpd_options *o, const char *cookie)
 	session = fpd_session_new(o, cookie, rec, fpd_loop_run_state(loop),
 				  fpd_loop_give_up, loop);
 	fpd_loop_add(loop, fpd_session_source(session));
+	if (flight)
+		fpd_loop_add(loop, fpd_flight_source(flight));
 	if (feed) {
 		fpd_perf_source_attach(feed, rec);
 		fpd_loop_add(loop, fpd_perf_source_source(feed));
@@ -169,6 +209,9 @@ fpd_run(const struct fpd_options *o, const char *cookie)
 	fpd_perf_source_finish(feed);
 	rc = fpd_session_close(session, rc, fpd_loop_duration_over(loop));
 out:
+	/* the capture being written ends with the last samples */
+	fpd_flight_destroy(flight);
+	free(header);
 	fpd_recorder_destroy(rec);
 	fpd_session_destroy(session);
 	fpd_perf_source_destroy(feed);

@@ -121,6 +121,8 @@ on_health(struct fpd_session *s, struct request *r, struct fp_reply *reply,
 	char why[128];
 
 	fp_node_decode_int(reply, &runq);
+	if (runq >= 0)	/* the flight recorder's run_queue triggers */
+		fpd_recorder_gauge(s->rec, FPD_GAUGE_RUN_QUEUE, runq);
 	if (br->probing) {
 		if (runq >= 0 && !runq_trouble(s, runq, rtt) &&
 		    rtt < s->o->timeout_us / 2) {
@@ -538,8 +540,13 @@ fpd_session_close(struct fpd_session *s, int exit_code, bool duration_over)
 	fpd_output_finish(s->out);
 	fpd_output_totals(s->out, &totals);
 	/* what the files hold, not what was handed to them */
-	fpd_info("stopped: %llu samples written under %s",
-		 (unsigned long long)totals.written, fpd_output_dir(s->out));
+	if (s->o->flight_us && !s->o->continuous)
+		fpd_info("stopped: %llu samples taken; the flight recorder writes only captures under %s",
+			 (unsigned long long)fpd_recorder_samples(s->rec),
+			 fpd_output_dir(s->out));
+	else
+		fpd_info("stopped: %llu samples written under %s",
+			 (unsigned long long)totals.written, fpd_output_dir(s->out));
 	if (totals.dropped)
 		fpd_warn("%llu samples dropped on write errors",
 			 (unsigned long long)totals.dropped);

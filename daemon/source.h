@@ -60,6 +60,8 @@ struct fpd_source_ops {
 	/** Finish the file being written (SIGUSR1, a second SIGINT); may
 	 * come from inside the source's own wait (fpd_loop_give_up()). */
 	void (*rotate)(struct fpd_source *src);
+	/** SIGUSR2: write a capture of what the flight recorder holds. */
+	void (*capture)(struct fpd_source *src);
 };
 
 struct fpd_source {

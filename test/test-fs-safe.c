@@ -477,7 +477,7 @@ START_TEST(retention_only_own_files)
 		fp_assert_str_eq(e[1].name, last);
 	}
 	/* the index and manifest list what is left, with identities */
-	fp_assert_int_eq(fpd_index_store(dir, &me, e, &n, "a@b", "25", "{}", 0600), 0);
+	fp_assert_int_eq(fpd_index_store(dir, &me, e, &n, "a@b", "25", "{}", 0600, NULL), 0);
 	{
 		struct fpd_file_entry *back;
 		size_t nback;

@@ -52,6 +52,17 @@ static const struct options_case cases[] = {
 	{ { "--node", "a@b", "--perf", "auto" }, 0 },
 	{ { "--node", "a@b", "--perf", "Auto" }, FPD_EXIT_USAGE },
 	{ { "--node", "a@b", "--perf", "auto1" }, FPD_EXIT_USAGE },
+	{ { "--node", "a@b", "--flight-recorder", "20s", "--trigger", "mailbox>5",
+	    "--trigger", "memory>1G", "--after", "2s", "--continuous" }, 0 },
+	{ { "--node", "a@b", "--flight-recorder", "500ms" }, FPD_EXIT_USAGE },
+	{ { "--node", "a@b", "--flight-recorder", "20s",
+	    "--flight-recorder-max", "512K" }, FPD_EXIT_USAGE },
+	{ { "--node", "a@b", "--flight-recorder", "20s", "--trigger", "mbox>5" },
+	  FPD_EXIT_USAGE },
+	{ { "--node", "a@b", "--flight-recorder", "20s", "--trigger", "mailbox>" },
+	  FPD_EXIT_USAGE },
+	{ { "--node", "a@b", "--trigger", "mailbox>5" }, FPD_EXIT_USAGE },
+	{ { "--node", "a@b", "--continuous" }, FPD_EXIT_USAGE },
 };
 
 static int

@@ -23,7 +23,7 @@ FINAL_RE = re.compile(r"^(?P<node>[A-Za-z0-9._@-]+)\.(?P<stamp>\d{8}T\d{6}\.\d{3
 PARTIAL_RE = re.compile(r"^\.(?P<node>[A-Za-z0-9._@-]+)\.(?P<stamp>\d{8}T\d{6}\.\d{3})Z\.perf(\.gz|\.zst)?\.partial$")
 # bookkeeping the daemon keeps beside the files
 META_FILES = {"manifest.json", ".flame_profd.index", ".flame_profd.lock",
-              ".flame_profd.reserve"}
+              ".flame_profd.reserve", ".flame_profd.captures"}
 
 
 def sanitize_node(node):

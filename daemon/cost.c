@@ -61,6 +61,8 @@ static const struct path_cost path_costs[] = {
 
 /* The selection's share of the budget: the rest is the sampling's. */
 #define SCAN_BUDGET_SHARE 0.5
+/* ... of which the sweeps after the first may take half, on average. */
+#define SWEEP_BUDGET_SHARE 0.25
 /* The least a scan is cut to, beside the current selection (about a
  * millisecond of node time), and the most selections skipped in a row. */
 #define SCAN_MIN_WINDOW 1000u
@@ -152,19 +154,48 @@ fpd_cost_selection(struct fpd_cost *c, uint64_t us, size_t n, size_t bytes)
 }
 
 /*
- * A sweep is sent once per connection, before the first ranking: its
- * work is the interval's, but it is not what each selection costs, so
- * the budget's share of the selections (select_us spread over --every)
- * and the next scan's limit are left to the selections after it. Spread
- * over --every, a sweep of a million processes would read as a fifth of
- * a scheduler and cut the rate of any --pid sampled meanwhile.
+ * A sweep is sent at the first selection of a connection, and then every
+ * --sweep-every or so: its work is the interval's, but it is not what
+ * each selection costs, so the budget's share of the selections
+ * (select_us spread over --every) and the next scan's limit are left to
+ * the selections after it. Spread over --every, a sweep of a million
+ * processes would read as a fifth of a scheduler and cut the rate of any
+ * --pid sampled meanwhile. Its work paces the sweeps after it instead
+ * (fpd_cost_sweep_period()).
  */
 void
 fpd_cost_sweep(struct fpd_cost *c, uint64_t us, size_t n, size_t bytes)
 {
+	struct fpd_work sw;
+
+	fpd_work_reset(&sw);
+	sw.scan_us = us;
+	sw.scan_bytes = bytes;
+	sw.scanned = n;
+	c->sweep_us = fpd_cost_work_us(c, &sw);
 	c->interval.scan_us += us;
 	c->interval.scan_bytes += bytes;
 	c->interval.scanned += n;
+}
+
+/*
+ * A sweep of a million processes is 0.4 s of node time before OTP 28
+ * and 1.4 s with the iterator (docs/PERFORMANCE.md): every 30 s that is
+ * 1.3% and 4.7% of one scheduler. Spread over the period, the sweeps take
+ * no more than SWEEP_BUDGET_SHARE of the budget on average; the one
+ * that runs takes what it takes, bounded by three quarters of --timeout.
+ */
+uint64_t
+fpd_cost_sweep_period(const struct fpd_cost *c, const struct fpd_options *o)
+{
+	double allow, us;
+
+	if (c->budget.max_pct <= 0 || c->sweep_us <= 0)
+		return o->sweep_every_us;
+	allow = c->budget.max_pct / 100.0 * SWEEP_BUDGET_SHARE *
+		(double)c->schedulers;
+	us = c->sweep_us / allow;
+	return us > (double)o->sweep_every_us ? (uint64_t)us : o->sweep_every_us;
 }
 
 void
@@ -248,12 +279,14 @@ fpd_cost_check(struct fpd_cost *c, uint64_t now, uint64_t every_us,
  * others; when even that is over budget it is sent only every k-th
  * selection (*skip the others), k the factor it is over by -- as the
  * budget lowers the rate but never stops sampling -- and at least every
- * SCAN_SKIP_MAX.
+ * SCAN_SKIP_MAX. The selection after a sweep is cut but not skipped: a
+ * sweep's candidates are ranked only when they are read again, and a
+ * skip would leave a process found busy unsampled for k selections more.
  */
 size_t
 fpd_cost_scan_limit(struct fpd_cost *c, const struct fpd_options *o,
-		    size_t nset, unsigned scans_done, unsigned *skips,
-		    bool *skip)
+		    size_t nset, unsigned scans_done, bool ranking,
+		    unsigned *skips, bool *skip)
 {
 	double allow_us, n, least, k;
 
@@ -269,7 +302,7 @@ fpd_cost_scan_limit(struct fpd_cost *c, const struct fpd_options *o,
 		return n >= (double)o->scan_max ? 0 : (size_t)n;
 	}
 	k = fmin(ceil(least / fmax(n, 1e-9)), SCAN_SKIP_MAX);
-	if (++*skips < (unsigned)k) {
+	if (!ranking && ++*skips < (unsigned)k) {
 		*skip = true;
 		return 0;
 	}

@@ -42,6 +42,7 @@ struct fpd_cost {
 	uint64_t window_mono;		/* the budget window's start */
 	uint64_t window_cpu_us;		/* ... and our CPU time then */
 	double select_us;		/* work of the last whole selection */
+	double sweep_us;		/* ... of the last sweep; 0: none yet */
 	double scan_pid_us;		/* ... per pid read; 0: none yet */
 };
 
@@ -74,10 +75,20 @@ fpd_cost_samples(struct fpd_cost *c, uint64_t us, size_t full,
 void
 fpd_cost_selection(struct fpd_cost *c, uint64_t us, size_t n, size_t bytes);
 
-/** A sweep (the first selection of a connection): @us on the node, @n
- * processes read, a reply of @bytes; counted in the interval only. */
+/** A sweep (the first selection of a connection, or a later one): @us
+ * on the node, @n processes read, a reply of @bytes; counted in the
+ * interval, and in the pace of the sweeps after it
+ * (fpd_cost_sweep_period()). */
 void
 fpd_cost_sweep(struct fpd_cost *c, uint64_t us, size_t n, size_t bytes);
+
+/**
+ * How long after a sweep the next may start, in microseconds: @o's
+ * --sweep-every, or longer where the last sweep's work, spread over that
+ * time, would take more than a quarter of the budget (--max-overhead).
+ */
+uint64_t
+fpd_cost_sweep_period(const struct fpd_cost *c, const struct fpd_options *o);
 
 /** Other timed node work (initial-call reads), like a scan's. */
 void
@@ -114,9 +125,10 @@ fpd_cost_check(struct fpd_cost *c, uint64_t now, uint64_t every_us,
  * The most pids the next scan may read (0: --scan-max): see cost.c.
  * @nset the current selection, @scans_done on this connection; *skip
  * when this selection cannot be afforded at all; @skips counts those in
- * a row.
+ * a row. A @ranking selection (the one after a sweep, which ranks its
+ * candidates) is cut but never skipped.
  */
 size_t
 fpd_cost_scan_limit(struct fpd_cost *c, const struct fpd_options *o,
-		    size_t nset, unsigned scans_done, unsigned *skips,
-		    bool *skip);
+		    size_t nset, unsigned scans_done, bool ranking,
+		    unsigned *skips, bool *skip);

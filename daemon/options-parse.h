@@ -13,6 +13,7 @@
 
 #define TOP_MAX 100000
 #define EVERY_MIN_US 100000u		/* 100ms */
+#define SWEEP_EVERY_MIN_US 1000000u	/* 1s */
 #define ROTATE_MIN_US 1000000u		/* 1s */
 #define TIMEOUT_MIN_US 10000u		/* 10ms */
 #define TIMEOUT_MAX_US 600000000u	/* 10m */

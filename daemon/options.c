@@ -119,6 +119,15 @@ static const struct option_spec options[] = {
 	  "                            current selection always re-read\n",
 	  UINT(scan_max, SCAN_MAX_MIN, SCAN_MAX_MAX,
 	       "expected a whole number from 100 to 10000000") },
+	{ "sweep-every", 0, required_argument,
+	  .help = "      --sweep-every DUR     on a node of more than --scan-max processes,\n"
+	  "                            sweep the whole node again every DUR (default\n"
+	  "                            30s), or less often where a sweep would take\n"
+	  "                            more than a quarter of --max-overhead: a process\n"
+	  "                            that turns busy is found within about DUR +\n"
+	  "                            --every + 2s wherever it is in the table\n",
+	  DURATION(sweep_every_us, SWEEP_EVERY_MIN_US, UINT64_MAX,
+		   "expected a duration of at least 1s, e.g. 30s") },
 	{ "min-reductions", 0, required_argument,
 	  .help = "      --min-reductions N    --top picks no process that did fewer than N\n"
 	  "                            reductions a second (default 500; 0: any that did\n"
@@ -380,6 +389,7 @@ set_defaults(struct fpd_options *o)
 		.min_reductions = 500,
 		.perf_freq = 99,
 		.every_us = 5000000,
+		.sweep_every_us = 30000000,
 		.rate = 10,
 		.out_dir = ".",
 		.rotate_us = 120000000,

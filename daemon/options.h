@@ -39,6 +39,7 @@ struct fpd_options {
 	unsigned scan_max;
 	unsigned min_reductions;	/* --top's floor, reductions/s */
 	uint64_t every_us;
+	uint64_t sweep_every_us;	/* sweep a big node again this often */
 	double rate;
 	const char **pids;	/* --pid, as given (fp_node_check_pids()) */
 	size_t npids;

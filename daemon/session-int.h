@@ -61,6 +61,9 @@ struct targets {
 	uint64_t select_started_mono;
 	unsigned scans_done;		/* on this connection */
 	unsigned scan_skips;		/* in a row, over budget */
+	uint64_t swept_mono;		/* the last sweep's reply */
+	bool last_full;			/* the last scan read the whole node */
+	bool ranking;			/* ... was a sweep: the next ranks it */
 	struct fp_pid *pinned;		/* --pid i */
 	enum fp_pid_state *pin_state;	/* ... what the node says of it, then
 					 * (npids more) what it said before */

@@ -209,7 +209,7 @@ fpd_targets_start_selection(struct fpd_session *s, uint64_t now)
 	if (t->req_scan.active || s->cost.breaker.open)
 		return;
 	limit = fpd_cost_scan_limit(&s->cost, s->o, s->sm.nset, t->scans_done,
-				    &t->scan_skips, &skip);
+				    t->ranking, &t->scan_skips, &skip);
 	if (skip) {
 		s->report.scans_skipped++;
 		fpd_debug("selection skipped: over budget at %.2f µs per pid read",
@@ -218,6 +218,16 @@ fpd_targets_start_selection(struct fpd_session *s, uint64_t now)
 		if (limit)
 			s->report.scans_cut++;
 		t->select_started_mono = now;
+		/* Windows reach a process that turns busy on a big node only
+		 * after 2 x processes / --scan-max selections: a sweep again
+		 * finds it within the sweep's period. */
+		if (t->scans_done && !t->last_full &&
+		    now - t->swept_mono >= fpd_cost_sweep_period(&s->cost, s->o)) {
+			fpd_debug("sweeping again: %.1f s after the last sweep, at most every %.1f s",
+				  (double)(now - t->swept_mono) / 1e6,
+				  (double)fpd_cost_sweep_period(&s->cost, s->o) / 1e6);
+			fp_select_sweep_again(s->select);
+		}
 		fp_select_plan(s->select, s->sm.set, s->sm.nset, limit, &scan);
 		/* A sweep ends within the request's timeout: it checks the
 		 * clock every 10 000 processes (about 15 ms), and the rest
@@ -267,17 +277,24 @@ fpd_targets_on_scan(struct fpd_session *s, struct fp_reply *reply,
 		return;
 	}
 	t->scans_done++;
+	t->last_full = res.full;
+	t->ranking = res.sweep;
 	fpd_debug("selection: %zu processes, %zu read%s, %zu alive, %d picked, reply %zu bytes, node %.1f ms, %.1f ms",
 		  res.processes, res.scanned,
 		  res.full ? " (all)" : res.sweep ? " (sweep)" : "", res.alive,
 		  n, bytes, (double)us / 1000.0,
 		  (double)(now - t->select_started_mono) / 1000.0);
-	if (res.baseline) {
+	/* a sweep's candidates, and the first reading of all, are ranked
+	 * when they are read again */
+	if (res.sweep)
+		t->swept_mono = now;
+	if (res.sweep || res.baseline) {
 		t->next_select_mono = t->select_started_mono +
 			(s->o->every_us < FIRST_SELECT_DELAY_US ?
 			 s->o->every_us : FIRST_SELECT_DELAY_US);
-		return;
 	}
+	if (res.baseline)
+		return;
 	t->ntop = (size_t)n;
 	fpd_sampling_rebuild(s);
 	fpd_budget_top_applied(&s->cost.budget);

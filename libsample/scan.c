@@ -104,7 +104,16 @@
 	"    Late = fun() -> erlang:monotonic_time(millisecond) > Stop end, "
 
 /* The sweep over erlang:processes(), a chunk split off at a time; Next
- * a position in it, as the windows take it. */
+ * a position in it, as the windows take it.
+ *
+ * erlang:processes() builds its list in heap fragments, a slice at a
+ * time (its pids are gathered in a buffer of a word each first), and the
+ * walk's first garbage collections copy it into a young heap and then an
+ * old one: on OTP 25 at a million processes the worker's heap reached
+ * 39 MiB, where erlang:processes() alone leaves 24 MiB. One full
+ * collection right after it moves the list into one heap of its size;
+ * the walk's garbage is collected beside it from then on, and the peak
+ * is erlang:processes()'s own (bench/scan --alone, docs/PERFORMANCE.md). */
 static const char sweep_sublist_source[] =
 	SCAN_HEAD
 	SWEEP_FILTER
@@ -116,6 +125,7 @@ static const char sweep_sublist_source[] =
 	"                                   catch error:badarg -> {Ps, []} end, "
 	"                          W(R, Add(C, S), N + length(C)) end end, "
 	"    Begin = erlang:processes(), "
+	"    erlang:garbage_collect(), "
 	SWEEP_TAIL;
 
 /* The sweep with the iterator, a chunk of steps at a time. Take comes

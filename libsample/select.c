@@ -47,6 +47,7 @@ struct fp_select {
 	size_t nkeep, keep_cap;
 	bool pending;
 	bool plan_sweep;	/* the pending plan is a sweep */
+	bool sweep_due;		/* the next plan is a sweep, history or not */
 
 	struct fp_pid *cand;	/* the last sweep's candidates, re-read */
 	size_t ncand, cand_cap;	/* ... by the next plan */
@@ -103,6 +104,13 @@ fp_select_reset(struct fp_select *sel)
 	sel->last_at_start = false;
 	sel->fresh = false;
 	sel->ncand = 0;
+	sel->sweep_due = false;
+}
+
+void
+fp_select_sweep_again(struct fp_select *sel)
+{
+	sel->sweep_due = true;
 }
 
 static bool
@@ -121,7 +129,7 @@ fp_select_plan(struct fp_select *sel, const struct fp_pid *keep, size_t nkeep,
 {
 	size_t cap = limit && limit < sel->scan_max ? limit : sel->scan_max;
 	size_t nk, nsel, len;
-	bool sweep = !sel->have_history;
+	bool sweep = !sel->have_history || sel->sweep_due;
 
 	if (cap < 2)
 		cap = 2;
@@ -137,6 +145,7 @@ fp_select_plan(struct fp_select *sel, const struct fp_pid *keep, size_t nkeep,
 	sel->nkeep = nk;
 	sel->pending = true;
 	sel->plan_sweep = sweep;
+	sel->sweep_due = false;
 	sel->plan_at_start = sel->cursor_len == 0 || sel->fresh;
 
 	len = cap - nk;
@@ -352,10 +361,11 @@ fp_select_scan(struct fp_select *sel, const struct fp_reply *reply,
 	if (sweep) {
 		size_t n = nread - sel->nkeep;
 
+		/* the node sends them least first; a plan cut short by the
+		 * budget reads the first */
 		FP_GROW(sel->cand, sel->cand_cap, n);
-		if (n)
-			memcpy(sel->cand, sel->read + sel->nkeep,
-			       n * sizeof(*sel->cand));
+		for (size_t i = 0; i < n; i++)
+			sel->cand[i] = sel->read[nread - 1 - i];
 		sel->ncand = n;
 	}
 	if (sweep || full || !sel->plan_at_start || sel->last_at_start) {

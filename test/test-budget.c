@@ -109,6 +109,36 @@ START_TEST(cost_sweep)
 }
 END_TEST
 
+/* The sweeps after the first come every --sweep-every, or as often as a
+ * quarter of the budget pays for the last one's work. */
+START_TEST(cost_sweep_period)
+{
+	struct fpd_options o = { .max_overhead = 5.0, .rate = 10, .top = 100,
+				 .every_us = 5000000, .scan_max = 50000,
+				 .sweep_every_us = 30000000 };
+	struct fpd_cost c;
+
+	fpd_cost_init(&c, &o, 0, 0);
+	fpd_cost_set_node(&c, FP_REQUEST_REX, 2, false);
+	/* none yet */
+	fp_assert_int_eq(fpd_cost_sweep_period(&c, &o), 30000000);
+	/* 1M processes in 0.4 s: counted at 0.65 µs each, 26 s at 2.5% */
+	fpd_cost_sweep(&c, 400000, 1000000, 490000);
+	fp_assert_int_eq(fpd_cost_sweep_period(&c, &o), 30000000);
+	/* 1.4 s: 56 s */
+	fpd_cost_sweep(&c, 1400000, 1000000, 490000);
+	fp_assert_int_ge(fpd_cost_sweep_period(&c, &o), 56000000);
+	fp_assert(fpd_cost_sweep_period(&c, &o) <= 57000000);
+	/* eight schedulers: 14 s, so --sweep-every */
+	fpd_cost_set_node(&c, FP_REQUEST_REX, 8, false);
+	fp_assert_int_eq(fpd_cost_sweep_period(&c, &o), 30000000);
+	/* no budget: --sweep-every */
+	fpd_cost_set_node(&c, FP_REQUEST_REX, 2, false);
+	c.budget.max_pct = 0;
+	fp_assert_int_eq(fpd_cost_sweep_period(&c, &o), 30000000);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -119,6 +149,7 @@ suite(void)
 	tcase_add_test(tc, budget_steps);
 	tcase_add_test(tc, breaker);
 	tcase_add_test(tc, cost_sweep);
+	tcase_add_test(tc, cost_sweep_period);
 	suite_add_tcase(s, tc);
 	return s;
 }

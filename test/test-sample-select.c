@@ -112,17 +112,18 @@ scan_limited(struct fp_select *sel, const long *reds, uint64_t now,
 		unsigned *cands = xzalloc(plan.len * sizeof(*cands));
 		size_t nc = sweep_candidates(reds, plan.len, cands);
 
+		/* as the node sends them: the least first */
 		enc_scan_head(&x, "sweep", node_n);
 		if (nc)
 			ei_x_encode_list_header(&x, (long)nc);
-		for (size_t i = 0; i < nc; i++)
+		for (size_t i = nc; i-- > 0;)
 			enc_pid(&x, cands[i]);
 		ei_x_encode_empty_list(&x);
 		if (plan.nkeep + nc)
 			ei_x_encode_list_header(&x, (long)(plan.nkeep + nc));
 		for (size_t i = 0; i < plan.nkeep; i++)
 			enc_reds(&x, reds[plan.keep[i].num - 100]);
-		for (size_t i = 0; i < nc; i++)
+		for (size_t i = nc; i-- > 0;)
 			enc_reds(&x, reds[cands[i] - 100]);
 		ei_x_encode_empty_list(&x);
 		ei_x_encode_atom(&x, "start");
@@ -412,6 +413,65 @@ START_TEST(select_sweep)
 }
 END_TEST
 
+/* A process that turns busy after the sweep, far from the windows, is
+ * found by a sweep again: the current selection is read first and ranked
+ * as at any selection, the new candidates at the next one. */
+START_TEST(select_sweep_again)
+{
+	enum { N = 200000, MAX = 500 };
+	struct fp_select *sel = fp_select_new(MAX);
+	static long reds[N];
+	struct fp_pid out[2], keep[1];
+	struct fp_select_result res;
+	struct fp_scan plan;
+	int n;
+
+	for (size_t i = 0; i < N; i++)
+		reds[i] = i == 10 ? 1000 : 5;
+	send_processes(sel, N);
+	scan(sel, reds, 1000000, NULL, 0, 1, NULL, 0, out, &n, &res);
+	fp_assert(res.sweep && res.baseline);
+	reds[10] += 5000;
+	scan(sel, reds, 2000000, NULL, 0, 1, NULL, 0, out, &n, &res);
+	fp_assert_int_eq(n, 1);
+	fp_assert_int_eq(out[0].num, 110);
+	keep[0] = out[0];
+	/* the last process turns busy; a window does not reach it */
+	reds[N - 1] += 1000000;
+	reds[10] += 5000;
+	scan(sel, reds, 3000000, keep, 1, 2, NULL, 0, out, &n, &res);
+	fp_assert(!res.sweep);
+	fp_assert_int_eq(n, 1);
+	fp_assert_int_eq(out[0].num, 110);
+
+	fp_select_sweep_again(sel);
+	fp_select_plan(sel, keep, 1, 0, &plan);
+	fp_assert(plan.sweep);
+	fp_assert_int_eq(plan.nkeep, 1);
+	reds[10] += 5000;
+	reds[N - 1] += 1000000;
+	/* the pending plan is replaced: the sweep is planned again */
+	fp_select_sweep_again(sel);
+	fp_assert_int_eq(scan(sel, reds, 4000000, keep, 1, 2, NULL, 0, out, &n,
+			      &res), N + 1);
+	fp_assert(res.sweep && !res.baseline && !res.full);
+	fp_assert_int_eq(n, 1);		/* the selection, ranked */
+	fp_assert_int_eq(out[0].num, 110);
+	reds[10] += 5000;
+	reds[N - 1] += 1000000;
+	/* cut short by the budget: the busiest candidates are read */
+	scan_limited(sel, reds, 5000000, keep, 1, 3, 2, NULL, 0, out, &n, &res);
+	fp_assert(!res.sweep);
+	fp_assert_int_eq(n, 2);
+	fp_assert_int_eq(out[0].num, 100 + N - 1);
+	fp_assert_int_eq(out[1].num, 110);
+	/* once: the plan after is a window again */
+	fp_select_plan(sel, out, 2, 0, &plan);
+	fp_assert(!plan.sweep);
+	fp_select_destroy(sel);
+}
+END_TEST
+
 /* A window reply of @n pids from position @from (reductions 1 each, no
  * keep read), the next window at @next. */
 static int
@@ -587,6 +647,7 @@ suite(void)
 	tcase_add_test(tc, select_limit);
 	tcase_add_loop_test(tc, select_sweep, 0, 3);
 	tcase_add_test(tc, select_sweep_partial);
+	tcase_add_test(tc, select_sweep_again);
 	tcase_add_test(tc, select_bad);
 	suite_add_tcase(s, tc);
 	return s;

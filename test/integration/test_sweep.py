@@ -22,7 +22,10 @@ first selection is a sweep of the whole table:
 
 Then, on a node of 3000 idle processes with --scan-max 1000 --every 1s,
 the windows reach the end of the table and start again (on OTP 28+ the
-iterator says `none` there) with no failed scan.
+iterator says `none` there) with no failed scan. On the same node, with
+--scan-max 100 --every 1s --sweep-every 2s, a worker started after the
+first ranking (last in the table, 60 windows away) is swept again,
+ranked and sampled while the windows are still far from it.
 
 The node's OTP release is the first erl on PATH's: OTP 25-27 sweep
 erlang:processes() in chunks, OTP 28+ walk the table with
@@ -31,6 +34,7 @@ erlang:processes_iterator/0.
 import os
 import re
 import sys
+import time
 
 sys.dont_write_bytecode = True     # keep __pycache__ out of the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -111,7 +115,9 @@ def main(t):
             % (base_rex, rex))
     node.stop()
 
-    small = h.Node(idle=3000).start(timeout=60)
+    small = h.Node(idle=3000, busy=0,
+                   opts={"quoted": False, "anon": False, "clients": 0,
+                         "sink": False, "bin": False}).start(timeout=60)
     n = small.eval_int("erlang:system_info(process_count)")
     d = h.start_daemon(h.daemon_args(small, h.mkdtemp("out_"), verbose=True,
                                      scan_max=1000, every="1s"))
@@ -123,6 +129,53 @@ def main(t):
     t.check(not re.search(r"unexpected reply to the selection scan|rpc failed", se),
             "no failed scan where the windows meet the end of the table",
             "\n".join(l for l in se.splitlines() if "scan" in l or "rpc failed" in l)[-3000:])
+
+    # A worker that turns busy after the first ranking, at the end of the
+    # table: the windows (100 pids, moving by 50 a second) would need
+    # 2 x n / 100 selections to reach it; a sweep again every 2 s finds it.
+    out3 = h.mkdtemp("out_")
+    d = h.start_daemon(h.daemon_args(small, out3, verbose=True, compress="none",
+                                     scan_max=100, every="1s", sweep_every="2s"))
+    d.wait_log(r"debug: selection: ", timeout=60, count=2)
+    small.eval("spawn(fp_demo, busy_loop, [#{c => persistent_term:get({fp_demo, counters}), "
+               "depth => 20, work => 200}])")
+    late = small.eval("[pid_to_list(P) || P <- erlang:processes(), "
+                      "erlang:process_info(P, initial_call) =:= "
+                      "{initial_call, {fp_demo, busy_loop, 1}}]")
+    place = small.eval_int("P = hd([P || P <- erlang:processes(), "
+                           "erlang:process_info(P, initial_call) =:= "
+                           "{initial_call, {fp_demo, busy_loop, 1}}]), "
+                           "length(lists:takewhile(fun(Q) -> Q =/= P end, erlang:processes()))")
+    before = len(SEL_RE.findall(d.read_stderr()))
+
+    # The first sweep logged after the worker started may have been sent
+    # before it: the second was sent after the first's reply.
+    def swept_and_ranked():
+        kinds = [m.group(3) for m in SEL_RE.finditer(d.read_stderr())][before:]
+        at = [i for i, k in enumerate(kinds) if k == " (sweep)"]
+        return len(at) >= 2 and len(kinds) - at[1] >= 3
+
+    deadline = time.monotonic() + 60
+    while not swept_and_ranked() and time.monotonic() < deadline and d.poll() is None:
+        time.sleep(0.2)
+    found = swept_and_ranked()
+    se = d.read_stderr()
+    rc = d.stop()
+    sels = [m for m in map(SEL_RE.search, se.splitlines()) if m]
+    later = sels[before:]
+    windows = sum(1 for m in later if m.group(3) is None)
+    h.log("  busy worker %s at %d of %d; selections after it: %s"
+          % (late, place, n, [(m.group(2), m.group(3), m.group(4)) for m in later]))
+    t.eq(rc, 0, "daemon exit code 0 (sweep again)")
+    t.check(place > n - 20, "the late worker is at the end of the table (%d)" % place)
+    t.check(found, "the node is swept again after the worker starts, and ranked twice")
+    t.check(windows * 50 < place - 100,
+            "the windows since the worker started could not reach it "
+            "(%d windows since it started)" % windows)
+    files = h.check_output(t, out3, small, min_samples=1)
+    lpids = set("0.%s.%s" % m for m in re.findall(r"<0\.(\d+)\.(\d+)>", late))
+    sampled = {s["pid"] for f in files for s in f.samples}
+    t.check(lpids and lpids <= sampled, "the late worker is sampled (%s)" % sorted(lpids))
 
 
 if __name__ == "__main__":

@@ -25,6 +25,8 @@
  * delta. A sweep's node time grows with the node (a microsecond or two a
  * process), its reply does not; it stops after the time the caller
  * gives it (struct fp_scan's sweep_ms), and the windows go on from there.
+ * The caller may sweep again later (fp_select_sweep_again()), so that a
+ * process that turns busy on a big node is not left to the windows.
  */
 #pragma once
 
@@ -60,6 +62,16 @@ fp_select_set_floor(struct fp_select *sel, double reductions_per_s);
 /** Forget all history (a new connection: pids mean other processes). */
 void
 fp_select_reset(struct fp_select *sel);
+
+/**
+ * Make the next plan a sweep again, history kept: the current selection
+ * is read first and ranked as at any selection, and the sweep's
+ * candidates are read again and ranked by the plan after it. A process
+ * that turned busy after the last sweep is then found wherever the
+ * windows are. The windows start again where the sweep stopped.
+ */
+void
+fp_select_sweep_again(struct fp_select *sel);
 
 /**
  * Plan the next scan: @keep first (the current selection, so hot

@@ -85,6 +85,12 @@ fpp_main(int argc, char **argv)
 	case FPP_CMD_PROCS:
 		ex = fpp_cmd_procs(&o, inputs, ninputs);
 		break;
+	case FPP_CMD_PPROF:
+		ex = fpp_cmd_pprof(&o, inputs, ninputs);
+		break;
+	case FPP_CMD_NODES:
+		ex = fpp_cmd_nodes(&o, inputs, ninputs);
+		break;
 	default:
 		ex = fpp_cmd_render(&o, inputs, ninputs);
 		break;

@@ -93,6 +93,8 @@ enum fpp_command {
 	FPP_CMD_SPEEDSCOPE,
 	FPP_CMD_DIFF,
 	FPP_CMD_PROCS,
+	FPP_CMD_PPROF,
+	FPP_CMD_NODES,
 	FPP_CMD_COUNT,
 };
 
@@ -125,8 +127,13 @@ enum fpp_procs_sort {
 
 enum fpp_format { FPP_FORMAT_TEXT = 0, FPP_FORMAT_CSV, FPP_FORMAT_JSON };
 
-/* A label, the callers or a recorded key (--where, --by). */
-enum fpp_field_kind { FPP_FIELD_LABEL, FPP_FIELD_CALLERS, FPP_FIELD_KEY };
+/* A label, the callers, a recorded key or the node (--where, --by). */
+enum fpp_field_kind {
+	FPP_FIELD_LABEL,
+	FPP_FIELD_CALLERS,
+	FPP_FIELD_KEY,
+	FPP_FIELD_NODE,		/* the file header's # node: */
+};
 
 struct fpp_field {
 	enum fpp_field_kind kind;
@@ -316,6 +323,9 @@ struct fpp_run {
 	/* any other consumer of the accepted samples (procs) */
 	void (*sink)(void *data, const struct fp_perf_record *rec);
 	void *sink_data;
+	/* every comment of every file read (nodes), or NULL */
+	fp_perf_comment_fn comment;
+	void *comment_data;
 
 	uint64_t from_us, to_us;	/* resolved; to_us UINT64_MAX: none */
 	bool resolved;
@@ -416,6 +426,15 @@ fpp_cmd_diff(const struct fpp_options *o, char *const *args, size_t nargs);
 /* The procs command: a row per process; returns an FPP_EXIT_* code. */
 int
 fpp_cmd_procs(const struct fpp_options *o, char *const *args, size_t nargs);
+
+/* The pprof command: pprof's profile.proto, gzip'd; returns an
+ * FPP_EXIT_* code. */
+int
+fpp_cmd_pprof(const struct fpp_options *o, char *const *args, size_t nargs);
+
+/* The nodes command: a row per node; returns an FPP_EXIT_* code. */
+int
+fpp_cmd_nodes(const struct fpp_options *o, char *const *args, size_t nargs);
 
 /* ---- top --follow: window.c, follow.c ---- */
 

@@ -25,12 +25,13 @@
 
 const char *const fpp_command_names[FPP_CMD_COUNT] = {
 	"folded", "svg", "heatmap", "top", "speedscope", "diff", "procs",
+	"pprof", "nodes",
 };
 
 #define B(c) (1u << FPP_CMD_##c)
 #define ALL ((1u << FPP_CMD_COUNT) - 1)
 #define TREES (B(FOLDED) | B(SVG) | B(SPEEDSCOPE) | B(DIFF))
-#define WEIGHTED (ALL & ~B(PROCS))
+#define WEIGHTED (ALL & ~B(PROCS) & ~B(PPROF) & ~B(NODES))
 
 void
 fpp_fail(const char *format, ...)
@@ -69,7 +70,8 @@ parse_double(const char *text, double *v)
 }
 
 
-/* label, callers, key:NAME, key.NAME or NAME (a key); @n bytes of @text.
+/* label, callers, node, key:NAME, key.NAME or NAME (a key); @n bytes of
+ * @text.
  * The key's name points into @text, which outlives the options. */
 static int
 parse_field(const char *text, size_t n, struct fpp_field *f)
@@ -82,6 +84,10 @@ parse_field(const char *text, size_t n, struct fpp_field *f)
 	}
 	if (n == 7 && strncmp(text, "callers", 7) == 0) {
 		f->kind = FPP_FIELD_CALLERS;
+		return 0;
+	}
+	if (n == 4 && strncmp(text, "node", 4) == 0) {
+		f->kind = FPP_FIELD_NODE;
 		return 0;
 	}
 	if (n > 4 && (strncmp(text, "key:", 4) == 0 || strncmp(text, "key.", 4) == 0)) {
@@ -390,18 +396,20 @@ static const struct fpp_option_row rows[] = {
 	  .help = "only the process registered as NAME (repeatable)" },
 	{ "where", 0, "FIELD=TEXT", ALL, FPP_SEC_SELECTION, PARSE(opt_where),
 	  .help = "only samples whose FIELD is TEXT; FIELD~TEXT: whose\n"
-	  "FIELD holds TEXT. FIELD is label, callers or a\n"
-	  "key recorded with flame_profd --key/--logger-key\n"
-	  "(NAME or key.NAME, e.g. request_id=req-7,\n"
-	  "callers~<0.101.0>); repeatable, all must hold" },
+	  "FIELD holds TEXT. FIELD is label, callers, node\n"
+	  "(the file's) or a key recorded with flame_profd\n"
+	  "--key/--logger-key (NAME or key.NAME, e.g.\n"
+	  "request_id=req-7, callers~<0.101.0>, node=app@h1);\n"
+	  "repeatable, all must hold" },
 	{ "by", 0, "FIELD", B(FOLDED) | B(SVG) | B(SPEEDSCOPE), FPP_SEC_SELECTION,
 	  PARSE(opt_group_by),
-	  .help = "group by FIELD (label, callers, key:NAME): a\n"
-	  "FIELD:VALUE frame at the root (FIELD:- where a\n"
-	  "sample has none)" },
+	  .help = "group by FIELD (label, callers, node, key:NAME):\n"
+	  "a FIELD:VALUE frame at the root (FIELD:- where a\n"
+	  "sample has none); node: one graph of several\n"
+	  "nodes' directories" },
 	{ "by", 0, "FIELD", B(TOP), FPP_SEC_SELECTION, PARSE(opt_group_by),
 	  .help = "one table per value of FIELD (label, callers,\n"
-	  "key:NAME; - where a sample has none); with\n"
+	  "node, key:NAME; - where a sample has none); with\n"
 	  "--follow, rows of process (a row per process),\n"
 	  "function (the default) or FIELD's values" },
 	{ "from", 0, "TIME", ALL, FPP_SEC_SELECTION, PARSE(opt_from),
@@ -453,7 +461,7 @@ static const struct fpp_option_row rows[] = {
 	{ "process", 0, NULL, TREES, FPP_SEC_STACKS, FLAG(process, true),
 	  .help = "a frame for the process under the status:\n"
 	  "its registered name, else <PID> INITIAL_CALL" },
-	{ "strip-lines", 0, NULL, TREES | B(TOP), FPP_SEC_STACKS, FLAG(strip_lines, true),
+	{ "strip-lines", 0, NULL, TREES | B(TOP) | B(PPROF), FPP_SEC_STACKS, FLAG(strip_lines, true),
 	  .help = "drop :LINE from frame names (files written with\n"
 	  "--lines), merging the lines of a function" },
 

@@ -29,6 +29,8 @@ fpp_field_value(const struct fp_perf_record *rec, const struct fpp_field *f)
 		return rec->label;
 	case FPP_FIELD_CALLERS:
 		return rec->callers;
+	case FPP_FIELD_NODE:
+		return rec->node;
 	case FPP_FIELD_KEY:
 		for (uint32_t i = 0; i < rec->nkeys; i++) {
 			if (strlen(rec->key_names[i]) == f->keylen &&
@@ -44,7 +46,8 @@ const char *
 fpp_field_title(const struct fpp_field *f)
 {
 	return f->kind == FPP_FIELD_LABEL ? "label" :
-	       f->kind == FPP_FIELD_CALLERS ? "callers" : f->title;
+	       f->kind == FPP_FIELD_CALLERS ? "callers" :
+	       f->kind == FPP_FIELD_NODE ? "node" : f->title;
 }
 
 static bool
@@ -471,6 +474,8 @@ fpp_read_inputs(struct fpp_run *r, char *const *args, size_t nargs)
 			break;
 		}
 		fp_perf_reader_set_erlang_names(reader, o->erlang_names);
+		if (r->comment)
+			fp_perf_reader_set_comment_fn(reader, r->comment, r->comment_data);
 		r->reader = reader;
 		r->file = in.files[i].path;
 		r->file_index = i;

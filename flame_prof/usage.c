@@ -16,6 +16,7 @@ static const char *const section_titles[FPP_SEC_COUNT] = {
 /* the command's own section */
 static const char *const command_sections[FPP_CMD_COUNT] = {
 	NULL, "Graph", "Map", "Table", "Profiles", "Comparison", "Table",
+	"Profile", "Table",
 };
 
 static const char input_help[] =
@@ -78,6 +79,21 @@ static const char *const command_help[FPP_CMD_COUNT] = {
 "Write a table of the sampled processes: pid, registered name or\n"
 "initial call, samples by status, reductions done, the longest\n"
 "mailbox and the largest memory seen.\n",
+	[FPP_CMD_PPROF] =
+"Write pprof's profile.proto, gzip-compressed, for go tool pprof and\n"
+"the continuous-profiling servers that take pprof (Pyroscope, Parca).\n"
+"Every sample selected counts, as in top's summary. Columns (sample\n"
+"types): samples (the default), each metric's value, and the delta of\n"
+"reductions and minor_gcs. Labels: node, pid, status, registered_name,\n"
+"initial_call, label, callers and key.NAME (a number where the value\n"
+"is a decimal integer). The period is 1/rate s of wall time. The\n"
+"output is binary: give -o FILE or redirect standard output.\n",
+	[FPP_CMD_NODES] =
+"Write a table of the nodes whose files are read (several nodes'\n"
+"directories at once): a row per node with its samples selected, their\n"
+"span and rate, the mean of the daemon's interval notes for the rate it\n"
+"achieved and its cost (and the largest cost), and the node's hottest\n"
+"function (most self samples, idle samples left out as in top).\n",
 };
 
 static void
@@ -125,6 +141,8 @@ fpp_usage_main(FILE *f)
 "  speedscope   speedscope's JSON file format, a profile per process\n"
 "  diff         compare two profiles: BEFORE AFTER (text, and SVG with --svg)\n"
 "  procs        a table of the processes: samples, reductions, mailbox, memory\n"
+"  pprof        pprof's profile.proto (gzip) for go tool pprof, Pyroscope, Parca\n"
+"  nodes        a table of the nodes: samples, rate, cost, hottest function\n"
 "\n"
 "'flame_prof COMMAND --help' lists the options of a command.\n"
 "flame_prof(1) has the details.\n\n%s", exit_help);

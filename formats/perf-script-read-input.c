@@ -191,6 +191,7 @@ fp_perf_reader_destroy(struct fp_perf_reader *r)
 	free(r->key_offs);
 	free(r->key_ptrs);
 	fp_text_free(&r->conv);
+	free(r->node);
 	free(r->path);
 	free(r);
 }

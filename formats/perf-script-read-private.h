@@ -76,6 +76,13 @@ struct fp_perf_reader {
 	size_t key_ptrs_cap;
 
 	bool erlang_names;	/* hand names over in the Erlang form */
+
+	/* the header comments (docs/FORMAT.md "Comments") */
+	bool header_done;	/* a sample was read: no header past it */
+	char *node;		/* "# node: NODE", or NULL */
+	double rate;		/* rate=HZ of "# options: ", or 0 */
+	fp_perf_comment_fn comment_fn;
+	void *comment_data;
 	struct fp_text conv;	/* a name being rewritten in that form */
 };
 

@@ -371,6 +371,43 @@ parse_frame(struct fp_perf_reader *r, const char *line, size_t len)
 	return 0;
 }
 
+/* What the header says of the node and the rate; other comments, and
+ * values that do not parse, are passed over (readers ignore comment
+ * text they do not know). */
+static void
+header_comment(struct fp_perf_reader *r, const char *line, size_t len)
+{
+	static const char node[] = "# node: ", options[] = "# options: ";
+	const char *p, *end = line + len;
+
+	if (!r->node && len > sizeof(node) - 1 &&
+	    memcmp(line, node, sizeof(node) - 1) == 0) {
+		size_t n = len - (sizeof(node) - 1);
+
+		r->node = xzalloc(n + 1);
+		memcpy(r->node, line + sizeof(node) - 1, n);
+		return;
+	}
+	if (len < sizeof(options) - 1 ||
+	    memcmp(line, options, sizeof(options) - 1) != 0)
+		return;
+	for (p = line + sizeof(options) - 1; p < end; p++) {
+		char num[32], *stop;
+		size_t n = 0;
+		double v;
+
+		if ((p[-1] != ' ') || end - p < 5 || memcmp(p, "rate=", 5) != 0)
+			continue;
+		for (p += 5; p < end && *p != ' ' && n < sizeof(num) - 1; p++)
+			num[n++] = *p;
+		num[n] = '\0';
+		v = strtod(num, &stop);
+		if (n && !*stop && v > 0 && v <= 1e6)
+			r->rate = v;
+		return;
+	}
+}
+
 static int
 parse_comment(struct fp_perf_reader *r, const char *line, size_t len)
 {
@@ -378,6 +415,11 @@ parse_comment(struct fp_perf_reader *r, const char *line, size_t len)
 		return fp_perf_reader_bad(r, "a comment is \"#\" or \"# TEXT\"");
 	if (memchr(line, '\0', len))
 		return fp_perf_reader_bad(r, "NUL byte in a comment");
+	if (!r->header_done)
+		header_comment(r, line, len);
+	if (r->comment_fn)
+		r->comment_fn(r->comment_data, len > 1 ? line + 2 : line + len,
+			      len > 1 ? len - 2 : 0);
 	return 0;
 }
 
@@ -409,7 +451,28 @@ emit(struct fp_perf_reader *r, fp_perf_record_fn fn, void *data)
 	}
 	rec->key_names = r->key_ptrs;
 	rec->key_values = r->key_ptrs + rec->nkeys;
+	rec->node = r->node;
 	return fn(data, rec);
+}
+
+void
+fp_perf_reader_set_comment_fn(struct fp_perf_reader *r, fp_perf_comment_fn fn,
+			      void *data)
+{
+	r->comment_fn = fn;
+	r->comment_data = data;
+}
+
+const char *
+fp_perf_reader_node(const struct fp_perf_reader *r)
+{
+	return r->node;
+}
+
+double
+fp_perf_reader_rate(const struct fp_perf_reader *r)
+{
+	return r->rate;
 }
 
 int
@@ -456,6 +519,7 @@ fp_perf_read(struct fp_perf_reader *r, fp_perf_record_fn fn, void *data)
 		}
 		r->arena.len = 0;
 		r->noffs = 0;
+		r->header_done = true;
 		rc = parse_event(r, line, len);
 		if (rc < 0)
 			return rc;

@@ -15,6 +15,7 @@
 
 #include "fp-test.h"
 #include "fp/perf-script-read.h"
+#include "util-buf.h"
 #include "util-mem.h"
 
 #define N(a) (int)(sizeof(a) / sizeof(a[0]))
@@ -714,6 +715,91 @@ START_TEST(written_atoms)
 }
 END_TEST
 
+/* counts the samples; each must name the header's node (or none) */
+static const char *header_node;
+
+static int
+count_only(void *data, const struct fp_perf_record *rec)
+{
+	if (header_node)
+		fp_assert_str_eq(rec->node, header_node);
+	else
+		fp_assert_ptr_null(rec->node);
+	(*(int *)data)++;
+	return 0;
+}
+
+/* The node and the rate of the header; the same text after the first
+ * sample is no header. */
+static const struct {
+	const char *text, *node;
+	double rate;
+} header_cases[] = {
+	{ "# node: a@h\n# options: top=1 every=5s rate=2.5 pids=0\n", "a@h", 2.5 },
+	{ "# options: rate=7 top=1\n# node: b@h\n# node: c@h\n", "b@h", 7 },
+	{ "# options: xrate=7 rate=x\n", NULL, 0 },
+	{ "# options: top=1 rate=0\n", NULL, 0 },
+	{ "", NULL, 0 },
+};
+
+static void
+collect_comment(void *data, const char *text, size_t len)
+{
+	fp_text_put(data, text, len);
+	fp_text_putc(data, '|');
+}
+
+/* Every comment, header and notes, reaches the comment function. */
+START_TEST(comments)
+{
+	static const char text[] = "# a b\n#\n" EVENT "\n\n# flame_profd: x interval: y\n";
+	struct fp_text seen = { 0 };
+	struct fp_perf_reader *r = NULL;
+	char *path = write_temp(text, sizeof(text) - 1);
+	int n = 0;
+
+	header_node = NULL;
+	fp_assert_int_eq(fp_perf_reader_open(path, &r), 0);
+	fp_perf_reader_set_comment_fn(r, collect_comment, &seen);
+	fp_assert_int_eq(fp_perf_read(r, count_only, &n), 0);
+	fp_assert_int_eq(n, 1);
+	fp_text_putc(&seen, '\0');
+	fp_assert_str_eq(seen.buf, "a b||flame_profd: x interval: y|");
+	fp_perf_reader_destroy(r);
+	unlink(path);
+	free(path);
+	fp_text_free(&seen);
+}
+END_TEST
+
+START_TEST(header)
+{
+	struct fp_text t = { 0 };
+	struct fp_perf_reader *r = NULL;
+	char *path;
+	int n = 0;
+
+	fp_text_puts(&t, header_cases[_i].text);
+	fp_text_puts(&t, EVENT "\n\n"
+			 "# node: late@h\n# options: rate=99\n");
+	path = write_temp(t.buf, t.len);
+	fp_assert_int_eq(fp_perf_reader_open(path, &r), 0);
+	fp_assert_ptr_null(fp_perf_reader_node(r));
+	header_node = header_cases[_i].node;
+	fp_assert_int_eq(fp_perf_read(r, count_only, &n), 0);
+	fp_assert_int_eq(n, 1);
+	if (header_cases[_i].node)
+		fp_assert_str_eq(fp_perf_reader_node(r), header_cases[_i].node);
+	else
+		fp_assert_ptr_null(fp_perf_reader_node(r));
+	fp_assert(fp_perf_reader_rate(r) == header_cases[_i].rate);
+	fp_perf_reader_destroy(r);
+	unlink(path);
+	free(path);
+	fp_text_free(&t);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -729,6 +815,8 @@ suite(void)
 	tcase_add_test(tc, callback_stops);
 	tcase_add_test(tc, long_lines);
 	tcase_add_loop_test(tc, written_atoms, 0, N(atom_cases));
+	tcase_add_loop_test(tc, header, 0, N(header_cases));
+	tcase_add_test(tc, comments);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("compression");

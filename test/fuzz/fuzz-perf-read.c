@@ -38,6 +38,8 @@ static const char *const commands[][MAX_ARGS] = {
 	{ "procs", "--format", "json", "--sort", "memory", NULL },
 	{ "top", "--sign", "negative", "-w", "heap_size_delta", NULL },
 	{ "diff", "--by", "total", "--svg", "/dev/null", NULL },
+	{ "pprof", "--strip-lines", NULL },
+	{ "nodes", "--where", "node~@", NULL },
 };
 
 int

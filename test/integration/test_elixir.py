@@ -34,6 +34,7 @@ bench/elixir/rw_ex.ex started too):
     labels=no keys=unavailable and nothing is recorded.
 """
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -235,6 +236,7 @@ def check_labels(t, node):
                         for s in samples), "OTP %d: nothing recorded" % otp)
         t.check("cannot read one key" in se, "OTP %d: warned once" % otp, se[-2000:])
         h.log("OTP %d: labels need 27 (process_info label), keys 26.2: checked absent" % otp)
+        check_pprof(t, out, node, {}, ["--status", "running"], None)
         return
     t.check(all(" labels=item keys=yes" in c for c in notes),
             "node note: labels=item keys=yes", repr(notes))
@@ -268,6 +270,47 @@ def check_labels(t, node):
     rc, top, err = flame_prof("top", "-n", "3", "--by", "label", out)
     t.check(rc == 0 and "== label: {rw_pool,1} (" in top and "== label: - (" in top,
             "top --by label: one table per label", top[:1500])
+    check_pprof(t, out, node, {"key.request_id": (rid, ids[rid])},
+                ["--where", "request_id=" + rid], ids[rid])
+
+
+def check_pprof(t, out, node, expect, where, where_n):
+    """flame_prof pprof of this run read by go tool pprof: its total is
+    top's, the node and the labels survive with their counts, and
+    --where selects what top's does. Only where go is installed."""
+    go = shutil.which("go")
+    if not go:
+        h.log("no go (Debian package golang-go): the pprof checks skipped")
+        return
+    d = h.mkdtemp("pprof_")
+    env = dict(os.environ, HOME=d, GOCACHE=os.path.join(d, "gocache"), PPROF_TMPDIR=d)
+
+    def pprof(*args):
+        p = subprocess.run([go, "tool", "pprof"] + list(args), capture_output=True,
+                           text=True, timeout=120, env=env)
+        return p.returncode, p.stdout, p.stderr
+
+    for sel, n in ((), None), (where, where_n):
+        prof = os.path.join(d, "p%d.pb.gz" % len(sel))
+        rc, _, err = flame_prof("pprof", "-o", prof, *(list(sel) + [out]))
+        _, top, _ = flame_prof("top", *(list(sel) + [out]))
+        if n is None:
+            m = re.match(r"samples: (\d+)\n", top)
+            n = int(m.group(1)) if m else -1
+        rc2, so, se = pprof("-top", prof)
+        t.check(rc == 0 and rc2 == 0 and ("of %d total" % n) in so,
+                "pprof %s: go tool pprof's total is top's (%d)" % (" ".join(sel), n),
+                err + se + so[:800])
+    rc, tags, se = pprof("-tags", os.path.join(d, "p0.pb.gz"))
+    tags = "\n" + tags
+    t.check(re.search(r"\n node: Total \d+\.0\n\s+\d+\.0 \(\s*100%%\): %s\n"
+                      % re.escape(node.name), tags) is not None,
+            "pprof: every sample's node is %s" % node.name, se + tags[:600])
+    for key, (value, count) in expect.items():
+        section = tags.partition("\n %s: Total " % key)[2].partition("\n\n")[0]
+        t.check(re.search(r"\n\s+%d\.0 \(\s*[\d.]+%%\): %s(\n|$)"
+                          % (count, re.escape(value)), section) is not None,
+                "pprof: label %s=%s on its %d samples" % (key, value, count), tags[:1500])
 
 
 if __name__ == "__main__":

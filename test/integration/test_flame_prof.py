@@ -9,6 +9,7 @@ Needs only python3 and the built flame_prof (FLAME_PROF); gzip and zstd
 command-line tools are used when present.
 """
 import calendar
+import collections
 import gzip
 import os
 import re
@@ -589,6 +590,79 @@ def test_errors(tmp):
     check(rc == 0 and "--threshold" in out, "flame_prof help diff")
 
 
+def test_nodes(tmp):
+    """Several nodes' directories at once: --by node and --where node=
+    go by each file's header, a table or a root frame per node."""
+    real = os.path.join(os.environ.get("FP_SOURCE_ROOT") or ".", "flamescope-fork-patches",
+                        "tests", "fixtures")
+    dirs, counts = [], {}
+    for name in ("flame_profd-demo.perf", "flame_profd-labels.perf"):
+        src = os.path.join(real, name)
+        with open(src, encoding="utf-8") as f:
+            node = next(l[len("# node: "):].strip() for l in f if l.startswith("# node: "))
+        d = os.path.join(tmp, "nodes", node)
+        os.makedirs(d)
+        shutil.copy(src, os.path.join(d, node + ".20261125T141152.000Z.perf"))
+        rc, top, _ = run(["top", d])
+        counts[node] = samples_of(top)
+        dirs.append(d)
+    rc, out, err = run(["top", "-n", "1", "--by", "node"] + dirs)
+    heads = re.findall(r"^== node: (\S+) \((\d+) samples\)$", out, re.M)
+    check(rc == 0 and {n: int(c) for n, c in heads} == counts and len(heads) == 2,
+          "top --by node: a table per node with its samples", err + out[:800])
+    rc, out, _ = run(["top", "--by", "node", os.path.join(tmp, "nodes")])
+    check(re.findall(r"^== node: (\S+) ", out, re.M) == sorted(counts),
+          "top --by node of the parent directory: both nodes", out[:400])
+    for node, n in counts.items():
+        rc, out, err = run(["top", "--where", "node=" + node] + dirs)
+        check(rc == 0 and samples_of(out) == n, "--where node=%s: its %d samples" % (node, n),
+              err + out[:300])
+    rc, out, _ = run(["top", "--where", "node~@vm"] + dirs)
+    check(samples_of(out) == sum(counts.values()), "--where node~@vm: every sample", out[:300])
+    rc, out, err = run(["folded", "--by", "node"] + dirs)
+    per = collections.Counter()
+    for line in out.splitlines():
+        stack, _, c = line.rpartition(" ")
+        per[stack.split(";")[0]] += int(c)
+    check(rc == 0 and dict(per) == {"node:" + n: c for n, c in counts.items()},
+          "folded --by node: a node:NAME root frame per node", err + out[:400])
+    # nodes: a row per node, its samples, its interval notes' mean
+    # achieved rate and cost, its hottest function as top ranks it
+    rc, out, err = run(["nodes"] + dirs)
+    rows = {}
+    for line in out.splitlines()[1:]:
+        f = line.split()
+        rows[f[0]] = f
+    check(rc == 0 and sorted(rows) == sorted(counts), "nodes: a row per node", err + out)
+    for node, d in zip(sorted(counts), sorted(dirs)):
+        f = rows.get(node, [""] * 9)
+        achieved, costs = [], []
+        for name in os.listdir(d):
+            with open(os.path.join(d, name), encoding="utf-8") as fh:
+                for line in fh:
+                    if re.match(r"# flame_profd: \S+ interval: ", line):
+                        achieved.append(float(re.search(r" achieved=([\d.]+)", line).group(1)))
+                        m = re.search(r" cost=([\d.]+)%", line)
+                        if m:
+                            costs.append(float(m.group(1)))
+        _, top, _ = run(["top", "-n", "1", d])
+        hot = re.search(r"^\s+\d+\s+([\d.]+)%\s+\d+\s+[\d.]+%\s+(.+)$", top, re.M)
+        check(f[1] == str(counts[node]) and f[4] == str(len(achieved)) and
+              f[5] == "%.1f" % (sum(achieved) / len(achieved)) and
+              f[6] == ("%.2f" % (sum(costs) / len(costs)) if costs else "-") and
+              f[8] == hot.group(2) and f[9] == "(%.1f%%)" % float(hot.group(1)),
+              "nodes: %s: %d samples, %d intervals, mean achieved and cost, hottest %s"
+              % (node, counts[node], len(achieved), hot.group(2)), out)
+    node = sorted(counts)[0]
+    rc, out, _ = run(["nodes", "--where", "node=" + node] + dirs)
+    check(rc == 0 and len(out.splitlines()) == 2 and out.splitlines()[1].startswith(node + " "),
+          "nodes --where node=: one row", out)
+    svg = os.path.join(tmp, "nodes.svg")
+    rc, _, err = run(["svg", "--by", "node", "-o", svg] + dirs)
+    check(rc == 0 and all(("node:" + n) in open(svg, encoding="utf-8").read() for n in counts),
+          "svg --by node: one graph of both nodes", err)
+
+
 def main():
     return fp_cli.main([
         test_golden_outputs,
@@ -603,6 +677,7 @@ def main():
         test_inputs,
         test_filters,
         test_errors,
+        test_nodes,
     ])
 
 

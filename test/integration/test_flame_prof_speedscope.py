@@ -4,8 +4,9 @@ package's release build) in headless Chromium: the file is fetched
 through #profileURL= from a private HTTP server on 127.0.0.1, must load
 without an import error, list its profiles (one per process by default,
 in seconds; per status with --per-status), and its frames must show in
-speedscope's Sandwich table. Screenshots go to
-$FP_BUILD_ROOT/flame_prof-browser/.
+speedscope's Sandwich table. flame_prof pprof's profile opens in
+speedscope's pprof importer, its Sandwich totals top's. Screenshots go
+to $FP_BUILD_ROOT/flame_prof-browser/.
 
 Skips (77) when chromium, node, playwright-core or speedscope is missing:
   apt-get install chromium nodejs npm
@@ -122,6 +123,9 @@ def main():
         subprocess.run([FLAME_PROF, "speedscope", "--per-status", "-w", "memory_delta",
                         "-o", os.path.join(site, "edge.json"),
                         os.path.join(GOLDEN, "edge.perf")], check=True)
+        # flame_prof pprof, opened by speedscope's own pprof importer
+        subprocess.run([FLAME_PROF, "pprof", "-o", os.path.join(site, "demo.pb.gz"),
+                        os.path.join(GOLDEN, "demo.perf")], check=True)
         server = http.server.ThreadingHTTPServer(
             ("127.0.0.1", 0), functools.partial(QuietHandler, directory=site))
         threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -131,13 +135,14 @@ def main():
                "runs": [{"name": "speedscope-demo", "file": "demo.json", "title": "demo.perf"},
                         {"name": "speedscope-procs", "file": "procs.json", "title": "procs.perf",
                          "picker": "fp_demo_busy <0.87.0>"},
-                        {"name": "speedscope-edge", "file": "edge.json", "title": "edge.perf"}]}
+                        {"name": "speedscope-edge", "file": "edge.json", "title": "edge.perf"},
+                        {"name": "speedscope-pprof", "file": "demo.pb.gz", "title": "demo.pb.gz"}]}
         r, err = run_driver(tmp, SCRIPT, cfg)
         if r is None:
             check(False, "browser driver ran", err)
             return 1
         check(r["errors"] == [], "no script errors or alerts", r["errors"])
-        demo, procs, edge = r["runs"]
+        demo, procs, edge, pprof = r["runs"]
         check("demo.perf" in demo["body"] and demo["canvases"] > 0,
               "demo: loaded and drawn", demo["body"][:500])
         for fn in ["lists:foldl_1/3", "fp_demo:deep/2", "gen_server:loop/7",
@@ -162,7 +167,17 @@ def main():
               "edge: one profile per status, the heaviest active", edge["body"][:500])
         check("lists:foldl_1/3:1270" in edge["sandwich"] and "[+memory_delta]" in edge["sandwich"],
               "edge: frames and the sign frame in the Sandwich table", edge["sandwich"][:1500])
-        for run in ["speedscope-demo", "speedscope-procs", "speedscope-edge"]:
+        check("demo.pb.gz" in pprof["title"] and pprof["canvases"] > 0,
+              "pprof: speedscope's pprof importer opened it", pprof["body"][:500])
+        for fn in ["lists:foldl_1/3", "fp_demo:deep/2", "gen_server:loop/7",
+                   "fp_demo:'fp\\x2Bdemo\\x3Bsemi\\x27q\\x5C'/1"]:
+            check(fn in pprof["sandwich"], "pprof: %s in the Sandwich table" % fn,
+                  pprof["sandwich"][:1500])
+        # top's TOTAL and SELF of fp_demo:deep/2 (test/golden/flame_prof/demo.top)
+        check(re.search(r"21 \(58%\)\s+4 \(11%\)\s+fp_demo:deep/2\b", pprof["sandwich"]),
+              "pprof: speedscope's total and self of fp_demo:deep/2 are top's (21, 4)",
+              pprof["sandwich"][:1500])
+        for run in ["speedscope-demo", "speedscope-procs", "speedscope-edge", "speedscope-pprof"]:
             pth = os.path.join(shots, run + "-sandwich.png")
             check(os.path.exists(pth) and os.path.getsize(pth) > 1000, "screenshot " + pth)
     finally:

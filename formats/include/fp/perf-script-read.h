@@ -42,6 +42,9 @@ struct fp_perf_record {
 	const char *const *key_names;		/* "key.NAME: TEXT" fields: */
 	const char *const *key_values;		/* NAME and TEXT (unescaped) */
 	uint32_t nkeys;
+	/* the node the file's header names (# node:), as written, or NULL:
+	 * fp_perf_reader_node() */
+	const char *node;
 	/* the event line ends in FP_PERF_IDLE_FIELD (fp/perf-script.h):
 	 * the writer found the process idle; false in files written
 	 * before the field existed */
@@ -119,6 +122,35 @@ fp_perf_reader_destroy(struct fp_perf_reader *reader);
  */
 int
 fp_perf_read(struct fp_perf_reader *reader, fp_perf_record_fn fn, void *data);
+
+/**
+ * Called for each comment line of the file (docs/FORMAT.md "Comments"),
+ * header and notes alike, with its text after "# " (@len bytes, no LF;
+ * valid during the call only).
+ */
+typedef void (*fp_perf_comment_fn)(void *data, const char *text, size_t len);
+
+/** Hand every comment to @fn (NULL: none, the default). Set before
+ * fp_perf_read(). */
+void
+fp_perf_reader_set_comment_fn(struct fp_perf_reader *reader,
+			      fp_perf_comment_fn fn, void *data);
+
+/**
+ * The node the header names ("# node: NODE", docs/FORMAT.md "Comments"),
+ * as written, or NULL (no such header line, or none read yet). Known
+ * once fp_perf_read() has passed the header. Owned by the reader.
+ */
+const char *
+fp_perf_reader_node(const struct fp_perf_reader *reader);
+
+/**
+ * The sampling rate the header's options line gives (rate=HZ, samples
+ * per second per process), or 0 when it gives none. Known once
+ * fp_perf_read() has passed the header.
+ */
+double
+fp_perf_reader_rate(const struct fp_perf_reader *reader);
 
 /**
  * "PATH:LINE: what is wrong" for the last error, or "" if there was

@@ -191,24 +191,6 @@ fpd_flight_seal(struct fpd_flight *f)
 
 /* ---- captures ------------------------------------------------------------ */
 
-static int
-write_all(int fd, const void *data, size_t len)
-{
-	const char *p = data;
-
-	while (len) {
-		ssize_t n = write(fd, p, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -EIO;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 static void
 capture_close(struct capture *c)
 {
@@ -243,7 +225,7 @@ static int
 write_frame(struct fpd_flight *f, const struct frame *fr)
 {
 	struct capture *c = &f->cap_;
-	int rc = write_all(c->fd, fr->data, fr->len);
+	int rc = fpd_write_all(c->fd, fr->data, fr->len);
 
 	if (rc < 0)
 		return rc;
@@ -333,7 +315,7 @@ capture_begin(struct fpd_flight *f)
 	fp_text_putc(&head, '\n');
 	rc = fpd_compress_segment(f->comp, head.buf, head.len, &data, &len);
 	if (rc == 0)
-		rc = write_all(c->fd, data, len);
+		rc = fpd_write_all(c->fd, data, len);
 	if (rc == 0)
 		c->e.bytes = len;
 	fp_text_free(&head);

@@ -99,26 +99,6 @@ log_write_error(struct fpd_output *out, int err, const char *what)
 	out->errors_since_log = 0;
 }
 
-static int
-write_all(int fd, const void *data, size_t len)
-{
-	const char *p = data;
-
-	while (len) {
-		ssize_t n = write(fd, p, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			return -EIO;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 /*
  * Room kept for the manifest and the index on a disk that fills up: a
  * file of RESERVE_PER_FILE bytes per file listed (at least RESERVE_MIN),
@@ -452,7 +432,7 @@ carry_over(struct fpd_output *out)
 			      (size_t)(out->good - off) : sizeof(buf);
 		ssize_t n = pread(out->fd, buf, want, off);
 
-		if (n <= 0 || write_all(fd, buf, (size_t)n) < 0) {
+		if (n <= 0 || fpd_write_all(fd, buf, (size_t)n) < 0) {
 			close(fd);
 			fpd_fs_unlink_made(out->dirfd, out->partial, &made);
 			return n < 0 ? -errno : -EIO;
@@ -640,7 +620,7 @@ fpd_output_flush(struct fpd_output *out)
 	rc = fpd_compress_segment(out->comp, out->seg.buf, out->seg.len, &data,
 				  &len);
 	if (rc == 0)
-		rc = write_all(out->fd, data, len);
+		rc = fpd_write_all(out->fd, data, len);
 	if (rc < 0) {
 		/* Cut back to the last whole segment; this one is lost. */
 		if (ftruncate(out->fd, out->good) < 0 ||

@@ -1,8 +1,10 @@
 /*
  * flame_profd — durations and clocks.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "util.h"
 #include "util-parse.h"
@@ -118,4 +120,24 @@ fpd_format_utc(uint64_t epoch_us, char *buf, size_t size)
 	strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%S", &tm);
 	snprintf(buf, size, "%s.%06lluZ", date,
 		 (unsigned long long)(epoch_us % 1000000));
+}
+
+int
+fpd_write_all(int fd, const void *data, size_t len)
+{
+	const char *p = data;
+
+	while (len) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -EIO;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
 }

@@ -1,5 +1,5 @@
 /*
- * flame_profd — durations, sizes and clocks (util.c).
+ * flame_profd — durations, sizes, clocks and whole writes (util.c).
  */
 #pragma once
 
@@ -47,3 +47,11 @@ fpd_now_epoch_us(void);
  * file names carry their own form (fp/perf-file.h). */
 void
 fpd_format_utc(uint64_t epoch_us, char *buf, size_t size);
+
+/**
+ * Write all @len bytes of @data to @fd, again after EINTR and short
+ * writes.
+ * @return 0, or a negative errno (-EIO for a write that wrote nothing).
+ */
+int
+fpd_write_all(int fd, const void *data, size_t len);

@@ -226,18 +226,6 @@ fp_pprof_add_comment(struct fp_pprof *pp, const char *text)
 	pp->comments[pp->ncomments++] = string_of(pp, text);
 }
 
-static int
-hex_digit(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	return -1;
-}
-
 /* A file as written (\xHH escapes) as shown: decoded, then escaped
  * under the one rule, so that a space or a parenthesis reads as itself
  * and a control character never reaches pprof's terminal. */
@@ -250,9 +238,10 @@ file_index(struct fp_pprof *pp, const char *file)
 	if (!file || !*file || strcmp(file, "unknown") == 0)
 		return 0;
 	for (const char *s = file; *s;) {
-		if (s[0] == '\\' && s[1] == 'x' && hex_digit(s[2]) >= 0 &&
-		    hex_digit(s[3]) >= 0) {
-			fp_text_putc(&raw, (char)(hex_digit(s[2]) * 16 + hex_digit(s[3])));
+		int byte = fp_hex_escape_at(s);
+
+		if (byte >= 0) {
+			fp_text_putc(&raw, (char)byte);
 			s += 4;
 		} else {
 			fp_text_putc(&raw, *s++);

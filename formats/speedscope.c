@@ -15,6 +15,7 @@
 #include "util-hash.h"
 #include "fp/speedscope.h"
 #include "util-buf.h"
+#include "util-escape.h"
 #include "util-mem.h"
 #include "util-sat.h"
 
@@ -88,27 +89,16 @@ fp_speedscope_destroy(struct fp_speedscope *ss)
 	free(ss);
 }
 
-static int
-hex_value(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	return -1;
-}
-
 static char *
 decode_file(const char *s)
 {
 	char *d = xzalloc(strlen(s) + 1), *q = d;
 
 	while (*s) {
-		if (s[0] == '\\' && s[1] == 'x' && hex_value(s[2]) >= 0 &&
-		    hex_value(s[3]) >= 0) {
-			*q++ = (char)(hex_value(s[2]) * 16 + hex_value(s[3]));
+		int byte = fp_hex_escape_at(s);
+
+		if (byte >= 0) {
+			*q++ = (char)byte;
 			s += 4;
 		} else {
 			*q++ = *s++;

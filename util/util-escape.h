@@ -119,3 +119,29 @@ fp_text_puts_escaped(struct fp_text *t, const char *s, const char *also)
 {
 	fp_text_put_escaped(t, s, strlen(s), also);
 }
+
+/* The value of the hex digit @c (either case), or -1. */
+static inline int
+fp_hex_digit(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	return -1;
+}
+
+/* The byte the escape "\xHH" at @s stands for, or -1 when @s does not
+ * start one (reads no further than the first byte that is not one). */
+static inline int
+fp_hex_escape_at(const char *s)
+{
+	int hi, lo;
+
+	if (s[0] != '\\' || s[1] != 'x' || (hi = fp_hex_digit(s[2])) < 0 ||
+	    (lo = fp_hex_digit(s[3])) < 0)
+		return -1;
+	return hi << 4 | lo;
+}

@@ -35,7 +35,9 @@ write_group_tables(struct fpp_run *r, const struct fp_top_options *to, FILE *f)
 {
 	int rc = 0;
 
-	qsort(r->groups, r->ngroups, sizeof(*r->groups), group_cmp);
+	/* no groups: no array either, and qsort() wants one */
+	if (r->ngroups)
+		qsort(r->groups, r->ngroups, sizeof(*r->groups), group_cmp);
 	for (size_t i = 0; i < r->ngroups && rc == 0; i++) {
 		/* the value is the node's text: shown, never acted on */
 		r->esc.len = 0;

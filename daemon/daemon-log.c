@@ -6,7 +6,9 @@
  * string: a node that fails every request (a misnamed --name, a node
  * that answers badrpc) would otherwise write a line per request. Errors
  * and everything below warnings pass: errors are few and end the run,
- * info and debug lines are periodic or asked for with -v.
+ * info and debug lines are periodic or asked for with -v; so do the
+ * warnings of events each of which an operator must see (a lost
+ * connection: one per reconnect, which backs off).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -209,6 +211,18 @@ fpd_log(enum fp_log_priority priority, const char *format, ...)
 		return;
 	va_start(args, format);
 	vlog(priority, format, args);
+	va_end(args);
+}
+
+void
+fpd_warn_event(const char *format, ...)
+{
+	va_list args;
+
+	if (FP_LOG_WARNING < log_threshold)
+		return;
+	va_start(args, format);
+	print_line(FP_LOG_WARNING, format, args, 0);
 	va_end(args);
 }
 

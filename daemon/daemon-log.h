@@ -57,6 +57,14 @@ fpd_log(enum fp_log_priority priority, const char *format, ...)
 void
 fpd_fatal(const char *format, ...) __attribute__((format(printf, 1, 2)));
 
+/**
+ * A warning of an event each of which matters (a lost connection), never
+ * rate-limited as other warnings are by kind; its causes must bound how
+ * often it comes.
+ */
+void
+fpd_warn_event(const char *format, ...) __attribute__((format(printf, 1, 2)));
+
 #define fpd_info(...) fpd_log(FP_LOG_INFO, __VA_ARGS__)
 #define fpd_warn(...) fpd_log(FP_LOG_WARNING, __VA_ARGS__)
 #define fpd_err(...) fpd_log(FP_LOG_ERROR, __VA_ARGS__)

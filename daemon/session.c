@@ -45,10 +45,12 @@ fpd_session_settle(struct fpd_source *src)
 		return;
 	now = fpd_now_mono_us();
 	s->lost = NULL;
+	/* each loss is news, and reconnects back off */
 	if (s->run->stopping)
-		fpd_warn("lost connection to %s: %s", s->o->node, why);
+		fpd_warn_event("lost connection to %s: %s", s->o->node, why);
 	else
-		fpd_warn("lost connection to %s: %s; reconnecting", s->o->node, why);
+		fpd_warn_event("lost connection to %s: %s; reconnecting",
+			       s->o->node, why);
 	fpd_recorder_note(s->rec, "lost connection to %s: %s", s->o->node, why);
 	fpd_sampling_reset(s);
 	fpd_output_finish(s->out);

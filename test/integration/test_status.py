@@ -169,8 +169,12 @@ def woken(t):
                 >= (1 - limit) * n,
                 "%s: clients otherwise runnable or waiting" % request)
         # The server: a few tenths of a percent of the reductions, woken
-        # by the clients' calls, answers with their calls queued.
-        ss = [s for s in samples if s["pid"] == server]
+        # by the clients' calls, answers with their calls queued. Its
+        # rate is weighed against the busiest sampled process's, known
+        # once the selection has ranked the busy loops (the second
+        # selection, a second in): its samples from then on.
+        t0 = min((s["ts"] for s in samples), default=0)
+        ss = [s for s in samples if s["pid"] == server and s["ts"] >= t0 + 2]
         srun = sum(1 for s in ss if s["status"] == "running")
         polls = sum(real_server.values())
         really = real_server.get("running", 0) / max(polls, 1)
@@ -178,7 +182,7 @@ def woken(t):
         h.log("  %s: the server's statuses: %r; polled: %r"
               % (request, {k: sum(1 for s in ss if s["status"] == k)
                            for k in {s["status"] for s in ss}}, real_server))
-        t.check(len(ss) >= 20, "%s: the server sampled (%d)" % (request, len(ss)))
+        t.check(len(ss) >= 15, "%s: the server sampled (%d)" % (request, len(ss)))
         t.check(srun <= limit * max(len(ss), 1),
                 "%s: the server running in at most %.0f%% of its samples "
                 "(%d of %d; running in %.1f%% of the polls)"

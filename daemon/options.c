@@ -308,6 +308,24 @@ static const struct option_spec options[] = {
 	  .help = "      --keep-captures N     keep the last N captures (default 20)\n",
 	  UINT(keep_captures, 1, KEEP_FILES_MAX, "expected a whole number of at least 1") },
 	{ .help = "\n" },
+	{ .help = "Tracing (docs/OPERATIONS.md, Tracing):\n" },
+	{ "trace", 0, required_argument, .parse = fpd_option_trace,
+	  .help = "      --trace PID|NAME      trace the process: every call and return and its\n"
+	  "                            scheduling, as exact stacks of status traced\n"
+	  "                            (repeatable; opt-in: it costs the node far more\n"
+	  "                            than sampling)\n" },
+	{ "trace-for", 0, required_argument,
+	  .help = "      --trace-for DUR       end the trace after DUR (default 10s)\n",
+	  DURATION(trace_for_us, 100000, 3600000000ull,
+		   "expected a duration from 100ms to 1h, e.g. 10s") },
+	{ "trace-max-events", 0, required_argument,
+	  .help = "      --trace-max-events N  stop the trace after N events (default 1000000)\n",
+	  UINT(trace_max_events, 1, 100000000, "expected a whole number from 1 to 100000000") },
+	{ "trace-max-rate", 0, required_argument,
+	  .help = "      --trace-max-rate N    stop the trace when a second holds more than N\n"
+	  "                            events (default 20000)\n",
+	  UINT(trace_max_rate, 1, 10000000, "expected a whole number from 1 to 10000000") },
+	{ .help = "\n" },
 	{ .help = "Run:\n" },
 	{ "duration", 'd', required_argument,
 	  .help = "  -d, --duration DUR        stop after DUR, leaving complete files (default: run\n"
@@ -427,6 +445,9 @@ set_defaults(struct fpd_options *o)
 		.after_us = AFTER_DEFAULT_US,
 		.holdoff_us = HOLDOFF_DEFAULT_US,
 		.keep_captures = KEEP_CAPTURES_DEFAULT,
+		.trace_for_us = 10000000,
+		.trace_max_events = 1000000,
+		.trace_max_rate = 20000,
 	};
 }
 
@@ -510,7 +531,13 @@ check_together(struct fpd_options *o)
 			o->ntriggers ? "--trigger" : "--continuous");
 		return FPD_EXIT_USAGE;
 	}
-	if (o->top == 0 && !o->npids && !o->nnames) {
+	if (o->ntraces && o->flight_us) {
+		fprintf(stderr, "flame_profd: error: --trace writes files: it cannot be used with --flight-recorder\n");
+		return FPD_EXIT_USAGE;
+	}
+	if (o->ntraces && !o->top_set && !o->npids && !o->nnames)
+		o->top = 0;
+	if (o->top == 0 && !o->npids && !o->nnames && !o->ntraces) {
 		fprintf(stderr, "flame_profd: error: nothing to sample: --top 0 and no --pid or --name\n");
 		return FPD_EXIT_USAGE;
 	}
@@ -564,6 +591,7 @@ fpd_options_release(struct fpd_options *o)
 	free(o->node_cookie_files);
 	free(o->pids);
 	free(o->names);
+	free(o->traces);
 	free(o->keys);
 	free(o->logger_keys);
 	free(o->key_names);

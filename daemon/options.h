@@ -92,6 +92,11 @@ struct fpd_options {
 	bool continuous;	/* --continuous: files as well as the ring */
 	struct fpd_trigger triggers[FPD_TRIGGERS_MAX];
 	size_t ntriggers;
+	const char **traces;	/* --trace PID|NAME, as given */
+	size_t ntraces;
+	uint64_t trace_for_us;	/* --trace-for */
+	unsigned trace_max_events;	/* --trace-max-events */
+	unsigned trace_max_rate;	/* --trace-max-rate, events/s */
 	uid_t uid;
 	gid_t gid;
 };

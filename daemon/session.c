@@ -59,6 +59,8 @@ fpd_session_settle(struct fpd_source *src)
 	fpd_cost_set_node(&s->cost, fp_node_request_path(s->node), 0, false);
 	fpd_targets_reset(s);
 	s->req_health.active = s->req_health.late = false;
+	s->req_trace.active = s->req_trace.late = false;
+	fpd_trace_lost(s->trace);
 	s->cost.breaker.open = s->cost.breaker.probing = false;
 	s->timeouts = 0;
 	s->backoff_us = BACKOFF_MIN_US;
@@ -196,6 +198,15 @@ on_initial_calls(struct fpd_session *s, struct request *r,
 	fpd_targets_on_initial_calls(s, reply);
 }
 
+static void
+on_trace(struct fpd_session *s, struct request *r, struct fp_reply *reply,
+	 uint64_t now)
+{
+	(void)r;
+	(void)now;
+	fpd_trace_on_reply(s->trace, reply);
+}
+
 /*
  * The session's own requests, beside the sampler's. Only the scan's
  * timeout trips the breaker: the others are small, and the health
@@ -213,6 +224,8 @@ static const struct {
 	  { "initial_call request", on_initial_calls, .trip = FPD_TRIP_NEVER } },
 	{ offsetof(struct fpd_session, t.req_alive),
 	  { "is_process_alive request", on_alive, .trip = FPD_TRIP_NEVER } },
+	{ offsetof(struct fpd_session, req_trace),
+	  { "trace request", on_trace, .trip = FPD_TRIP_NEVER } },
 	{ offsetof(struct fpd_session, req_health),
 	  { "health probe", on_health, .on_late = health_late,
 	    .trip = FPD_TRIP_PROBE } },
@@ -415,6 +428,17 @@ tick(struct fpd_source *src, uint64_t now)
 	fpd_targets_ask_initial_calls(s, now);
 	if (!live(s))
 		return;
+	if (!s->req_trace.active && fpd_trace_due(s->trace, now)) {
+		uint64_t id;
+		int rc = fpd_trace_send(s->trace, s->node, false, now, &id);
+
+		if (rc == 0)
+			request_sent(&s->req_trace, id, now);
+		else
+			fpd_session_check_send(s, rc, "a trace request");
+		if (!live(s))
+			return;
+	}
 	budget_tick(s, now);
 	fpd_sampling_sync(s);
 
@@ -533,6 +557,7 @@ fpd_session_new(const struct fpd_options *o, const char *cookie,
 	fpd_cost_init(&s->cost, o, now, cpu_us);
 	fpd_targets_init(s);
 	fpd_sampling_init(s);
+	s->trace = fpd_trace_new(o, rec, &s->cost);
 	s->backoff_us = BACKOFF_MIN_US;
 	return s;
 }
@@ -580,6 +605,7 @@ fpd_session_destroy(struct fpd_session *s)
 	fp_node_destroy(s->node);
 	fpd_targets_release(&s->t);
 	fpd_sampling_release(s);
+	fpd_trace_destroy(s->trace);
 	free(s);
 }
 
@@ -591,6 +617,8 @@ fpd_session_close(struct fpd_session *s, int exit_code, bool duration_over)
 	if (s->connected) {
 		interval_report(s, fpd_now_mono_us());
 		fpd_session_settle(&s->source);
+		if (s->connected)
+			fpd_trace_stop(s->trace, s->node, timeout_ms(s));
 		fpd_session_restore_node(s);
 	}
 	fpd_recorder_note(s->rec, "stopped after %llu samples",

@@ -445,6 +445,13 @@ tick(struct fpd_source *src, uint64_t now)
 	if (now - s->report.interval_mono >= s->o->every_us)
 		interval_report(s, now);
 	fpd_output_tick(s->out, now);
+	/* a run that only traces ends with its trace */
+	if (!s->run->stopping && fpd_trace_over(s->trace) && s->o->top == 0 &&
+	    !s->o->npids && !s->o->nnames) {
+		fpd_info("the trace is over: stopping");
+		s->run->stopping = true;
+		s->run->stop_mono = now;
+	}
 }
 
 /* ---- the source ---------------------------------------------------------- */
@@ -486,13 +493,28 @@ fd(struct fpd_source *src)
 static void
 drain(struct fpd_source *src, uint64_t now)
 {
-	fpd_sampling_drain((struct fpd_session *)src, now);
+	struct fpd_session *s = (struct fpd_session *)src;
+
+	fpd_sampling_drain(s, now);
+	/* the trace is stopped with the samples, not after them: its
+	 * undoing and hand-over then have the drain's time */
+	if (live(s) && !s->req_trace.active && fpd_trace_stoppable(s->trace)) {
+		uint64_t id;
+		int rc = fpd_trace_send(s->trace, s->node, true, now, &id);
+
+		if (rc == 0)
+			request_sent(&s->req_trace, id, now);
+		else
+			fpd_session_check_send(s, rc, "the trace's stop");
+	}
 }
 
 static bool
 in_flight(struct fpd_source *src)
 {
-	return fpd_sampling_in_flight((struct fpd_session *)src);
+	struct fpd_session *s = (struct fpd_session *)src;
+
+	return fpd_sampling_in_flight(s) || (live(s) && s->req_trace.active);
 }
 
 static void

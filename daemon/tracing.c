@@ -34,6 +34,7 @@ struct fpd_trace {
 	struct fp_trace *t;
 	bool tried;		/* started once: never again in the run */
 	bool ended;		/* its end said */
+	bool stop_sent;
 	uint64_t next_mono;
 	uint64_t events;	/* as the tracer last counted them */
 	uint64_t written;	/* samples */
@@ -122,7 +123,20 @@ fpd_trace_start(struct fpd_trace *tr, struct fp_node *node,
 bool
 fpd_trace_due(const struct fpd_trace *tr, uint64_t now)
 {
-	return tr && fp_trace_active(tr->t) && now >= tr->next_mono;
+	return tr && fp_trace_active(tr->t) && !tr->stop_sent &&
+	       now >= tr->next_mono;
+}
+
+bool
+fpd_trace_stoppable(const struct fpd_trace *tr)
+{
+	return tr && fp_trace_active(tr->t) && !tr->stop_sent;
+}
+
+bool
+fpd_trace_over(const struct fpd_trace *tr)
+{
+	return tr && tr->tried && !fp_trace_active(tr->t);
 }
 
 int
@@ -131,6 +145,8 @@ fpd_trace_send(struct fpd_trace *tr, struct fp_node *node, bool stop,
 {
 	int rc = fp_trace_send(tr->t, node, stop, id);
 
+	if (rc == 0 && stop)
+		tr->stop_sent = true;
 	tr->next_mono = now + DUMP_EVERY_US;
 	return rc;
 }

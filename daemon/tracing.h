@@ -50,6 +50,14 @@ fpd_trace_start(struct fpd_trace *tr, struct fp_node *node,
 bool
 fpd_trace_due(const struct fpd_trace *tr, uint64_t now);
 
+/** Whether a trace runs that no stop was sent to. */
+bool
+fpd_trace_stoppable(const struct fpd_trace *tr);
+
+/** Whether the trace was started and has ended (or its connection went). */
+bool
+fpd_trace_over(const struct fpd_trace *tr);
+
 /** Ask for it (@stop: stop the trace too). 0, or the send's errno. */
 int
 fpd_trace_send(struct fpd_trace *tr, struct fp_node *node, bool stop,

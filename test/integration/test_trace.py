@@ -26,18 +26,25 @@ sys.dont_write_bytecode = True     # keep __pycache__ out of the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
 
-SERVER_FLAGS = ("length(element(2, erlang:trace_info(whereis(fp_demo_server),"
-                " flags)))")
-PATTERN = "element(2, erlang:trace_info({fp_demo, handle_call, 3}, traced))"
+# before OTP 27, the flags and patterns of the one tracer; from 27 on, the
+# trace sessions that trace the server or the function (trace:session_info/1
+# lists the node's own legacy session too, when it has a say)
+FLAGS_25 = ("length(element(2, erlang:trace_info(whereis(fp_demo_server),"
+            " flags)))")
+PATTERN_25 = "element(2, erlang:trace_info({fp_demo, handle_call, 3}, traced))"
+FLAGS_27 = "length(trace:session_info(whereis(fp_demo_server)))"
+PATTERN_27 = ("case trace:session_info({fp_demo, handle_call, 3}) of "
+              "[] -> false; L -> L end")
 # the node's own tracer: fp_trace_watcher traces fp_trace_other's sends
 OTHER = ("erlang:trace_info(whereis(fp_trace_other), tracer) =:= "
          "{tracer, whereis(fp_trace_watcher)} andalso "
          "erlang:trace_info(whereis(fp_trace_other), flags) =:= {flags, [send]}")
 
 
-def undone(t, node, what):
-    t.eq(node.wait_int(SERVER_FLAGS, 0), 0, "%s: the server has no trace flags" % what)
-    t.eq(node.eval(PATTERN).strip(), "false", "%s: no trace pattern left" % what)
+def undone(t, node, what, otp):
+    flags, pattern = (FLAGS_25, PATTERN_25) if otp < 27 else (FLAGS_27, PATTERN_27)
+    t.eq(node.wait_int(flags, 0), 0, "%s: the server has no trace flags" % what)
+    t.eq(node.eval(pattern).strip(), "false", "%s: no trace pattern left" % what)
     t.eq(node.eval(OTHER).strip(), "true",
          "%s: the node's own tracer and flags are as they were" % what)
 
@@ -75,7 +82,7 @@ def main(t):
     t.eq(node.eval("element(2, erlang:trace_info({fp_demo, crunch, 1}, traced))").strip(),
          "local", "the node's own pattern is as it was")
     node.eval("erlang:trace_pattern({fp_demo, crunch, 1}, false, [local])")
-    undone(t, node, "after the first run")
+    undone(t, node, "after the first run", otp)
 
     # a whole trace, ended by --trace-for
     out = h.mkdtemp("out_")
@@ -98,7 +105,7 @@ def main(t):
     t.check(len(on_cpu) >= 1, "time on a scheduler too (%d)" % len(on_cpu))
     calls = sum(s["metrics"]["reductions"][0] for s in samples)
     t.check(calls > 0, "calls counted in the reductions field (%d)" % calls)
-    undone(t, node, "after --trace-for")
+    undone(t, node, "after --trace-for", otp)
 
     # the cap
     out = h.mkdtemp("out_")
@@ -109,16 +116,20 @@ def main(t):
     t.check(re.search(r"--trace: stopped itself, it reached --trace-max-events: "
                       r"300 events seen", err),
             "the cap stops the trace, with how much it saw", err[-800:])
-    undone(t, node, "after the cap")
+    undone(t, node, "after the cap", otp)
 
     # SIGKILL mid-trace
     out = h.mkdtemp("out_")
     d = h.start_daemon(h.daemon_args(node, out, trace="fp_demo_server",
                                      trace_for="60s"))
     d.wait_log(r"--trace: tracing 1 process", timeout=40)
-    t.check(node.wait_int(SERVER_FLAGS, 5) > 0, "traced while the daemon runs")
+    t.check(node.wait_int("min(1, %s)" % (FLAGS_25 if otp < 27 else FLAGS_27), 1) == 1,
+            "traced while the daemon runs")
+    if otp >= 27:
+        t.check(node.eval(PATTERN_27).strip() != "false",
+                "... and handle_call has a pattern of the trace's session")
     d.stop(signal.SIGKILL)
-    undone(t, node, "after SIGKILL")
+    undone(t, node, "after SIGKILL", otp)
     t.eq(node.eval_int("length([P || P <- processes(), "
                        "{links, L} <- [erlang:process_info(P, links)], "
                        "lists:any(fun(X) -> node(X) =/= node() end, L), "

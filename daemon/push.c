@@ -145,6 +145,13 @@ read_header_file(struct fpd_push *p)
 				  p->c.header_file, strerror(-fd));
 		return fd;
 	}
+	if (st.st_mode & 077) {
+		/* a token others can read is a token others have */
+		fpd_fatal("--push-header-file %s must be accessible by its owner only (chmod 600)",
+			  p->c.header_file);
+		close(fd);
+		return -EPERM;
+	}
 	while (len < sizeof(buf) - 1) {
 		n = read(fd, buf + len, sizeof(buf) - 1 - len);
 		if (n < 0 && errno == EINTR)
@@ -866,6 +873,8 @@ run(void *data)
 {
 	struct fpd_push *p = data;
 
+	/* top -H and /proc/PID/task show the pusher's CPU apart */
+	pthread_setname_np(pthread_self(), "fp-push");
 	pthread_mutex_lock(&p->mu);
 	for (;;) {
 		struct push_node *pn;

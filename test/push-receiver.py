@@ -232,6 +232,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             "spyName": q.get("spyName"), "types": types,
             "sample_labels": plabels, "samples": total,
             "sha256": hashlib.sha256(fields["profile"]).hexdigest(),
+            "profile_bytes": len(fields["profile"]), "request_bytes": len(body),
             "headers": {k: v for k, v in self.headers.items()
                         if k.lower() in ("authorization", "x-scope-orgid")},
         })

@@ -41,6 +41,9 @@ RECEIVER = os.path.join(SOURCE, "test", "push-receiver.py")
 FLAME_PROF = os.environ.get("FLAME_PROF") or os.path.join(SOURCE, "build", "flame_prof",
                                                           "flame_prof")
 SECRET = "Bearer fp-secret-5e1f"
+# libcurl would take a proxy from these: the receiver is local
+NO_PROXY = {k: None for k in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY",
+                              "HTTPS_PROXY", "ALL_PROXY")}
 
 
 class Receiver:
@@ -129,7 +132,15 @@ def bad_options(t, node, out, port):
     t.eq(rc, 64, "--push-header-file without --push: exit 64")
     bad = os.path.join(h.mkdtemp("hdr_"), "headers")
     with open(bad, "w") as f:
+        f.write("Authorization: %s\n" % SECRET)
+    os.chmod(bad, 0o644)
+    rc, _, se = h.run_daemon(base + ["--push", "http://127.0.0.1:%d" % port,
+                                     "--push-header-file", bad])
+    t.eq(rc, 66, "a header file others can read: exit 66")
+    t.check("chmod 600" in se and SECRET not in se, "... says so", se)
+    with open(bad, "w") as f:
         f.write("Authorization %s\n" % SECRET)
+    os.chmod(bad, 0o600)
     rc, _, se = h.run_daemon(base + ["--push", "http://127.0.0.1:%d" % port,
                                      "--push-header-file", bad])
     t.eq(rc, 66, "a header file that is not Name: value lines: exit 66")
@@ -162,7 +173,7 @@ def main(t):
         "--push-header-file", hfile]
 
     # 1. two outages, then stopped with a profile in the spool
-    dm = h.start_daemon(args)
+    dm = h.start_daemon(args, env=NO_PROXY)
     wait_for("the first profile", lambda: len(entries(rdir, "accepted.jsonl")) >= 1, 20)
     rcv.stop()
     dm.wait_log(r"--push \[.*\]: no answer from the server", timeout=15)
@@ -180,7 +191,7 @@ def main(t):
 
     # 2. the spool first, on the next run
     rcv = Receiver(rdir, go, port)
-    rc, _, se2 = h.run_daemon(args + ["--duration", "3s"], timeout=60)
+    rc, _, se2 = h.run_daemon(args + ["--duration", "3s"], env=NO_PROXY, timeout=60)
     rcv.stop()
     t.eq(rc, 0, "second run: exit 0")
     t.check(re.search(r"%d profiles? left in the spool by an earlier run are sent first"

@@ -25,6 +25,7 @@
 
 #include "push.h"
 #include "daemon-log.h"
+#include "fp/perf-file.h"
 #include "fp/perf-script-read.h"
 #include "fp/pprof.h"
 #include "output.h"
@@ -38,6 +39,9 @@
 #define BACKOFF_MIN_US 1000000u		/* the first retry after 1 s ... */
 #define BACKOFF_MAX_US 60000000u	/* ... doubling up to a minute */
 #define SPOOL_TMP ".push.tmp"
+#define SPOOL_MARK ".pushed"		/* mark_ms, across runs */
+#define SPOOL_MARK_TMP ".pushed.tmp"
+#define BACKFILL_MAX (QUEUE_MAX / 2)	/* files finished unspooled, taken up */
 #define SPY_NAME "flame_profd"
 
 /*
@@ -69,7 +73,9 @@ struct push_node {
 	uint64_t spool_bytes;
 	uint64_t next_try_us;		/* monotonic; 0: now */
 	unsigned failures;		/* in a row */
-	uint64_t dropped_said;		/* stats.dropped when last logged */
+	uint64_t mark_ms;		/* the time in the name of the newest
+					 * file spooled (or given up on), as
+					 * SPOOL_MARK records it; 0: none */
 };
 
 struct job {
@@ -310,12 +316,10 @@ name_param(struct fpd_push *p, const char *node)
 	return res;
 }
 
-/* Queue a finished file: the loop's side, a copy under the mutex. */
+/* Queue the finished file @name of @dirfd (a dup is kept). */
 static void
-on_finished(void *data, int dirfd, const char *name)
+queue_job(struct fpd_push *p, struct push_node *pn, int dirfd, const char *name)
 {
-	struct push_node *pn = data;
-	struct fpd_push *p = pn->push;
 	struct job *j;
 	int fd;
 
@@ -326,7 +330,10 @@ on_finished(void *data, int dirfd, const char *name)
 	}
 	pthread_mutex_lock(&p->mu);
 	if (p->qlen == QUEUE_MAX) {
+		/* the thread is stuck reading files: the oldest goes */
 		j = &p->queue[p->qhead];
+		fpd_warn("--push [%s]: %u files wait to be spooled: %s is not pushed",
+			 j->pn->node, QUEUE_MAX, j->name);
 		close(j->dirfd);
 		p->qhead = (p->qhead + 1) % QUEUE_MAX;
 		p->qlen--;
@@ -340,6 +347,140 @@ on_finished(void *data, int dirfd, const char *name)
 	p->stats.queued++;
 	pthread_cond_signal(&p->cv);
 	pthread_mutex_unlock(&p->mu);
+}
+
+/* A finished file: the loop's side, a copy under the mutex. */
+static void
+on_finished(void *data, int dirfd, const char *name)
+{
+	struct push_node *pn = data;
+
+	queue_job(pn->push, pn, dirfd, name);
+}
+
+/* SPOOL_MARK of the spool in @spool_fd: 0 when there is none. */
+static uint64_t
+mark_read(struct fpd_push *p, int spool_fd)
+{
+	const char *why = NULL;
+	char buf[32];
+	uint64_t ms = 0;
+	ssize_t n;
+	int fd;
+
+	fd = fpd_fs_open_file(spool_fd, SPOOL_MARK, O_RDONLY, &p->c.trust, NULL, &why);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n > 0) {
+		buf[n] = '\0';
+		if (sscanf(buf, "%" SCNu64, &ms) != 1)
+			ms = 0;
+	}
+	return ms;
+}
+
+struct finished {
+	uint64_t ms;
+	char name[FP_PERF_NAME_MAX];
+};
+
+static int
+cmp_finished(const void *a, const void *b)
+{
+	const struct finished *x = a, *y = b;
+
+	if (x->ms != y->ms)
+		return x->ms < y->ms ? -1 : 1;
+	return strcmp(x->name, y->name);
+}
+
+/*
+ * Files the node directory holds that finished after the mark, oldest
+ * first: those of a run killed before it spooled them, and those the
+ * start recovered from its partial files. Without a mark (the first run
+ * with --push) none: files written before are not pushed.
+ */
+static void
+backfill(struct fpd_push *p, struct push_node *pn, struct fpd_output *out)
+{
+	const char *node_s = fpd_output_node_name(out), *why = NULL;
+	struct finished *f = NULL;
+	size_t n = 0, cap = 0, first = 0;
+	struct dirent *de;
+	int spool_fd, fd;
+	DIR *dir;
+
+	if (fpd_fs_open_subdir(pn->node_dirfd, FPD_PUSH_SPOOL_DIR, 0, &p->c.trust,
+			       &spool_fd, NULL, &why) < 0)
+		return;
+	pn->mark_ms = mark_read(p, spool_fd);
+	close(spool_fd);
+	if (!pn->mark_ms)
+		return;
+	fd = dup(pn->node_dirfd);
+	dir = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!dir) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	/* a dup shares the offset, which the output's own listing left at
+	 * the end */
+	rewinddir(dir);
+	while ((de = readdir(dir))) {
+		struct fp_perf_name parsed;
+
+		if (!fp_perf_name_is_of(de->d_name, node_s) ||
+		    !fp_perf_name_parse(de->d_name, &parsed) ||
+		    parsed.epoch_ms <= pn->mark_ms ||
+		    strlen(de->d_name) >= sizeof(f->name))
+			continue;
+		FP_GROW(f, cap, n + 1);
+		f[n].ms = parsed.epoch_ms;
+		memcpy(f[n].name, de->d_name, strlen(de->d_name) + 1);
+		n++;
+	}
+	closedir(dir);
+	qsort(f, n, sizeof(*f), cmp_finished);
+	if (n > BACKFILL_MAX) {
+		first = n - BACKFILL_MAX;
+		fpd_warn("--push [%s]: %zu files finished but never spooled; the %zu oldest are not pushed",
+			 pn->node, n, first);
+	}
+	if (n > first)
+		fpd_info("--push [%s]: %zu files finished but never spooled (a run killed, or files recovered) are pushed",
+			 pn->node, n - first);
+	for (size_t i = first; i < n; i++)
+		queue_job(p, pn, pn->node_dirfd, f[i].name);
+	free(f);
+}
+
+/* Record that the file @name was spooled or given up on. */
+static void
+mark_write(struct fpd_push *p, struct push_node *pn, const char *name)
+{
+	struct fp_perf_name parsed;
+	struct fpd_made made;
+	char buf[32];
+	int fd, rc, len;
+
+	if (!fp_perf_name_parse(name, &parsed) || parsed.epoch_ms <= pn->mark_ms)
+		return;
+	pn->mark_ms = parsed.epoch_ms;
+	len = snprintf(buf, sizeof(buf), "%" PRIu64 "\n", parsed.epoch_ms);
+	fpd_fs_clear_own_name(pn->spool_fd, SPOOL_MARK_TMP, &p->c.trust);
+	fd = fpd_fs_create(pn->spool_fd, SPOOL_MARK_TMP, O_WRONLY | O_CLOEXEC, 0600,
+			   &made);
+	if (fd < 0)
+		return;
+	rc = fpd_write_all(fd, buf, (size_t)len);
+	close(fd);
+	if (rc == 0)
+		rc = fpd_fs_rename(pn->spool_fd, SPOOL_MARK_TMP, SPOOL_MARK, true);
+	if (rc < 0)
+		fpd_fs_unlink_made(pn->spool_fd, SPOOL_MARK_TMP, &made);
 }
 
 void
@@ -357,6 +498,8 @@ fpd_push_attach(struct fpd_push *p, struct fpd_output *out, const char *node)
 	p->nodes[p->nnodes++] = pn;
 	pthread_cond_signal(&p->cv);
 	pthread_mutex_unlock(&p->mu);
+	if (pn->node_dirfd >= 0)
+		backfill(p, pn, out);
 	fpd_output_set_finished(out, on_finished, pn);
 }
 
@@ -405,6 +548,7 @@ spool_open(struct fpd_push *p, struct push_node *pn)
 		return;
 	}
 	fpd_fs_clear_own_name(pn->spool_fd, SPOOL_TMP, &p->c.trust);
+	fpd_fs_clear_own_name(pn->spool_fd, SPOOL_MARK_TMP, &p->c.trust);
 	fd = dup(pn->spool_fd);
 	dir = fd >= 0 ? fdopendir(fd) : NULL;
 	if (!dir) {
@@ -412,6 +556,7 @@ spool_open(struct fpd_push *p, struct push_node *pn)
 			close(fd);
 		return;
 	}
+	rewinddir(dir);
 	while ((de = readdir(dir))) {
 		uint64_t a, b, r;
 		struct stat st;
@@ -580,6 +725,12 @@ spool_job(struct fpd_push *p, struct job *j)
 	close(fd);
 	if (rc == 0)
 		rc = fpd_fs_rename(pn->spool_fd, SPOOL_TMP, name, false);
+	if (rc == -EEXIST) {
+		/* spooled by a run killed before it recorded the mark */
+		fpd_fs_unlink_made(pn->spool_fd, SPOOL_TMP, &made);
+		rc = 0;
+		goto out;
+	}
 	if (rc < 0) {
 		fpd_fs_unlink_made(pn->spool_fd, SPOOL_TMP, &made);
 		goto said;
@@ -605,6 +756,11 @@ out:
 		p->stats.dropped++;
 		pthread_mutex_unlock(&p->mu);
 	}
+	/* spooled or given up on: never taken up again (the mark comes
+	 * after the spool's rename; a kill between them only finds the
+	 * profile spooled already, above) */
+	if (pn->spool_fd >= 0)
+		mark_write(p, pn, j->name);
 	close(j->dirfd);
 	fp_pprof_destroy(b.pp);
 	free(gz);

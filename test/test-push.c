@@ -3,8 +3,9 @@
  * server in the test, answering the status each case sets: files the
  * output finishes are spooled and sent, removed on 2xx, dropped on a
  * 4xx, retried after a 5xx; the spool keeps its bound and an earlier
- * run's profiles are sent by the next; the header file and the URL are
- * checked before anything is sent.
+ * run's profiles are sent by the next, as are files finished and never
+ * spooled; the header file and the URL are checked before anything is
+ * sent.
  */
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -178,12 +179,19 @@ fixture_init(struct fixture *fx, unsigned short port)
 	fx->t_us = 1795000000000000ull;
 }
 
+/* The output and its recorder, without --push. */
+static void
+fixture_open_files(struct fixture *fx)
+{
+	fp_assert_int_eq(fpd_output_new(&fx->oc, &fx->out), 0);
+	fx->rec = fpd_recorder_new(&fx->o, fx->out);
+}
+
 /* The output, its recorder and a pusher attached to it, started. */
 static void
 fixture_open(struct fixture *fx)
 {
-	fp_assert_int_eq(fpd_output_new(&fx->oc, &fx->out), 0);
-	fx->rec = fpd_recorder_new(&fx->o, fx->out);
+	fixture_open_files(fx);
 	fp_assert_int_eq(fpd_push_new(&fx->pc, &fx->push), 0);
 	fpd_push_attach(fx->push, fx->out, NODE);
 	fp_assert_int_eq(fpd_push_start(fx->push), 0);
@@ -370,6 +378,43 @@ START_TEST(spool_bounded_then_sent_next_run)
 }
 END_TEST
 
+/* A file finished and never spooled (a run killed in between, or one
+ * without --push) is taken up by the next run; files spooled before are
+ * not taken up again. */
+START_TEST(finished_unspooled_taken_up)
+{
+	struct server srv;
+	struct fixture fx;
+	struct fpd_push_stats s;
+
+	fixture_init(&fx, closed_port());
+	fx.pc.timeout_us = 500000;
+	fixture_open(&fx);
+	write_file(&fx, 3);
+	fp_assert_int_eq(WAIT(&fx, spooled, 1), 1);
+	fixture_close(&fx);
+	fixture_open_files(&fx);
+	write_file(&fx, 2);
+	fixture_close(&fx);
+	fp_assert_int_eq(spooled(&fx), 1);
+
+	server_start(&srv, 200);
+	snprintf(fx.url, sizeof(fx.url), "http://127.0.0.1:%u", srv.port);
+	fixture_open(&fx);
+	fpd_push_stats(fx.push, &s);
+	fp_assert_int_eq(s.queued, 1);
+	fp_assert_int_eq(WAIT(&fx, sent, 2), 2);
+	fp_assert_int_eq(spooled(&fx), 0);
+	fixture_close(&fx);
+	fixture_open(&fx);
+	fpd_push_stats(fx.push, &s);
+	fp_assert_int_eq(s.queued, 0);
+	fixture_destroy(&fx);
+	fp_assert_int_eq(atomic_load(&srv.requests), 2);
+	server_stop(&srv);
+}
+END_TEST
+
 static void
 write_header_file(const char *path, const char *text, mode_t mode)
 {
@@ -468,6 +513,7 @@ suite(void)
 	suite_add_tcase(s, tc);
 	tc = tcase_create("spool");
 	tcase_add_test(tc, spool_bounded_then_sent_next_run);
+	tcase_add_test(tc, finished_unspooled_taken_up);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("configuration");
 	tcase_add_test(tc, header_file);

@@ -328,8 +328,7 @@ static const struct option_spec options[] = {
 	  "                            it (default 64M)\n",
 	  SIZE(push_spool_max, FPD_PUSH_SPOOL_MIN, "expected a size of at least 64K, e.g. 64M") },
 	{ "push-timeout", 0, required_argument,
-	  .help = "      --push-timeout DUR    one request's time limit, and the last try's at\n"
-	  "                            exit (default 10s)\n",
+	  .help = "      --push-timeout DUR    one request's time limit (default 10s)\n",
 	  DURATION(push_timeout_us, 100000, 600000000,
 		   "expected a duration from 100ms to 10m, e.g. 10s") },
 	{ .help = "\n" },

@@ -16,6 +16,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,7 @@
 #define SPOOL_MARK_TMP ".pushed.tmp"
 #define BACKFILL_MAX (QUEUE_MAX / 2)	/* files finished unspooled, taken up */
 #define SPY_NAME "flame_profd"
+#define FINAL_ROUND_US 1000000u		/* stopping: the spool tried this long */
 
 /*
  * What each profile tells Pyroscope of its one column: samples, summed
@@ -54,7 +56,7 @@ static const char sample_type_config[] =
 	"\"display-name\":\"samples\",\"sampled\":true}}";
 
 /* A profile in the spool: its name says when it starts and ends and the
- * rate its samples were taken at (spool_name()). */
+ * rate its samples were taken at (spool_name_parse()). */
 struct spooled {
 	char name[64];
 	uint64_t size;
@@ -81,7 +83,7 @@ struct push_node {
 struct job {
 	struct push_node *pn;
 	int dirfd;			/* a dup of the node directory's */
-	char name[256];
+	char name[FP_PERF_NAME_MAX];
 };
 
 struct fpd_push {
@@ -100,9 +102,9 @@ struct fpd_push {
 	size_t qhead, qlen;
 	bool stopping;
 	struct fpd_push_stats stats;
-	/* the thread's, read by the transfer's progress callback */
-	volatile bool abort_transfer;
-	uint64_t final_deadline_us;	/* stopping: the last try ends */
+	/* stopping: when the request in flight is given up and the last
+	 * round ends (0: not stopping); read by the transfer's callback */
+	_Atomic uint64_t stop_deadline_us;
 };
 
 /* --- the header file ---------------------------------------------------- */
@@ -215,7 +217,7 @@ static int
 ingest_url(struct fpd_push *p)
 {
 	CURLU *u = curl_url();
-	char *path = NULL, *scheme = NULL;
+	char *path = NULL, *scheme = NULL, *query = NULL;
 	int rc = 0;
 
 	if (!u)
@@ -228,7 +230,7 @@ ingest_url(struct fpd_push *p)
 		goto out;
 	}
 	curl_url_get(u, CURLUPART_PATH, &path, 0);
-	if (curl_url_get(u, CURLUPART_QUERY, &scheme, 0) == CURLUE_OK) {
+	if (curl_url_get(u, CURLUPART_QUERY, &query, 0) == CURLUE_OK) {
 		fpd_fatal("--push %s: give the server's URL without a query", p->c.url);
 		rc = -EINVAL;
 		goto out;
@@ -251,6 +253,7 @@ ingest_url(struct fpd_push *p)
 out:
 	curl_free(path);
 	curl_free(scheme);
+	curl_free(query);
 	curl_url_cleanup(u);
 	return rc;
 }
@@ -443,7 +446,8 @@ backfill(struct fpd_push *p, struct push_node *pn, struct fpd_output *out)
 		n++;
 	}
 	closedir(dir);
-	qsort(f, n, sizeof(*f), cmp_finished);
+	if (n > 1)
+		qsort(f, n, sizeof(*f), cmp_finished);
 	if (n > BACKFILL_MAX) {
 		first = n - BACKFILL_MAX;
 		fpd_warn("--push [%s]: %zu files finished but never spooled; the %zu oldest are not pushed",
@@ -778,10 +782,12 @@ static int
 progress(void *data, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
 	 curl_off_t ulnow)
 {
-	const struct fpd_push *p = data;
+	struct fpd_push *p = data;
+	uint64_t deadline = atomic_load(&p->stop_deadline_us);
 
-	return p->abort_transfer || (p->final_deadline_us &&
-				     fpd_now_mono_us() > p->final_deadline_us);
+	/* stopping: a request to a server that does not answer holds the
+	 * exit no longer than the last round */
+	return deadline && fpd_now_mono_us() > deadline;
 }
 
 /* Read the spooled profile @s back. */
@@ -954,7 +960,8 @@ send_one(struct fpd_push *p, struct push_node *pn)
 	}
 	pn->failures++;
 	pn->next_try_us = fpd_now_mono_us() + backoff_us(pn->failures);
-	if (pn->failures == 1) {
+	/* given up at the stop: the spool says the rest */
+	if (pn->failures == 1 && !atomic_load(&p->stop_deadline_us)) {
 		if (code)
 			fpd_warn("--push [%s]: the server answered HTTP %ld; retrying with backoff, profiles kept in the spool",
 				 pn->node, code);
@@ -1004,17 +1011,18 @@ wait_until(struct fpd_push *p, uint64_t mono_us)
 }
 
 /* Stopping: every node's spool once more, oldest first, until a request
- * fails or --push-timeout is over. */
+ * fails or the stop's deadline (FINAL_ROUND_US after it) is past. */
 static void
 final_round(struct fpd_push *p)
 {
-	p->final_deadline_us = fpd_now_mono_us() + p->c.timeout_us;
+	uint64_t deadline = atomic_load(&p->stop_deadline_us);
+
 	for (size_t i = 0; i < p->nnodes; i++) {
 		struct push_node *pn = p->nodes[i];
 
 		if (!pn->spool_tried)
 			spool_open(p, pn);
-		while (pn->nspool && fpd_now_mono_us() < p->final_deadline_us) {
+		while (pn->nspool && fpd_now_mono_us() < deadline) {
 			if (!send_one(p, pn))
 				break;
 		}
@@ -1119,6 +1127,8 @@ fpd_push_stop(struct fpd_push *p)
 		return;
 	pthread_mutex_lock(&p->mu);
 	p->stopping = true;
+	atomic_store(&p->stop_deadline_us, fpd_now_mono_us() +
+		     (p->c.timeout_us < FINAL_ROUND_US ? p->c.timeout_us : FINAL_ROUND_US));
 	pthread_cond_signal(&p->cv);
 	pthread_mutex_unlock(&p->mu);
 	pthread_join(p->thread, NULL);

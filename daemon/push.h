@@ -77,9 +77,10 @@ int
 fpd_push_start(struct fpd_push *p);
 
 /**
- * Stop: spool what is still queued, try the spool once more within
- * --push-timeout, then end the thread; what is left stays in the spool
- * for the next run. Call once every output is finished.
+ * Stop: spool what is still queued, try the spool once more for at most
+ * a second (a request in flight is given up then), then end the thread;
+ * what is left stays in the spool for the next run. Call once every
+ * output is finished.
  */
 void
 fpd_push_stop(struct fpd_push *p);

@@ -262,6 +262,7 @@ int
 fpd_push_new(const struct fpd_push_config *c, struct fpd_push **out)
 {
 	struct fpd_push *p = xnew(struct fpd_push);
+	pthread_condattr_t ca;
 	int rc;
 
 	*out = NULL;
@@ -270,7 +271,11 @@ fpd_push_new(const struct fpd_push_config *c, struct fpd_push **out)
 	p->c.header_file = c->header_file ? xstrdup(c->header_file) : NULL;
 	p->c.service = c->service ? xstrdup(c->service) : NULL;
 	pthread_mutex_init(&p->mu, NULL);
-	pthread_cond_init(&p->cv, NULL);
+	/* the backoff is counted on the monotonic clock: so are the waits */
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&p->cv, &ca);
+	pthread_condattr_destroy(&ca);
 	/* before any thread: curl_global_init() is not thread-safe */
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
 		fpd_fatal("--push: libcurl cannot start");
@@ -1085,19 +1090,11 @@ run(void *data)
 int
 fpd_push_start(struct fpd_push *p)
 {
-	pthread_condattr_t ca;
 	sigset_t all, old;
 	int rc;
 
 	if (p->started)
 		return 0;
-	/* the condition variable waits on the monotonic clock, as the
-	 * backoff is counted */
-	pthread_cond_destroy(&p->cv);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&p->cv, &ca);
-	pthread_condattr_destroy(&ca);
 	/* signals stay the loop's (signalfd) */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);

@@ -307,6 +307,13 @@ static const struct option_spec options[] = {
 	{ "keep-captures", 0, required_argument,
 	  .help = "      --keep-captures N     keep the last N captures (default 20)\n",
 	  UINT(keep_captures, 1, KEEP_FILES_MAX, "expected a whole number of at least 1") },
+	{ "max-captures-per-hour", 0, required_argument,
+	  .help = "      --max-captures-per-hour N  at most N captures begin in any hour\n"
+	  "                            (default 10); a trigger past it is logged and\n"
+	  "                            counted (ctl status, the next capture's\n"
+	  "                            capped_before) and writes nothing\n",
+	  UINT(max_captures_per_hour, 1, FPD_FLIGHT_PER_HOUR_MAX,
+	       "expected a whole number from 1 to 3600") },
 	{ .help = "\n" },
 	{ .help = "Run:\n" },
 	{ "duration", 'd', required_argument,
@@ -427,6 +434,7 @@ set_defaults(struct fpd_options *o)
 		.after_us = AFTER_DEFAULT_US,
 		.holdoff_us = HOLDOFF_DEFAULT_US,
 		.keep_captures = KEEP_CAPTURES_DEFAULT,
+		.max_captures_per_hour = FPD_FLIGHT_PER_HOUR_DEFAULT,
 	};
 }
 

@@ -89,6 +89,7 @@ struct fpd_options {
 	uint64_t after_us;	/* --after */
 	uint64_t holdoff_us;	/* --trigger-holdoff */
 	unsigned keep_captures;	/* --keep-captures */
+	unsigned max_captures_per_hour;	/* --max-captures-per-hour */
 	bool continuous;	/* --continuous: files as well as the ring */
 	struct fpd_trigger triggers[FPD_TRIGGERS_MAX];
 	size_t ntriggers;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "run.h"
+#include "ctl.h"
 #include "daemon-log.h"
 #include "flight.h"
 #include "loop.h"
@@ -148,6 +149,7 @@ open_flight(const struct fpd_options *o, const char *header,
 		.max_bytes = o->flight_max,
 		.after_us = o->after_us,
 		.holdoff_us = o->holdoff_us,
+		.max_per_hour = o->max_captures_per_hour,
 		.level = o->compress == FPD_COMPRESS_ZSTD ? o->compress_level : 3,
 		.header = header,
 		.triggers = o->triggers,
@@ -165,10 +167,30 @@ open_flight(const struct fpd_options *o, const char *header,
 	return flight;
 }
 
+/* The control socket in the node's directory (`flame_profd ctl`). */
+static int
+open_ctl(const struct fpd_options *o, struct fpd_recorder *rec,
+	 struct fpd_flight *flight, struct fpd_ctl **ctl)
+{
+	struct fpd_output *out = fpd_recorder_output(rec);
+	struct fpd_ctl_config c = {
+		.node = o->node,
+		.dirfd = fpd_output_dirfd(out),
+		.dir = fpd_output_dir(out),
+		.uid = geteuid(),
+		.gid = getegid(),
+		.rec = rec,
+		.flight = flight,
+	};
+
+	return fpd_ctl_new(&c, ctl) < 0 ? FPD_EXIT_CANTCREAT : 0;
+}
+
 int
 fpd_run(const struct fpd_options *o, const char *cookie)
 {
 	struct fpd_flight *flight = NULL;
+	struct fpd_ctl *ctl = NULL;
 	char *header = NULL;
 	struct fpd_session *session = NULL;
 	struct fpd_perf_source *feed = NULL;
@@ -200,9 +222,15 @@ fpd_run(const struct fpd_options *o, const char *cookie)
 		rc = FPD_EXIT_SOFTWARE;
 		goto out;
 	}
+	/* made as the run's user, root dropped: the socket is that user's */
+	rc = open_ctl(o, rec, flight, &ctl);
+	if (rc)
+		goto out;
 	session = fpd_session_new(o, cookie, rec, fpd_loop_run_state(loop),
 				  fpd_loop_give_up, loop);
+	fpd_ctl_set_session(ctl, session);
 	fpd_loop_add(loop, fpd_session_source(session));
+	fpd_loop_add(loop, fpd_ctl_source(ctl));
 	if (flight)
 		fpd_loop_add(loop, fpd_flight_source(flight));
 	if (feed) {
@@ -223,6 +251,7 @@ fpd_run(const struct fpd_options *o, const char *cookie)
 	fpd_perf_source_finish(feed);
 	rc = fpd_session_close(session, rc, fpd_loop_duration_over(loop));
 out:
+	fpd_ctl_destroy(ctl);
 	/* the capture being written ends with the last samples */
 	fpd_flight_destroy(flight);
 	free(header);

@@ -205,7 +205,7 @@ ask(const char *dir, const struct ctl_args *a)
 	size_t len = 0, rlen;
 	char *nl;
 	ssize_t n;
-	int fd, e;
+	int fd, e, send_err = 0;
 
 	fd = connect_in(dir, a->timeout_us);
 	if (fd == -EACCES || fd == -EPERM) {
@@ -222,18 +222,21 @@ ask(const char *dir, const struct ctl_args *a)
 		rlen = (size_t)snprintf(req, sizeof(req), "status\n");
 	else
 		rlen = (size_t)snprintf(req, sizeof(req), "trigger %s\n", a->reason);
-	if (send(fd, req, rlen, MSG_NOSIGNAL) != (ssize_t)rlen) {
-		fprintf(stderr, "flame_profd ctl: %s/%s: cannot send: %s\n", dir,
-			FPD_CTL_SOCKET, strerror(errno));
-		close(fd);
-		return FPD_EXIT_UNAVAILABLE;
-	}
+	/* a refusal may be answered, and the connection closed, before
+	 * the request is sent: the answer is read either way */
+	if (send(fd, req, rlen, MSG_NOSIGNAL) != (ssize_t)rlen)
+		send_err = errno;
 	while (len < ANSWER_MAX &&
 	       (n = recv(fd, answer + len, ANSWER_MAX - len, 0)) > 0)
 		len += (size_t)n;
 	close(fd);
 	answer[len] = '\0';
 	nl = memchr(answer, '\n', len);
+	if (!nl && send_err) {
+		fprintf(stderr, "flame_profd ctl: %s/%s: cannot send: %s\n", dir,
+			FPD_CTL_SOCKET, strerror(send_err));
+		return FPD_EXIT_UNAVAILABLE;
+	}
 	if (!nl) {
 		fprintf(stderr, "flame_profd ctl: %s/%s: no answer within the "
 			"timeout\n", dir, FPD_CTL_SOCKET);

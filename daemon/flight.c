@@ -62,6 +62,7 @@ struct frame {
 
 struct capture {
 	bool wanted, active;
+	bool burst;			/* the after-window's burst is on */
 	int trigger;			/* index in triggers, -1: a signal, ctl */
 	const char *kind;		/* the directory's: "mailbox", "ctl" */
 	uint64_t end_us;		/* wall clock: trigger + --after */
@@ -199,8 +200,13 @@ fpd_flight_seal(struct fpd_flight *f)
 /* ---- captures ------------------------------------------------------------ */
 
 static void
-capture_close(struct capture *c)
+capture_close(struct fpd_flight *f)
 {
+	struct capture *c = &f->cap_;
+
+	if (c->burst && f->cfg.burst)
+		f->cfg.burst(f->cfg.burst_data, false);
+	c->burst = false;
 	if (c->fd >= 0)
 		close(c->fd);
 	if (c->dirfd >= 0)
@@ -225,7 +231,7 @@ capture_abandon(struct fpd_flight *f, int err, const char *what)
 	if (c->dirfd >= 0)
 		fpd_fs_rmdir_made(fpd_output_dirfd(f->out), c->e.dir,
 				  &c->e.dir_made);
-	capture_close(c);
+	capture_close(f);
 }
 
 static int
@@ -334,6 +340,10 @@ capture_begin(struct fpd_flight *f)
 		return;
 	}
 	c->next_seq = f->next_seq;
+	if (f->cfg.burst) {
+		c->burst = true;
+		f->cfg.burst(f->cfg.burst_data, true);
+	}
 	fpd_debug("flight recorder: writing %s/%s/%s", fpd_output_dir(f->out),
 		  c->e.dir, c->partial);
 }
@@ -363,7 +373,7 @@ capture_finish(struct fpd_flight *f)
 		fpd_err("flight recorder: cannot finish %s/%s/%s: %s; it stays as it is",
 			fpd_output_dir(f->out), c->e.dir, c->partial,
 			strerror(-rc));
-		capture_close(c);
+		capture_close(f);
 		return;
 	}
 	snprintf(c->e.name, sizeof(c->e.name), "%s", final);
@@ -379,7 +389,7 @@ capture_finish(struct fpd_flight *f)
 	if (c->trigger >= 0)
 		f->holdoff_until[c->trigger] = fpd_now_mono_us() +
 					       f->cfg.holdoff_us;
-	capture_close(c);
+	capture_close(f);
 }
 
 /* Frames sealed since the last call go to the capture being written. */
@@ -523,6 +533,14 @@ fpd_flight_fire_ctl(struct fpd_flight *f, const char *reason, uint64_t now_us,
 	if (rc == 0 && dir)
 		snprintf(dir, size, "%s", f->cap_.e.dir);
 	return rc;
+}
+
+void
+fpd_flight_set_burst(struct fpd_flight *f, void (*burst)(void *data, bool on),
+		     void *data)
+{
+	f->cfg.burst = burst;
+	f->cfg.burst_data = data;
 }
 
 const char *
@@ -755,7 +773,7 @@ fpd_flight_destroy(struct fpd_flight *f)
 			 f->cap_.e.dir);
 		capture_finish(f);
 	}
-	capture_close(&f->cap_);
+	capture_close(f);
 	while (f->n)
 		drop_oldest(f);
 	free(f->frames);

@@ -32,6 +32,10 @@ struct fpd_flight_config {
 	const char *header;		/* the files' header (notes.h) */
 	const struct fpd_trigger *triggers;
 	size_t ntriggers;
+	/* told when a capture's after-window begins (@on) and ends, for
+	 * --burst-rate/--burst-top; may be NULL */
+	void (*burst)(void *data, bool on);
+	void *burst_data;
 };
 
 /* What the ring holds and has done, for the log and the tests. */
@@ -115,6 +119,12 @@ fpd_flight_fire_ctl(struct fpd_flight *f, const char *reason, uint64_t now_us,
 /** Captures begun in the last hour (--max-captures-per-hour counts them). */
 unsigned
 fpd_flight_last_hour(const struct fpd_flight *f);
+
+/** Set config.burst and its data after the recorder is made (the session
+ * is made after it). */
+void
+fpd_flight_set_burst(struct fpd_flight *f, void (*burst)(void *data, bool on),
+		     void *data);
 
 /** The run's output directory of the node (NULL for a ring alone). */
 const char *

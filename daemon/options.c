@@ -314,6 +314,14 @@ static const struct option_spec options[] = {
 	  "                            capped_before) and writes nothing\n",
 	  UINT(max_captures_per_hour, 1, FPD_FLIGHT_PER_HOUR_MAX,
 	       "expected a whole number from 1 to 3600") },
+	{ "burst-rate", 0, required_argument, .parse = fpd_option_burst_rate,
+	  .help = "      --burst-rate HZ       during a capture's --after window sample at\n"
+	  "                            least HZ per process, as far as --max-overhead\n"
+	  "                            allows (its cuts win); then back to --rate\n" },
+	{ "burst-top", 0, required_argument,
+	  .help = "      --burst-top N         ... and the top N processes (selected again\n"
+	  "                            at once); then back to --top\n",
+	  UINT(burst_top, 1, TOP_MAX, "expected a whole number from 1 to 100000") },
 	{ .help = "\n" },
 	{ .help = "Run:\n" },
 	{ "duration", 'd', required_argument,
@@ -513,9 +521,11 @@ check_together(struct fpd_options *o)
 		fprintf(stderr, "flame_profd: error: --perf auto cannot be used with --user: give the node's OS pid (--perf OSPID), or run as that user with CAP_PERFMON\n");
 		return FPD_EXIT_USAGE;
 	}
-	if (!o->flight_us && (o->ntriggers || o->continuous)) {
+	if (!o->flight_us && (o->ntriggers || o->continuous || o->burst_rate ||
+			      o->burst_top)) {
 		fprintf(stderr, "flame_profd: error: %s needs --flight-recorder DUR (see --help)\n",
-			o->ntriggers ? "--trigger" : "--continuous");
+			o->ntriggers ? "--trigger" : o->continuous ? "--continuous" :
+			o->burst_rate ? "--burst-rate" : "--burst-top");
 		return FPD_EXIT_USAGE;
 	}
 	if (o->top == 0 && !o->npids && !o->nnames) {

@@ -167,6 +167,12 @@ open_flight(const struct fpd_options *o, const char *header,
 	return flight;
 }
 
+static void
+burst(void *data, bool on)
+{
+	fpd_session_burst(data, on);
+}
+
 /* The control socket in the node's directory (`flame_profd ctl`). */
 static int
 open_ctl(const struct fpd_options *o, struct fpd_recorder *rec,
@@ -229,6 +235,8 @@ fpd_run(const struct fpd_options *o, const char *cookie)
 	session = fpd_session_new(o, cookie, rec, fpd_loop_run_state(loop),
 				  fpd_loop_give_up, loop);
 	fpd_ctl_set_session(ctl, session);
+	if (flight)
+		fpd_flight_set_burst(flight, burst, session);
 	fpd_loop_add(loop, fpd_session_source(session));
 	fpd_loop_add(loop, fpd_ctl_source(ctl));
 	if (flight)

@@ -18,6 +18,9 @@ One demo node, one daemon with --flight-recorder 10s --after 1s
     refused with exit 75, counted (status: capped 1) and writes nothing;
   - a directory with no daemon gives exit 69 and one message; a trigger
     without --reason exit 64;
+  - each capture's after-window is a burst (--burst-rate 50 --burst-top
+    15): its beginning and end are logged, and after it the interval
+    lines ask for no more than --rate and --top again;
   - after SIGTERM the socket is gone.
 """
 import json
@@ -88,7 +91,8 @@ def main(t):
     mpath = os.path.join(ndir, "manifest.json")
     args = h.daemon_args(node, out, rate=20, every="1s", top=10,
                          flight_recorder="10s", after="1s",
-                         max_captures_per_hour=2, dir_mode="0755")
+                         max_captures_per_hour=2, dir_mode="0755",
+                         burst_rate=50, burst_top=15)
     d = h.start_daemon(args)
 
     # status, once the daemon has taken samples
@@ -186,6 +190,18 @@ def main(t):
         h.log(se[-4000:])
     t.eq(h.error_lines(se), [], "no error lines")
     t.check(not os.path.lexists(sock), "the socket is removed at exit")
+    lines = [m for _, _, m in h.log_lines(se)]
+    begins = [i for i, l in enumerate(lines) if "burst begins: " in l]
+    ends = [i for i, l in enumerate(lines) if "burst ends: " in l]
+    eq(t, (len(begins), len(ends)), (2, 2), "two captures: two bursts begun and ended",
+       "\n".join(l for l in lines if "burst" in l))
+    if ends:
+        after = [l for l in lines[ends[-1]:] if "interval: " in l]
+        bad = [l for l in after
+               if float(re.search(r" rate=([0-9.]+)", l).group(1)) > 20 or
+               int(re.search(r" top=([0-9]+)", l).group(1)) > 10]
+        eq(t, bad, [], "after the burst: rate and top back within --rate and --top",
+           "%d interval lines" % len(after))
     rc, so, se = ctl(["--dir", out, "status"])
     eq(t, rc, 69, "a stopped daemon: exit 69", se)
 

@@ -218,8 +218,6 @@ fpd_options_check_fleet(struct fpd_options *o)
 		return refuse_for_fleet("--perf samples the OS process of one node");
 	if (o->connect_host)
 		return refuse_for_fleet("--connect gives the address of one node");
-	if (o->flight_us)
-		return refuse_for_fleet("--flight-recorder keeps the ring of one node");
 	return 0;
 }
 

@@ -140,9 +140,9 @@ open_perf_auto(const struct fpd_options *o, struct fpd_session *session,
 
 /* --flight-recorder: the ring, a second destination of @rec's records
  * (the only one without --continuous), and a source of the loop. */
-static struct fpd_flight *
-open_flight(const struct fpd_options *o, const char *header,
-	    struct fpd_recorder *rec)
+struct fpd_flight *
+fpd_run_open_flight(const struct fpd_options *o, struct fpd_recorder *rec,
+		    char **header)
 {
 	struct fpd_flight_config fc = {
 		.window_us = o->flight_us,
@@ -151,13 +151,17 @@ open_flight(const struct fpd_options *o, const char *header,
 		.holdoff_us = o->holdoff_us,
 		.max_per_hour = o->max_captures_per_hour,
 		.level = o->compress == FPD_COMPRESS_ZSTD ? o->compress_level : 3,
-		.header = header,
 		.triggers = o->triggers,
 		.ntriggers = o->ntriggers,
 	};
 	struct fpd_flight *flight;
 	char window[32];
 
+	*header = NULL;
+	if (!o->flight_us)
+		return NULL;
+	*header = fpd_file_header(o);
+	fc.header = *header;
 	flight = fpd_flight_new(&fc, fpd_recorder_output(rec));
 	fpd_recorder_add_dest(rec, fpd_flight_dest(flight), o->continuous);
 	fpd_format_duration(o->flight_us, window, sizeof(window));
@@ -167,16 +171,15 @@ open_flight(const struct fpd_options *o, const char *header,
 	return flight;
 }
 
-static void
-burst(void *data, bool on)
+void
+fpd_run_burst(void *session, bool on)
 {
-	fpd_session_burst(data, on);
+	fpd_session_burst(session, on);
 }
 
-/* The control socket in the node's directory (`flame_profd ctl`). */
-static int
-open_ctl(const struct fpd_options *o, struct fpd_recorder *rec,
-	 struct fpd_flight *flight, struct fpd_ctl **ctl)
+int
+fpd_run_open_ctl(const struct fpd_options *o, struct fpd_recorder *rec,
+		 struct fpd_flight *flight, struct fpd_ctl **ctl)
 {
 	struct fpd_output *out = fpd_recorder_output(rec);
 	struct fpd_ctl_config c = {
@@ -209,10 +212,7 @@ fpd_run(const struct fpd_options *o, const char *cookie)
 	if (!out)
 		return rc;
 	rec = fpd_recorder_new(o, out);
-	if (o->flight_us) {
-		header = fpd_file_header(o);
-		flight = open_flight(o, header, rec);
-	}
+	flight = fpd_run_open_flight(o, rec, &header);
 	rc = fpd_perf_source_open(o, &feed);
 	if (rc < 0) {
 		rc = perf_exit_code(rc);
@@ -229,14 +229,14 @@ fpd_run(const struct fpd_options *o, const char *cookie)
 		goto out;
 	}
 	/* made as the run's user, root dropped: the socket is that user's */
-	rc = open_ctl(o, rec, flight, &ctl);
+	rc = fpd_run_open_ctl(o, rec, flight, &ctl);
 	if (rc)
 		goto out;
 	session = fpd_session_new(o, cookie, rec, fpd_loop_run_state(loop),
 				  fpd_loop_give_up, loop);
 	fpd_ctl_set_session(ctl, session);
 	if (flight)
-		fpd_flight_set_burst(flight, burst, session);
+		fpd_flight_set_burst(flight, fpd_run_burst, session);
 	fpd_loop_add(loop, fpd_session_source(session));
 	fpd_loop_add(loop, fpd_ctl_source(ctl));
 	if (flight)

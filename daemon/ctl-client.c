@@ -333,8 +333,9 @@ fpd_ctl_main(int argc, char **argv)
 	if (rc)
 		return rc;
 	if (has_socket(a.dir) == -EACCES) {
-		fprintf(stderr, "flame_profd ctl: %s: refused: only root and the "
-			"daemon's user may use it\n", a.dir);
+		fprintf(stderr, "flame_profd ctl: %s: refused: permission denied "
+			"(run it as root, or as the daemon's user where that user "
+			"may reach %s)\n", a.dir, a.dir);
 		return FPD_EXIT_NOPERM;
 	}
 	if (has_socket(a.dir) == 1 && !a.node) {
@@ -352,8 +353,9 @@ fpd_ctl_main(int argc, char **argv)
 		dirs = node_dirs(a.dir, &n, &err);
 	}
 	if (err == -EACCES) {
-		fprintf(stderr, "flame_profd ctl: %s: refused: only root and the "
-			"daemon's user may use it\n", a.dir);
+		fprintf(stderr, "flame_profd ctl: %s: refused: permission denied "
+			"(run it as root, or as the daemon's user where that user "
+			"may reach %s)\n", a.dir, a.dir);
 		free(dirs);
 		return FPD_EXIT_NOPERM;
 	}

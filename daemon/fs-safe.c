@@ -551,14 +551,15 @@ fpd_fs_bind_socket(int dirfd, const char *name, const struct fpd_trust *t,
 		   struct fpd_made *made, const char **why)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	size_t len = strlen(name);
 	struct stat st;
 	int fd = -1, cwd = -1, rc = 0;
 	mode_t mask;
 
 	*why = NULL;
-	if (strlen(name) >= sizeof(sa.sun_path) || strchr(name, '/'))
+	if (len >= sizeof(sa.sun_path) || memchr(name, '/', len))
 		return -EINVAL;
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", name);
+	memcpy(sa.sun_path, name, len + 1);
 	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
 		if (!S_ISSOCK(st.st_mode) || !owner_trusted(st.st_uid, t)) {
 			*why = "is taken by something other than a socket of "

@@ -71,7 +71,14 @@ int
 fpd_trace_start(struct fpd_trace *tr, struct fp_node *node,
 		unsigned timeout_ms)
 {
-	struct fp_trace_config cfg = {
+	struct fp_trace_config cfg;
+	char why[256], mode[32];
+	int rc;
+
+	if (!tr || tr->tried)
+		return 0;
+	tr->tried = true;
+	cfg = (struct fp_trace_config){
 		.targets = tr->o->traces,
 		.ntargets = tr->o->ntraces,
 		.unit_us = FPD_TRACE_UNIT_US,
@@ -82,12 +89,6 @@ fpd_trace_start(struct fpd_trace *tr, struct fp_node *node,
 		.depth = tr->o->backtrace_depth < FP_TRACE_DEPTH_MAX ?
 			 tr->o->backtrace_depth : FP_TRACE_DEPTH_MAX,
 	};
-	char why[256], mode[32];
-	int rc;
-
-	if (!tr || tr->tried)
-		return 0;
-	tr->tried = true;
 	/* the checks before OTP 27 read every loaded function */
 	rc = fp_trace_start(tr->t, node, &cfg, why, sizeof(why), mode,
 			    sizeof(mode), timeout_ms < 30000 ? 30000 : timeout_ms);

@@ -178,11 +178,27 @@ fpd_option_discover_match(struct fpd_options *o, const char *arg)
 	return 0;
 }
 
+/* --cluster NODE[=PATH]: a --node whose nodes() are followed (fleet.c) */
+int
+fpd_option_cluster(struct fpd_options *o, const char *arg)
+{
+	int rc;
+
+	if (o->cluster)
+		return fpd_option_bad_value("--cluster", arg,
+				 "one --cluster per run; run a daemon for each cluster");
+	rc = fpd_option_node(o, arg);
+	if (rc)
+		return rc;
+	o->cluster = o->nodes[o->nnodes - 1];
+	return 0;
+}
+
 /* What names one node's process or address cannot be said of several. */
 static int
 refuse_for_fleet(const char *what)
 {
-	fprintf(stderr, "flame_profd: error: %s; with several nodes (more than one --node, or --discover) run a daemon of its own for that node\n",
+	fprintf(stderr, "flame_profd: error: %s; with several nodes (more than one --node, --discover or --cluster) run a daemon of its own for that node\n",
 		what);
 	return FPD_EXIT_USAGE;
 }
@@ -201,8 +217,8 @@ fpd_options_check_fleet(struct fpd_options *o)
 						 "given twice");
 		}
 	}
-	if (o->discover_match && !o->discover) {
-		fprintf(stderr, "flame_profd: error: --discover-match needs --discover HOST\n");
+	if (o->discover_match && !o->discover && !o->cluster) {
+		fprintf(stderr, "flame_profd: error: --discover-match needs --discover HOST or --cluster NODE\n");
 		return FPD_EXIT_USAGE;
 	}
 	if (!fpd_options_fleet(o)) {

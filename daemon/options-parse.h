@@ -72,6 +72,7 @@ fpd_option_value(struct fpd_options *o, const char *name,
 FPD_OPTION_PARSER(node);
 FPD_OPTION_PARSER(discover);
 FPD_OPTION_PARSER(discover_match);
+FPD_OPTION_PARSER(cluster);
 FPD_OPTION_PARSER(cookie_file);
 FPD_OPTION_PARSER(connect);
 FPD_OPTION_PARSER(top);

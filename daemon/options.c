@@ -87,9 +87,14 @@ static const struct option_spec options[] = {
 	  .help = "      --discover HOST       also profile every node epmd on HOST lists, as\n"
 	  "                            NAME@HOST, asking again every 2 s: nodes that start\n"
 	  "                            later are attached, nodes that come back reattached\n" },
+	{ "cluster", 0, required_argument, .parse = fpd_option_cluster,
+	  .help = "      --cluster NODE[=PATH] profile NODE (as --node) and every node in its\n"
+	  "                            nodes(), asking it again every 2 s: nodes that\n"
+	  "                            join later are attached, nodes that come back\n"
+	  "                            reattached; all with NODE's cookie\n" },
 	{ "discover-match", 0, required_argument, .parse = fpd_option_discover_match,
-	  .help = "      --discover-match GLOB only the discovered nodes whose NAME@HOST matches\n"
-	  "                            GLOB (fnmatch(3), e.g. 'app*')\n" },
+	  .help = "      --discover-match GLOB only the discovered (or --cluster) nodes whose\n"
+	  "                            NAME@HOST matches GLOB (fnmatch(3), e.g. 'app*')\n" },
 	{ "cookie-file", 'c', required_argument, .parse = fpd_option_cookie_file,
 	  .help = "  -c, --cookie-file PATH    file holding the node's cookie (every node's but\n"
 	  "                            those given their own); the default is\n"
@@ -343,6 +348,7 @@ static const struct option_spec options[] = {
 static const char usage_head[] =
 "Usage: flame_profd --node NAME@HOST [--node NAME@HOST]... [OPTION]...\n"
 "       flame_profd --discover HOST [--discover-match GLOB] [OPTION]...\n"
+"       flame_profd --cluster NODE [--discover-match GLOB] [OPTION]...\n"
 "Sample the Erlang stacks and process metrics of a running node from outside\n"
 "(a hidden C node; nothing is loaded onto the node) and write Linux perf-script\n"
 "files for Flamescope.\n";
@@ -359,14 +365,15 @@ static const char usage_tail[] =
 "SIGHUP reopens the log file. With several nodes, each signal acts on every\n"
 "node.\n"
 "\n"
-"Several nodes (more than one --node, or --discover): each node is profiled\n"
-"under DIR/<node>/ with its own manifest, cost budget and reconnection, and\n"
-"its log lines start with [NAME@HOST]; --pid, --perf, --connect and\n"
-"--flight-recorder, which name one node's process, address or ring, are\n"
-"refused. A node that cannot be reached is retried while the others run;\n"
-"the exit status is then 0 when every node ends as one node alone would,\n"
+"Several nodes (more than one --node, --discover or --cluster): each node is\n"
+"profiled under DIR/<node>/ with its own manifest, cost budget and\n"
+"reconnection, and its log lines start with [NAME@HOST]; --pid, --perf,\n"
+"--connect and --flight-recorder, which name one node's process, address or\n"
+"ring, are refused. A node that cannot be reached is retried while the others\n"
+"run; the exit status is then 0 when every node ends as one node alone would,\n"
 "else that of the first node (in command-line order, then as discovered)\n"
-"that did not; a discovered node never reached is logged and does not count.\n"
+"that did not; a node found by --discover or --cluster never reached is\n"
+"logged and does not count.\n"
 "\n"
 "Exit status:\n"
 "   0  finished (--duration over, or stopped by SIGINT/SIGTERM)\n"
@@ -479,7 +486,7 @@ check_together(struct fpd_options *o)
 	int rc;
 
 	if (!o->nnodes && !o->discover) {
-		fprintf(stderr, "flame_profd: error: --node NAME@HOST (or --discover HOST) is required (see --help)\n");
+		fprintf(stderr, "flame_profd: error: --node NAME@HOST (or --discover HOST, or --cluster NODE) is required (see --help)\n");
 		return FPD_EXIT_USAGE;
 	}
 	rc = fpd_options_check_fleet(o);

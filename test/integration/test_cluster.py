@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""--cluster NODE: the node and every node in its nodes(), followed.
+
+Three nodes joined with net_kernel:connect_node; --cluster names one
+(with its cookie file, NAME@HOST=PATH). The other two are found in its
+nodes() and attached; a fourth joins mid-run and is attached too; one of
+the three is killed, and is said to have left the cluster. A node with
+the same cookie that never joins the cluster is not touched, nor is one
+that --discover-match leaves out. Then SIGTERM: exit 0, every attached
+node's files complete under OUT/<node>/ and holding samples. Usage
+errors of --cluster get one line and exit 64.
+"""
+import os
+import re
+import sys
+import time
+
+sys.dont_write_bytecode = True     # keep __pycache__ out of the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness as h  # noqa: E402
+
+
+def join(node, other):
+    got = node.eval("net_kernel:connect_node('%s')" % other.name)
+    if got.strip() != "true":
+        h.fail("%s could not join %s: %s" % (node.name, other.name, got))
+
+
+def usage_errors(t, a, b):
+    cases = [
+        (["--cluster", a.name, "--cluster", b.name], "one --cluster"),
+        (["--cluster", a.name, "--pid", "<0.1.0>"], "--pid"),
+        (["--cluster", "nohost"], "host part"),
+    ]
+    for args, want in cases:
+        rc, _, se = h.run_daemon(args + ["--cookie-file", a.cookie_file,
+                                         "--duration", "1s"], timeout=20)
+        errs = h.error_lines(se)
+        t.check(rc == 64 and len(errs) == 1 and want in errs[0],
+                "usage error %s: exit 64, one line" % " ".join(args),
+                "rc=%s %r" % (rc, errs))
+
+
+def main(t):
+    start = time.monotonic()
+    prefix = "fpclu%d" % os.getpid()
+    cookie = h.random_cookie()
+    # alone: same cookie, never in the cluster; x_skip: in the cluster,
+    # left out by --discover-match
+    a, b, c, alone, skip = (h.start_node(name=prefix + s, cookie=cookie, idle=50, busy=1)
+                            for s in ("a", "b", "c", "alone", "x_skip"))
+    h.log("nodes up after %.1f s" % (time.monotonic() - start))
+    usage_errors(t, a, b)
+    for n in (b, c, skip):
+        join(n, a)
+
+    out = h.mkdtemp("out_")
+    args = ["--cluster", "%s=%s" % (a.name, a.cookie_file),
+            "--discover-match", prefix + "[a-d]*",
+            "--out", out, "--top", "5", "--rate", "20", "--every", "1s",
+            "--timeout", "2s", "--compress", "none"]
+    h.log("running: flame_profd " + " ".join(args))
+    t0 = time.time()
+    d = h.start_daemon(args)
+    d.wait_log(r"info: \[%s\] connected to " % re.escape(a.name), timeout=15)
+    for n in (b, c):
+        d.wait_log(r"info: --cluster: %s found" % re.escape(n.name), timeout=15)
+        d.wait_log(r"info: \[%s\] connected to " % re.escape(n.name), timeout=15)
+
+    # a fourth node joins the cluster mid-run, through a node that is
+    # not the one named
+    h.log("three attached after %.1f s" % (time.monotonic() - start))
+    e = h.start_node(name=prefix + "d", cookie=a.cookie, idle=50, busy=1)
+    join(e, b)
+    d.wait_log(r"info: --cluster: %s found" % re.escape(e.name), timeout=15)
+    d.wait_log(r"info: \[%s\] connected to " % re.escape(e.name), timeout=15)
+
+    c.kill()
+    d.wait_log(r"info: --cluster: %s no longer in the nodes\(\) of " % re.escape(c.name),
+               timeout=15)
+    d.wait_log(r"warning: \[%s\] lost connection to " % re.escape(c.name), timeout=15)
+    t.check(d.poll() is None, "flame_profd runs on after a node left the cluster")
+    rc = d.stop()
+    t1 = time.time()
+    h.log("daemon stopped after %.1f s" % (time.monotonic() - start))
+    se = d.read_stderr()
+    if not t.eq(rc, 0, "exit 0 after SIGTERM"):
+        h.log(se[-3000:])
+    t.eq(h.error_lines(se), [], "no error lines")
+
+    names = [a.name, b.name, c.name, e.name]
+    t.eq(sorted(os.listdir(out)), sorted(h.sanitize_node(n) for n in names),
+         "one directory per cluster node, none for the node left out or alone")
+    for name in names:
+        h.check_output(t, out, name, t0, t1, min_samples=5)
+    for n in (alone, skip):
+        t.check(not any(n.name in l for l in se.splitlines()),
+                "%s is not attached" % n.sname)
+
+
+if __name__ == "__main__":
+    h.run(main)

@@ -7,11 +7,14 @@ nodes() and attached; a fourth joins mid-run and is attached too; one of
 the three is killed, and is said to have left the cluster. A node with
 the same cookie that never joins the cluster is not touched, nor is one
 that --discover-match leaves out. Then SIGTERM: exit 0, every attached
-node's files complete under OUT/<node>/ and holding samples. Usage
-errors of --cluster get one line and exit 64.
+node's files complete under OUT/<node>/ and holding samples, and
+flame_prof's heat map of OUT puts every node's samples in one grid with
+the table of nodes under it (one node's, with --where node=, without).
+Usage errors of --cluster get one line and exit 64.
 """
 import os
 import re
+import subprocess
 import sys
 import time
 
@@ -24,6 +27,36 @@ def join(node, other):
     got = node.eval("net_kernel:connect_node('%s')" % other.name)
     if got.strip() != "true":
         h.fail("%s could not join %s: %s" % (node.name, other.name, got))
+
+
+def flame_prof(*args):
+    exe = os.environ.get("FLAME_PROF") or os.path.join(
+        h.REPO, "build", "flame_prof", "flame_prof")
+    p = subprocess.run([exe] + list(args), capture_output=True, text=True, timeout=60)
+    return p.returncode, p.stdout, p.stderr
+
+
+def merged_view(t, out, names):
+    """One heat map of every node's files, by wall-clock time."""
+    svg = os.path.join(out, "..", "merged.svg")
+    rc, _, err = flame_prof("heatmap", "-o", svg, out)
+    t.eq(rc, 0, "flame_prof heatmap of the cluster's directory: exit 0 (%s)" % err.strip())
+    with open(svg) as f:
+        text = f.read()
+    t.check(">%d nodes, " % len(names) in text, "the heat map says it holds %d nodes"
+            % len(names))
+    notes = re.findall(r'<text class="note"[^>]*>([^<]*)</text>', text)
+    for name in names:
+        t.check(any(n.startswith(name + " ") for n in notes),
+                "the table under the heat map has a row of %s" % name)
+    t.check(any(re.search(r"\(fpclu\S+ \d+, fpclu\S+ \d+", c)
+                for c in re.findall(r"<title>([^<]*)</title>", text)),
+            "a cell of the one grid holds samples of two nodes")
+    rc, _, err = flame_prof("heatmap", "--where", "node=" + names[0], "-o", svg, out)
+    with open(svg) as f:
+        text = f.read()
+    t.check(rc == 0 and "class=\"note\"" not in text and names[1] not in text,
+            "--where node= leaves one node's heat map, without the table")
 
 
 def usage_errors(t, a, b):
@@ -73,7 +106,8 @@ def main(t):
     e = h.start_node(name=prefix + "d", cookie=a.cookie, idle=50, busy=1)
     join(e, b)
     d.wait_log(r"info: --cluster: %s found" % re.escape(e.name), timeout=15)
-    d.wait_log(r"info: \[%s\] connected to " % re.escape(e.name), timeout=15)
+    d.wait_log(r"info: \[%s\] interval: selected=\d+ pinned=0 samples=[1-9]"
+               % re.escape(e.name), timeout=20)
 
     c.kill()
     d.wait_log(r"info: --cluster: %s no longer in the nodes\(\) of " % re.escape(c.name),
@@ -92,10 +126,12 @@ def main(t):
     t.eq(sorted(os.listdir(out)), sorted(h.sanitize_node(n) for n in names),
          "one directory per cluster node, none for the node left out or alone")
     for name in names:
-        h.check_output(t, out, name, t0, t1, min_samples=5)
+        if not h.check_output(t, out, name, t0, t1, min_samples=5):
+            h.log("\n".join(l for l in se.splitlines() if name in l))
     for n in (alone, skip):
         t.check(not any(n.name in l for l in se.splitlines()),
                 "%s is not attached" % n.sname)
+    merged_view(t, out, names)
 
 
 if __name__ == "__main__":

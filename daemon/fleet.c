@@ -338,8 +338,9 @@ plain_peer(const char *name)
 }
 
 /* The asked node's session hands over its reply, name by name, then
- * NULL: kept for the next tick (attaching here would be work of the
- * asked node's, inside its handler). */
+ * NULL (all in one call into the session: a list is never taken half
+ * read): kept for the next tick, since attaching here would be work of
+ * the asked node's, inside its handler. */
 static void
 on_peer(const char *name, void *data)
 {
@@ -451,10 +452,6 @@ cluster_tick(struct fleet *f, uint64_t now)
 	fn = asker(f);
 	if (!fn)
 		return;
-	/* a reply still being read from another node is dropped with
-	 * the list it began */
-	if (fn != f->asked)
-		drop_peers(f);
 	f->asked = fn;
 	enter(fn);
 	fpd_session_ask_peers(fn->session, now, on_peer, f);

@@ -80,8 +80,15 @@ def main(t):
     cookie = h.random_cookie()
     # alone: same cookie, never in the cluster; x_skip: in the cluster,
     # left out by --discover-match
-    a, b, c, alone, skip = (h.start_node(name=prefix + s, cookie=cookie, idle=50, busy=1)
-                            for s in ("a", "b", "c", "alone", "x_skip"))
+    nodes = [h.Node(name=prefix + s, cookie=cookie, idle=50, busy=1)
+             for s in ("a", "b", "c", "alone", "x_skip")]
+    # booted together, from this thread (a node dies with the thread
+    # that started it)
+    for n in nodes:
+        n.start(wait=False)
+    for n in nodes:
+        n.wait_up()
+    a, b, c, alone, skip = nodes
     h.log("nodes up after %.1f s" % (time.monotonic() - start))
     usage_errors(t, a, b)
     for n in (b, c, skip):
@@ -98,21 +105,26 @@ def main(t):
     d.wait_log(r"info: \[%s\] connected to " % re.escape(a.name), timeout=15)
     for n in (b, c):
         d.wait_log(r"info: --cluster: %s found" % re.escape(n.name), timeout=15)
-        d.wait_log(r"info: \[%s\] connected to " % re.escape(n.name), timeout=15)
+    # sampled before one of them leaves
+    for n in (a, b, c):
+        d.wait_log(r"info: \[%s\] interval: selected=\d+ pinned=0 samples=[1-9]"
+                   % re.escape(n.name), timeout=20)
 
     # a fourth node joins the cluster mid-run, through a node that is
     # not the one named
     h.log("three attached after %.1f s" % (time.monotonic() - start))
-    e = h.start_node(name=prefix + "d", cookie=a.cookie, idle=50, busy=1)
-    join(e, b)
-    d.wait_log(r"info: --cluster: %s found" % re.escape(e.name), timeout=15)
-    d.wait_log(r"info: \[%s\] interval: selected=\d+ pinned=0 samples=[1-9]"
-               % re.escape(e.name), timeout=20)
-
+    # one node leaves while a fourth boots and joins through a node that
+    # is not the one named
+    e = h.Node(name=prefix + "d", cookie=a.cookie, idle=50, busy=1).start(wait=False)
     c.kill()
+    e.wait_up()
+    join(e, b)
     d.wait_log(r"info: --cluster: %s no longer in the nodes\(\) of " % re.escape(c.name),
                timeout=15)
     d.wait_log(r"warning: \[%s\] lost connection to " % re.escape(c.name), timeout=15)
+    d.wait_log(r"info: --cluster: %s found" % re.escape(e.name), timeout=15)
+    d.wait_log(r"info: \[%s\] interval: selected=\d+ pinned=0 samples=[1-9]"
+               % re.escape(e.name), timeout=20)
     t.check(d.poll() is None, "flame_profd runs on after a node left the cluster")
     rc = d.stop()
     t1 = time.time()

@@ -209,11 +209,13 @@ fpd_options_check_fleet(struct fpd_options *o)
 	const char *why;
 
 	for (size_t i = 0; i < o->nnodes; i++) {
+		const char *flag = o->nodes[i] == o->cluster ? "--cluster" : "--node";
+
 		if (fp_node_name_check(o->nodes[i], &why) < 0)
-			return fpd_option_bad_value("--node", o->nodes[i], why);
+			return fpd_option_bad_value(flag, o->nodes[i], why);
 		for (size_t j = 0; j < i; j++) {
 			if (strcmp(o->nodes[i], o->nodes[j]) == 0)
-				return fpd_option_bad_value("--node", o->nodes[i],
+				return fpd_option_bad_value(flag, o->nodes[i],
 						 "given twice");
 		}
 	}

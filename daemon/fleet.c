@@ -34,6 +34,7 @@
 #include "loop.h"
 #include "options.h"
 #include "output.h"
+#include "push.h"
 #include "recorder.h"
 #include "session.h"
 #include "util.h"
@@ -598,6 +599,8 @@ fpd_run_fleet(const struct fpd_options *o, const char *cookie,
 			 o->discover_match ? o->discover_match : "");
 	else
 		fpd_info("profiling %zu nodes", o->nnodes);
+	if (o->push)
+		fpd_push_start(o->push);
 	for (size_t i = 0; i < f.n; i++)
 		node_start(&f, f.nodes[i]);
 	if (o->discover || o->cluster) {

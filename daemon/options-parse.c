@@ -194,6 +194,31 @@ fpd_option_cluster(struct fpd_options *o, const char *arg)
 	return 0;
 }
 
+int
+fpd_option_push(struct fpd_options *o, const char *arg)
+{
+	if (strncmp(arg, "http://", 7) != 0 && strncmp(arg, "https://", 8) != 0)
+		return fpd_option_bad_value("--push", arg,
+				 "expected an http:// or https:// URL, e.g. http://pyroscope:4040");
+	o->push_url = arg;
+	return 0;
+}
+
+/* Pyroscope's application names, less the dots its pprof ingest reads
+ * as the start of the profile type's suffix. */
+int
+fpd_option_push_service(struct fpd_options *o, const char *arg)
+{
+	size_t n = strspn(arg, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+			  "0123456789_-");
+
+	if (!*arg || arg[n] || n > 128)
+		return fpd_option_bad_value("--push-service", arg,
+				 "expected a name of letters, digits, '_' and '-', e.g. checkout");
+	o->push_service = arg;
+	return 0;
+}
+
 /* What names one node's process or address cannot be said of several. */
 static int
 refuse_for_fleet(const char *what)

@@ -21,6 +21,7 @@
 #include "options-parse.h"
 #include "flight.h"
 #include "fp/node.h"
+#include "push.h"
 #include "util-mem.h"
 
 /* getopt_long's value for a long-only option: its index in options[]. */
@@ -313,6 +314,29 @@ static const struct option_spec options[] = {
 	  .help = "      --keep-captures N     keep the last N captures (default 20)\n",
 	  UINT(keep_captures, 1, KEEP_FILES_MAX, "expected a whole number of at least 1") },
 	{ .help = "\n" },
+	{ .help = "Push (each finished file, as pprof, to a Pyroscope-compatible server):\n" },
+	{ "push", 0, required_argument, .parse = fpd_option_push,
+	  .help = "      --push URL            POST each finished file of each node to URL's\n"
+	  "                            /ingest (http:// or https://), through a spool\n"
+	  "                            in DIR/<node>/push-spool/\n" },
+	{ "push-header-file", 0, required_argument,
+	  .help = "      --push-header-file PATH  HTTP headers sent with each request, one\n"
+	  "                            \"Name: value\" a line (an Authorization or\n"
+	  "                            X-Scope-OrgID line); read once, never logged\n",
+	  STRING(push_header_file) },
+	{ "push-service", 0, required_argument, .parse = fpd_option_push_service,
+	  .help = "      --push-service NAME   the service_name profiles are sent under\n"
+	  "                            (default: each node's name before the @)\n" },
+	{ "push-spool-max", 0, required_argument,
+	  .help = "      --push-spool-max SIZE each node's spool holds at most SIZE; the\n"
+	  "                            oldest profiles are dropped, and counted, beyond\n"
+	  "                            it (default 64M)\n",
+	  SIZE(push_spool_max, FPD_PUSH_SPOOL_MIN, "expected a size of at least 64K, e.g. 64M") },
+	{ "push-timeout", 0, required_argument,
+	  .help = "      --push-timeout DUR    one request's time limit (default 10s)\n",
+	  DURATION(push_timeout_us, 100000, 600000000,
+		   "expected a duration from 100ms to 10m, e.g. 10s") },
+	{ .help = "\n" },
 	{ .help = "Run:\n" },
 	{ "duration", 'd', required_argument,
 	  .help = "  -d, --duration DUR        stop after DUR, leaving complete files (default: run\n"
@@ -378,11 +402,13 @@ static const char usage_tail[] =
 "Exit status:\n"
 "   0  finished (--duration over, or stopped by SIGINT/SIGTERM)\n"
 "  64  bad command line: unknown flag, bad value, bad node name, a --perf\n"
-"      OSPID that is no process, --perf auto with --user, or --pid, --perf,\n"
-"      --connect or --flight-recorder with several nodes\n"
+"      OSPID that is no process, --perf auto with --user, --pid, --perf,\n"
+"      --connect or --flight-recorder with several nodes, or\n"
+"      --push-header-file or --push-service without --push\n"
 "  65  a --duration run took no sample at all\n"
 "  66  cookie file missing, unreadable, empty, readable by others or not a\n"
-"      regular file (a FIFO, a device)\n"
+"      regular file (a FIFO, a device); the same for --push-header-file, or\n"
+"      a line of it that is not Name: value\n"
 "  69  node unreachable: host unknown, no epmd, node not registered; or a\n"
 "      --duration run lost the node and had not regained it at the end\n"
 "  70  internal error, the node answered with nonsense, or it would not\n"
@@ -434,6 +460,8 @@ set_defaults(struct fpd_options *o)
 		.after_us = AFTER_DEFAULT_US,
 		.holdoff_us = HOLDOFF_DEFAULT_US,
 		.keep_captures = KEEP_CAPTURES_DEFAULT,
+		.push_spool_max = PUSH_SPOOL_MAX_DEFAULT,
+		.push_timeout_us = PUSH_TIMEOUT_DEFAULT_US,
 	};
 }
 
@@ -515,6 +543,11 @@ check_together(struct fpd_options *o)
 	if (!o->flight_us && (o->ntriggers || o->continuous)) {
 		fprintf(stderr, "flame_profd: error: %s needs --flight-recorder DUR (see --help)\n",
 			o->ntriggers ? "--trigger" : "--continuous");
+		return FPD_EXIT_USAGE;
+	}
+	if (!o->push_url && (o->push_header_file || o->push_service)) {
+		fprintf(stderr, "flame_profd: error: %s needs --push URL (see --help)\n",
+			o->push_header_file ? "--push-header-file" : "--push-service");
 		return FPD_EXIT_USAGE;
 	}
 	if (o->top == 0 && !o->npids && !o->nnames) {

@@ -29,6 +29,8 @@ enum fpd_exit {
 	FPD_EXIT_CONFIG = 78,		/* --perf auto: the node's process not usable */
 };
 
+struct fpd_push;
+
 /* What the command line says (fpd_options_parse()). */
 struct fpd_options {
 	const char *node;	/* the first --node (the only one of a run of one) */
@@ -93,6 +95,13 @@ struct fpd_options {
 	bool continuous;	/* --continuous: files as well as the ring */
 	struct fpd_trigger triggers[FPD_TRIGGERS_MAX];
 	size_t ntriggers;
+	const char *push_url;		/* --push URL, or NULL */
+	const char *push_header_file;	/* --push-header-file, or NULL */
+	const char *push_service;	/* --push-service, or NULL */
+	uint64_t push_spool_max;	/* --push-spool-max, bytes per node */
+	uint64_t push_timeout_us;	/* --push-timeout */
+	struct fpd_push *push;		/* the run's pusher (made by main
+					 * from the above), or NULL */
 	uid_t uid;
 	gid_t gid;
 };

@@ -18,6 +18,7 @@
 #include "notes.h"
 #include "options.h"
 #include "output.h"
+#include "push.h"
 #include "recorder.h"
 #include "session.h"
 #include "source-perf.h"
@@ -55,6 +56,8 @@ fpd_run_open_output(const struct fpd_options *o, int *exit_code)
 	free(options);
 	if (rc < 0)
 		*exit_code = rc == -EWOULDBLOCK ? FPD_EXIT_TEMPFAIL : FPD_EXIT_CANTCREAT;
+	else if (o->push)
+		fpd_push_attach(o->push, out, o->node);
 	return out;
 }
 
@@ -209,6 +212,8 @@ fpd_run(const struct fpd_options *o, const char *cookie)
 		fpd_perf_source_attach(feed, rec);
 		fpd_loop_add(loop, fpd_perf_source_source(feed));
 	}
+	if (o->push)
+		fpd_push_start(o->push);
 	rc = fpd_session_start(session);
 	if (rc)
 		goto out;

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ctl.h"
 #include "daemon-log.h"
 #include "fs-safe.h"
 #include "options.h"
@@ -237,6 +238,8 @@ main(int argc, char **argv)
 	/* A file-size limit shows as EFBIG on write, handled like ENOSPC. */
 	signal(SIGXFSZ, SIG_IGN);
 
+	if (argc > 1 && strcmp(argv[1], "ctl") == 0)
+		return fpd_ctl_main(argc - 1, argv + 1);
 	rc = fpd_options_parse(argc, argv, &opts);
 	if (rc)
 		goto out;

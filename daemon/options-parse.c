@@ -261,8 +261,6 @@ fpd_options_check_fleet(struct fpd_options *o)
 		return refuse_for_fleet("--perf samples the OS process of one node");
 	if (o->connect_host)
 		return refuse_for_fleet("--connect gives the address of one node");
-	if (o->flight_us)
-		return refuse_for_fleet("--flight-recorder keeps the ring of one node");
 	return 0;
 }
 
@@ -335,6 +333,20 @@ fpd_option_name(struct fpd_options *o, const char *arg)
 
 
 /* ---- sampling ----------------------------------------------------------- */
+
+int
+fpd_option_burst_rate(struct fpd_options *o, const char *arg)
+{
+	char *end;
+
+	errno = 0;
+	o->burst_rate = strtod(arg, &end);
+	if (errno || *end || end == arg || !isfinite(o->burst_rate) ||
+	    o->burst_rate < RATE_MIN || o->burst_rate > RATE_MAX)
+		return fpd_option_bad_value("--burst-rate", arg,
+				 "expected samples per second from 0.1 to 1000");
+	return 0;
+}
 
 int
 fpd_option_rate(struct fpd_options *o, const char *arg)

@@ -96,6 +96,7 @@ FPD_OPTION_PARSER(user);
 FPD_OPTION_PARSER(verbose);
 FPD_OPTION_PARSER(quiet);
 FPD_OPTION_PARSER(trigger);
+FPD_OPTION_PARSER(burst_rate);
 
 /**
  * Once every option is read: the node names checked (each once), and

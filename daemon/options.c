@@ -313,6 +313,21 @@ static const struct option_spec options[] = {
 	{ "keep-captures", 0, required_argument,
 	  .help = "      --keep-captures N     keep the last N captures (default 20)\n",
 	  UINT(keep_captures, 1, KEEP_FILES_MAX, "expected a whole number of at least 1") },
+	{ "max-captures-per-hour", 0, required_argument,
+	  .help = "      --max-captures-per-hour N  at most N captures begin in any hour\n"
+	  "                            (default 10); a trigger past it is logged and\n"
+	  "                            counted (ctl status, the next capture's\n"
+	  "                            capped_before) and writes nothing\n",
+	  UINT(max_captures_per_hour, 1, FPD_FLIGHT_PER_HOUR_MAX,
+	       "expected a whole number from 1 to 3600") },
+	{ "burst-rate", 0, required_argument, .parse = fpd_option_burst_rate,
+	  .help = "      --burst-rate HZ       during a capture's --after window sample at\n"
+	  "                            least HZ per process, as far as --max-overhead\n"
+	  "                            allows (its cuts win); then back to --rate\n" },
+	{ "burst-top", 0, required_argument,
+	  .help = "      --burst-top N         ... and the top N processes (selected again\n"
+	  "                            at once); then back to --top\n",
+	  UINT(burst_top, 1, TOP_MAX, "expected a whole number from 1 to 100000") },
 	{ .help = "\n" },
 	{ .help = "Push (each finished file, as pprof, to a Pyroscope-compatible server):\n" },
 	{ "push", 0, required_argument, .parse = fpd_option_push,
@@ -373,6 +388,8 @@ static const char usage_head[] =
 "Usage: flame_profd --node NAME@HOST [--node NAME@HOST]... [OPTION]...\n"
 "       flame_profd --discover HOST [--discover-match GLOB] [OPTION]...\n"
 "       flame_profd --cluster NODE [--discover-match GLOB] [OPTION]...\n"
+"       flame_profd ctl [--dir DIR] [--node NAME@HOST] status\n"
+"       flame_profd ctl [--dir DIR] [--node NAME@HOST] trigger --reason TEXT\n"
 "Sample the Erlang stacks and process metrics of a running node from outside\n"
 "(a hidden C node; nothing is loaded onto the node) and write Linux perf-script\n"
 "files for Flamescope.\n";
@@ -389,12 +406,22 @@ static const char usage_tail[] =
 "SIGHUP reopens the log file. With several nodes, each signal acts on every\n"
 "node.\n"
 "\n"
+"Control: for each node the daemon listens on DIR/<node>/ctl.sock (0600,\n"
+"the run's user's; root and that user are served). flame_profd ctl\n"
+"trigger --reason TEXT writes a capture named ctl with TEXT as its reason\n"
+"(an alert hook's command); flame_profd ctl status prints the node,\n"
+"samples, achieved rate, the ring's bytes, captures, capped triggers and\n"
+"the last trigger.\n"
+"flame_profd ctl --help lists its exit codes.\n"
+"\n"
 "Several nodes (more than one --node, --discover or --cluster): each node is\n"
 "profiled under DIR/<node>/ with its own manifest, cost budget and\n"
-"reconnection, and its log lines start with [NAME@HOST]; --pid, --perf,\n"
-"--connect and --flight-recorder, which name one node's process, address or\n"
-"ring, are refused. A node that cannot be reached is retried while the others\n"
-"run; the exit status is then 0 when every node ends as one node alone would,\n"
+"reconnection, and its log lines start with [NAME@HOST]; --pid, --perf and\n"
+"--connect, which name one node's process or address, are refused.\n"
+"--flight-recorder keeps a ring per node, each within --flight-recorder-max,\n"
+"and a capture per node for SIGUSR2 or a ctl trigger without --node. A node\n"
+"that cannot be reached is retried while the others run; the exit status is\n"
+"then 0 when every node ends as one node alone would,\n"
 "else that of the first node (in command-line order, then as discovered)\n"
 "that did not; a node found by --discover or --cluster never reached is\n"
 "logged and does not count.\n"
@@ -402,9 +429,9 @@ static const char usage_tail[] =
 "Exit status:\n"
 "   0  finished (--duration over, or stopped by SIGINT/SIGTERM)\n"
 "  64  bad command line: unknown flag, bad value, bad node name, a --perf\n"
-"      OSPID that is no process, --perf auto with --user, --pid, --perf,\n"
-"      --connect or --flight-recorder with several nodes, or\n"
-"      --push-header-file or --push-service without --push\n"
+"      OSPID that is no process, --perf auto with --user, --pid, --perf\n"
+"      or --connect with several nodes, or --push-header-file or\n"
+"      --push-service without --push\n"
 "  65  a --duration run took no sample at all\n"
 "  66  cookie file missing, unreadable, empty, readable by others or not a\n"
 "      regular file (a FIFO, a device); the same for --push-header-file, or\n"
@@ -413,9 +440,9 @@ static const char usage_tail[] =
 "      --duration run lost the node and had not regained it at the end\n"
 "  70  internal error, the node answered with nonsense, or it would not\n"
 "      load the --request helper module\n"
-"  73  output directory or log file cannot be created or written, or is\n"
-"      not safe: a link another user could have made, another user's, or\n"
-"      writable by other users (docs/OPERATIONS.md, Security)\n"
+"  73  output directory, log file or control socket cannot be created or\n"
+"      written, or is not safe: a link another user could have made, another\n"
+"      user's, or writable by other users (docs/OPERATIONS.md, Security)\n"
 "  74  I/O error while writing output\n"
 "  75  another flame_profd is writing to the same output directory\n"
 "  77  the node refused the connection (wrong cookie, or short vs long names),\n"
@@ -462,6 +489,7 @@ set_defaults(struct fpd_options *o)
 		.keep_captures = KEEP_CAPTURES_DEFAULT,
 		.push_spool_max = PUSH_SPOOL_MAX_DEFAULT,
 		.push_timeout_us = PUSH_TIMEOUT_DEFAULT_US,
+		.max_captures_per_hour = FPD_FLIGHT_PER_HOUR_DEFAULT,
 	};
 }
 
@@ -540,9 +568,11 @@ check_together(struct fpd_options *o)
 		fprintf(stderr, "flame_profd: error: --perf auto cannot be used with --user: give the node's OS pid (--perf OSPID), or run as that user with CAP_PERFMON\n");
 		return FPD_EXIT_USAGE;
 	}
-	if (!o->flight_us && (o->ntriggers || o->continuous)) {
+	if (!o->flight_us && (o->ntriggers || o->continuous || o->burst_rate ||
+			      o->burst_top)) {
 		fprintf(stderr, "flame_profd: error: %s needs --flight-recorder DUR (see --help)\n",
-			o->ntriggers ? "--trigger" : "--continuous");
+			o->ntriggers ? "--trigger" : o->continuous ? "--continuous" :
+			o->burst_rate ? "--burst-rate" : "--burst-top");
 		return FPD_EXIT_USAGE;
 	}
 	if (!o->push_url && (o->push_header_file || o->push_service)) {

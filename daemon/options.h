@@ -92,6 +92,9 @@ struct fpd_options {
 	uint64_t after_us;	/* --after */
 	uint64_t holdoff_us;	/* --trigger-holdoff */
 	unsigned keep_captures;	/* --keep-captures */
+	unsigned max_captures_per_hour;	/* --max-captures-per-hour */
+	double burst_rate;	/* --burst-rate: a capture's after-window; 0: off */
+	unsigned burst_top;	/* --burst-top; 0: off */
 	bool continuous;	/* --continuous: files as well as the ring */
 	struct fpd_trigger triggers[FPD_TRIGGERS_MAX];
 	size_t ntriggers;

@@ -22,8 +22,9 @@
 #include "util-mem.h"
 #include "fp/trace.h"
 
-/* The tracer's aggregate is taken this often. */
-#define DUMP_EVERY_US 1000000u
+/* The events the tracer holds are taken this often: at --trace-max-rate
+ * (20000 a second by default) a reply carries up to 4000 of them. */
+#define DUMP_EVERY_US 200000u
 /* Trace messages waiting in the tracer before it stops as behind. */
 #define MAX_QUEUE 5000u
 

@@ -1,7 +1,8 @@
 /*
  * flame_profd — --trace in a node session: the tracer started at the
- * first connect (fp/trace.h), what it aggregated taken every second and
- * written as samples of status traced, its end said once.
+ * first connect (fp/trace.h), the events it forwards taken five times a
+ * second, turned into stacks and written as samples of status traced,
+ * its end said once.
  */
 #pragma once
 

@@ -2,25 +2,23 @@
  * flame_profd — exact traces of chosen processes (fp/trace.h).
  *
  * The tracer is Erlang source the node's erl_eval runs (eval.c), as the
- * janitor is. erl_eval merges every binding in scope into each call it
- * interprets, so the per-event path (Step, Loop) is built in scopes that
- * hold only what it uses, and the daemon's settings arrive as one tuple.
- * Every trace message is folded into a map {Pid, OnCpu, Stack} =>
- * {NativeTime, Calls} at once: the stack is rebuilt from call (pushed;
- * a function already on the stack cuts it back there, as tail calls
- * and loops re-enter) and return_to (cut back to the function returned
- * to), and the time since the process's previous event is charged to
- * the stack it had, on a scheduler or, between out and in, scheduled
- * out. The modules the tracer itself runs through (erl_eval and what it
- * calls) get no trace pattern: every call of theirs would pass a
- * breakpoint, and their time shows in the caller's frame.
+ * janitor is. It only forwards: each trace message is consed, as it
+ * came, onto the list the daemon's next request takes (every
+ * DUMP_EVERY_US in daemon/tracing.c), and the stacks are built here, in
+ * C (trace-agg.c). erl_eval interprets every expression and merges every
+ * binding in scope into each call, so the per-event path (Loop) is one
+ * receive clause and a call, in a scope that holds only what it uses,
+ * the caps are guards, and the queue is read once every 64 events. The
+ * modules the tracer itself runs through (erl_eval and what it calls)
+ * get no trace pattern: every call of theirs would pass a breakpoint,
+ * and their time shows in the caller's frame.
  *
  * Caps: a total of events, events in any second of the trace's own
  * timestamps, and trace messages waiting in the tracer's queue (it
  * cannot keep up: stopped at once, before its queue grows). Any of
  * them, the duration, or the daemon's stop removes the flags and
  * patterns (or destroys the session), drops the messages still queued
- * and hands what was aggregated to the next request; a tracer stopped
+ * and hands the events it holds to the next request; a tracer stopped
  * on its own answers requests until 10 s pass without one, then exits.
  */
 #include <errno.h>
@@ -34,84 +32,44 @@
 #include "fp/log.h"
 #include "fp/trace.h"
 #include "node-private.h"
+#include "trace-agg.h"
 #include "util-mem.h"
 
 /* Bindings: A = {Daemon, Targets, UnitUs, ForMs, MaxEvents, MaxRate,
- * Depth, MaxQueue}. Value: {started, Tracer, Mode, Pids} or
- * {refused, Why}. */
+ * Depth, MaxQueue}. Value: {started, Tracer, Mode, Pids, NativePerSec}
+ * or {refused, Why}. */
 static const char start_source[] =
 	"(fun() ->\n"
-	"Step = (fun(Depth, Sec) ->\n"
-	"Add = fun(Agg, K, D, Cn) ->\n"
-	"        case maps:find(K, Agg) of\n"
-	"          {ok, {Ta, Ca}} -> maps:put(K, {Ta + D, Ca + Cn}, Agg);\n"
-	"          error -> maps:put(K, {D, Cn}, Agg)\n"
-	"        end\n"
-	"      end,\n"
-	"Cut = fun Cut(_, []) -> none;\n"
-	"          Cut(X, [X | _] = L) -> L;\n"
-	"          Cut(X, [_ | R]) -> Cut(X, R)\n"
-	"      end,\n"
-	"fun({trace_ts, P, Ev, What, TS}, PS, Agg, WinT, WinN) ->\n"
-	"  {Stk, On, T0} = case maps:find(P, PS) of\n"
-	"                    {ok, V} -> V;\n"
-	"                    error -> {case What of {_, _, _} -> [What]; _ -> [] end, Ev =/= in, TS}\n"
-	"                  end,\n"
-	"  Agg1 = case TS - T0 of D when D > 0 -> Add(Agg, {P, On, Stk}, D, 0); _ -> Agg end,\n"
-	"  {W1, N1} = case TS - WinT >= Sec of true -> {TS, 1}; false -> {WinT, WinN + 1} end,\n"
-	"  case Ev of\n"
-	"    call ->\n"
-	"      S1 = case Cut(What, Stk) of\n"
-	"             none when length(Stk) >= Depth -> [What | lists:sublist(Stk, Depth - 1)];\n"
-	"             none -> [What | Stk];\n"
-	"             Cu1 -> Cu1\n"
-	"           end,\n"
-	"      {maps:put(P, {S1, On, TS}, PS), Add(Agg1, {P, true, S1}, 0, 1), W1, N1};\n"
-	"    return_to ->\n"
-	"      S1 = case What of\n"
-	"             {_, _, _} -> case Cut(What, Stk) of none -> [What]; Cu2 -> Cu2 end;\n"
-	"             _ -> Stk\n"
-	"           end,\n"
-	"      {maps:put(P, {S1, On, TS}, PS), Agg1, W1, N1};\n"
-	"    in ->\n"
-	"      S1 = case {Stk, What} of {[], {_, _, _}} -> [What]; _ -> Stk end,\n"
-	"      {maps:put(P, {S1, true, TS}, PS), Agg1, W1, N1};\n"
-	"    out -> {maps:put(P, {Stk, false, TS}, PS), Agg1, W1, N1};\n"
-	"    _ -> {maps:put(P, {Stk, On, TS}, PS), Agg1, W1, N1}\n"
-	"  end\n"
-	"end\n"
-	"end)(element(7, A), erlang:convert_time_unit(1, second, native)),\n"
-	"MkLoop = fun(Stop, Stopped, Dump, Undo, Daemon, MaxEvents, MaxRate, MaxQueue) ->\n"
-	"fun Loop(PS, Agg, N, WinT, WinN) ->\n"
+	"MkLoop = fun(Stop, Stopped, Undo, Daemon, MaxEvents, MaxRate, MaxQueue, Sec) ->\n"
+	"fun Loop(Acc, N, WinT, WinN) ->\n"
 	"        receive\n"
-	"          {trace_ts, P, Ev, What, TS} when N >= MaxEvents ->\n"
-	"            _ = {P, Ev, What, TS},\n"
-	"            Stopped(Stop(total_cap), N, Agg);\n"
+	"          {trace_ts, _, _, _, _} when N >= MaxEvents ->\n"
+	"            Stopped(Stop(total_cap), N, Acc);\n"
+	"          {trace_ts, _, _, _, TS} = Msg when TS - WinT >= Sec ->\n"
+	"            Loop([Msg | Acc], N + 1, TS, 1);\n"
+	"          {trace_ts, _, _, _, _} = Msg when WinN >= MaxRate ->\n"
+	"            Stopped(Stop(rate_cap), N + 1, [Msg | Acc]);\n"
+	"          {trace_ts, _, _, _, _} = Msg when N band 63 =/= 0 ->\n"
+	"            Loop([Msg | Acc], N + 1, WinT, WinN + 1);\n"
 	"          {trace_ts, _, _, _, _} = Msg ->\n"
-	"            case Step(Msg, PS, Agg, WinT, WinN) of\n"
-	"              {PS1, Agg2, WinT1, WinN1} when WinN1 > MaxRate -> Stopped(Stop(rate_cap), N + 1, Agg2);\n"
-	"              {PS1, Agg2, WinT1, WinN1} ->\n"
-	"                case process_info(self(), message_queue_len) of\n"
-	"                  {message_queue_len, Q} when Q > MaxQueue -> Stopped(Stop(behind), N + 1, Agg2);\n"
-	"                  _ -> Loop(PS1, Agg2, N + 1, WinT1, WinN1)\n"
-	"                end\n"
+	"            case process_info(self(), message_queue_len) of\n"
+	"              {message_queue_len, Q} when Q > MaxQueue -> Stopped(Stop(behind), N + 1, [Msg | Acc]);\n"
+	"              _ -> Loop([Msg | Acc], N + 1, WinT, WinN + 1)\n"
 	"            end;\n"
 	"          {dump, From, DTag} ->\n"
-	"            {Out, Keep} = Dump(Agg, false),\n"
-	"            From ! {DTag, {running, N, Out}},\n"
-	"            Loop(PS, Keep, N, WinT, WinN);\n"
+	"            From ! {DTag, {running, N, lists:reverse(Acc)}},\n"
+	"            Loop([], N, WinT, WinN);\n"
 	"          {stop, From, DTag} ->\n"
 	"            St = Stop(stopped),\n"
-	"            {Out, _} = Dump(Agg, true),\n"
-	"            From ! {DTag, {St, N, Out}};\n"
+	"            From ! {DTag, {St, N, lists:reverse(Acc)}};\n"
 	"          {flame_profd_trace, duration} ->\n"
-	"            Stopped(Stop(duration), N, Agg);\n"
+	"            Stopped(Stop(duration), N, Acc);\n"
 	"          {'EXIT', Daemon, _} -> Undo();\n"
-	"          _ -> Loop(PS, Agg, N, WinT, WinN)\n"
+	"          _ -> Loop(Acc, N, WinT, WinN)\n"
 	"        end\n"
 	"      end\n"
 	"end,\n"
-	"(fun(Daemon, Targets, UnitUs, ForMs, MaxEvents, MaxRate, Depth, MaxQueue) ->\n"
+"(fun(Daemon, Targets, UnitUs, ForMs, MaxEvents, MaxRate, Depth, MaxQueue) ->\n"
 	"Self = self(),\n"
 	"Tag = make_ref(),\n"
 	"Resolve = fun({pid, S}) ->\n"
@@ -196,20 +154,7 @@ static const char start_source[] =
 	"               end\n"
 	"             end,\n"
 	"      Self ! {Tag, {started, Mode, Pids}},\n"
-	"      U = erlang:convert_time_unit(UnitUs, microsecond, native),\n"
 	"      erlang:send_after(ForMs, self(), {flame_profd_trace, duration}),\n"
-	"      Dump = fun(Agg, Final) ->\n"
-	"               maps:fold(fun(K = {P, On, Stk}, {Tn, Cn}, {Out, Keep}) ->\n"
-	"                           Units = case Final of true -> (Tn + U div 2) div U; false -> Tn div U end,\n"
-	"                           case Units of\n"
-	"                             0 when Final -> {Out, Keep};\n"
-	"                             0 -> {Out, Keep#{K => {Tn, Cn}}};\n"
-	"                             _ -> R = Tn - Units * U,\n"
-	"                                  {[{P, On, Stk, Units, Cn} | Out],\n"
-	"                                   case R > 0 andalso not Final of true -> Keep#{K => {R, 0}}; false -> Keep end}\n"
-	"                           end\n"
-	"                         end, {[], #{}}, Agg)\n"
-	"             end,\n"
 	"      Stop = fun(Why) ->\n"
 	"               Undo(),\n"
 	"               Flush = fun F(K) -> receive {trace_ts, _, _, _, _} -> F(K + 1) after 0 -> K end end,\n"
@@ -218,20 +163,19 @@ static const char start_source[] =
 	"      Stopped = fun Stopped(Status, N, Agg) ->\n"
 	"                  receive\n"
 	"                    {dump, From, DTag} ->\n"
-	"                      {Out, _} = Dump(Agg, true),\n"
-	"                      From ! {DTag, {Status, N, Out}},\n"
-	"                      Stopped(Status, N, #{});\n"
+	"                      From ! {DTag, {Status, N, lists:reverse(Agg)}},\n"
+	"                      Stopped(Status, N, []);\n"
 	"                    {stop, From, DTag} ->\n"
-	"                      {Out, _} = Dump(Agg, true),\n"
-	"                      From ! {DTag, {Status, N, Out}};\n"
+	"                      From ! {DTag, {Status, N, lists:reverse(Agg)}};\n"
 	"                    {'EXIT', Daemon, _} -> ok;\n"
 	"                    {trace_ts, _, _, _, _} -> Stopped(Status, N, Agg);\n"
 	"                    _ -> Stopped(Status, N, Agg)\n"
 	"                  after 10000 -> ok\n"
 	"                  end\n"
 	"                end,\n"
-	"      Loop = MkLoop(Stop, Stopped, Dump, Undo, Daemon, MaxEvents, MaxRate, MaxQueue),\n"
-	"      try Loop(#{}, #{}, 0, erlang:monotonic_time(), 0)\n"
+	"      Loop = MkLoop(Stop, Stopped, Undo, Daemon, MaxEvents, MaxRate, MaxQueue,\n"
+	"                    erlang:convert_time_unit(1, second, native)),\n"
+	"      try Loop([], 0, erlang:monotonic_time(), 0)\n"
 	"      after Undo()\n"
 	"      end\n"
 	"  end\n"
@@ -239,7 +183,8 @@ static const char start_source[] =
 	"T = spawn(Tracer),\n"
 	"M = erlang:monitor(process, T),\n"
 	"receive\n"
-	"  {Tag, {started, Mode, Pids}} -> erlang:demonitor(M, [flush]), {started, T, Mode, Pids};\n"
+	"  {Tag, {started, Mode, Pids}} -> erlang:demonitor(M, [flush]),\n"
+	"                                   {started, T, Mode, Pids, erlang:convert_time_unit(1, second, native)};\n"
 	"  {Tag, R} -> erlang:demonitor(M, [flush]), R;\n"
 	"  {'DOWN', M, process, _, Why} -> {refused, {crashed, Why}}\n"
 	"after 30000 -> exit(T, kill), {refused, timeout}\n"
@@ -248,7 +193,8 @@ static const char start_source[] =
 	"end)().\n";
 
 /* Bindings: T (the tracer), Op (dump or stop). Value: the tracer's
- * {Status, Events, Stacks}, gone, or timeout. */
+ * {Status, EventCount, [TraceMessage]} (oldest first), gone, or
+ * timeout. */
 static const char op_source[] =
 	"case is_process_alive(T) of "
 	"  false -> gone; "
@@ -267,9 +213,7 @@ struct fp_trace {
 	bool started;
 	erlang_pid tracer;
 	ei_x_buff op;			/* op_source, parsed */
-	/* one stack's frames as decoded */
-	struct fp_frame frames[FP_TRACE_DEPTH_MAX];
-	char names[FP_TRACE_DEPTH_MAX][2][MAXATOMLEN_UTF8];
+	struct trace_agg *agg;		/* from the start on */
 };
 
 struct fp_trace *
@@ -287,7 +231,15 @@ fp_trace_destroy(struct fp_trace *t)
 	if (!t)
 		return;
 	ei_x_free(&t->op);
+	trace_agg_destroy(t->agg);
 	free(t);
+}
+
+void
+trace_attach(struct fp_trace *t, unsigned depth, uint64_t unit)
+{
+	trace_agg_destroy(t->agg);
+	t->agg = trace_agg_new(depth, unit);
 }
 
 bool
@@ -380,11 +332,20 @@ fp_trace_start(struct fp_trace *t, struct fp_node *node,
 	if (ei_decode_tuple_header(reply.buf, &index, &arity) < 0 ||
 	    etf_decode_atom(reply.buf, &index, atom) < 0)
 		goto out;
-	if (strcmp(atom, "started") == 0 && arity == 4) {
+	if (strcmp(atom, "started") == 0 && arity == 5) {
+		int64_t per_sec;
+
 		if (ei_decode_pid(reply.buf, &index, &t->tracer) < 0 ||
-		    etf_decode_atom(reply.buf, &index, atom) < 0)
+		    etf_decode_atom(reply.buf, &index, atom) < 0 ||
+		    etf_skip_term(reply.buf, &index) < 0 ||
+		    etf_decode_int(reply.buf, &index, &per_sec) < 0 ||
+		    per_sec < 1000000 || per_sec > INT64_MAX / 1000000)
 			goto out;
 		snprintf(mode, modelen, "%s", atom);
+		/* native ticks per unit (the node's clock ticks at least
+		 * once a microsecond) */
+		trace_attach(t, cfg->depth,
+			     (uint64_t)per_sec / 1000000u * cfg->unit_us);
 		t->started = true;
 		rc = 0;
 	} else if (strcmp(atom, "refused") == 0 && arity == 2) {
@@ -438,60 +399,50 @@ fp_trace_send(struct fp_trace *t, struct fp_node *node, bool stop,
 	return rc;
 }
 
-/* {M, F, A}: frame @i of the stack being decoded */
+/* {M, F, Arity} as a frame id, or anything else as none */
 static int
-decode_mfa(struct fp_trace *t, const char *buf, int *index, uint32_t i)
+decode_what(struct fp_trace *t, const char *buf, int *index, uint32_t *frame)
 {
+	char mod[MAXATOMLEN_UTF8], fun[MAXATOMLEN_UTF8];
+	int i = *index, n;
 	int64_t arity;
-	int n;
 
-	if (ei_decode_tuple_header(buf, index, &n) < 0 || n != 3 ||
-	    etf_decode_atom(buf, index, t->names[i][0]) < 0 ||
-	    etf_decode_atom(buf, index, t->names[i][1]) < 0 ||
-	    etf_decode_int(buf, index, &arity) < 0 || arity < 0 || arity > 255)
-		return -EPROTO;
-	t->frames[i] = (struct fp_frame){
-		.module = t->names[i][0],
-		.function = t->names[i][1],
-		.arity = (uint32_t)arity,
-	};
-	return 0;
+	*frame = TRACE_NO_FRAME;
+	if (ei_decode_tuple_header(buf, &i, &n) == 0 && n == 3 &&
+	    etf_decode_atom(buf, &i, mod) == 0 &&
+	    etf_decode_atom(buf, &i, fun) == 0 &&
+	    etf_decode_int(buf, &i, &arity) == 0 && arity >= 0 && arity <= 255) {
+		*frame = trace_agg_frame(t->agg, mod, fun, (uint32_t)arity);
+		*index = i;
+		return 0;
+	}
+	return etf_skip_term(buf, index);
 }
 
-/* {Pid, OnCpu, [MFA], Units, Calls} */
+/* {trace_ts, Pid, Event, What, Timestamp} */
 static int
-decode_stack(struct fp_trace *t, const char *buf, int *index,
-	     struct fp_trace_stack *st)
+decode_event(struct fp_trace *t, const char *buf, int *index)
 {
 	char atom[MAXATOMLEN_UTF8];
-	int64_t units, calls;
-	int n, len;
+	struct fp_pid pid;
+	enum trace_ev ev;
+	uint32_t frame;
+	int64_t ts;
+	int n;
 
 	if (ei_decode_tuple_header(buf, index, &n) < 0 || n != 5 ||
-	    etf_decode_pid(buf, index, &st->pid) < 0 ||
+	    etf_decode_atom(buf, index, atom) < 0 || strcmp(atom, "trace_ts") ||
+	    etf_decode_pid(buf, index, &pid) < 0 ||
 	    etf_decode_atom(buf, index, atom) < 0)
 		return -EPROTO;
-	st->on_cpu = strcmp(atom, "true") == 0;
-	if (ei_decode_list_header(buf, index, &len) < 0 || len < 0)
+	ev = strcmp(atom, "call") == 0 ? TRACE_EV_CALL :
+	     strcmp(atom, "return_to") == 0 ? TRACE_EV_RETURN_TO :
+	     strcmp(atom, "in") == 0 ? TRACE_EV_IN :
+	     strcmp(atom, "out") == 0 ? TRACE_EV_OUT : TRACE_EV_OTHER;
+	if (decode_what(t, buf, index, &frame) < 0 ||
+	    etf_decode_int(buf, index, &ts) < 0)
 		return -EPROTO;
-	st->nframes = 0;
-	for (int i = 0; i < len; i++) {
-		if ((uint32_t)i < FP_TRACE_DEPTH_MAX) {
-			if (decode_mfa(t, buf, index, (uint32_t)i) < 0)
-				return -EPROTO;
-			st->nframes++;
-		} else if (etf_skip_term(buf, index) < 0) {
-			return -EPROTO;
-		}
-	}
-	if (len > 0 && ei_decode_list_header(buf, index, &n) < 0)
-		return -EPROTO;
-	if (etf_decode_int(buf, index, &units) < 0 || units < 0 ||
-	    etf_decode_int(buf, index, &calls) < 0 || calls < 0)
-		return -EPROTO;
-	st->frames = t->frames;
-	st->units = (uint64_t)units;
-	st->calls = (uint64_t)calls;
+	trace_agg_event(t->agg, &pid, ev, frame, ts);
 	return 0;
 }
 
@@ -549,7 +500,6 @@ decode_value(struct fp_trace *t, const struct fp_reply *reply,
 	     void *data)
 {
 	char atom[MAXATOMLEN_UTF8];
-	struct fp_trace_stack st;
 	int64_t events;
 	int index, n, len;
 
@@ -571,11 +521,15 @@ decode_value(struct fp_trace *t, const struct fp_reply *reply,
 	    ei_decode_list_header(reply->buf, &index, &len) < 0 || len < 0)
 		return -EPROTO;
 	res->events = (uint64_t)events;
-	for (int i = 0; i < len; i++) {
-		if (decode_stack(t, reply->buf, &index, &st) < 0)
+	if (!t->agg)
+		return -EPROTO;
+	/* the events before a malformed one still count */
+	for (int i = 0; i < len; i++)
+		if (decode_event(t, reply->buf, &index) < 0) {
+			trace_agg_flush(t->agg, false, each, data);
 			return -EPROTO;
-		each(&st, data);
-	}
+		}
+	trace_agg_flush(t->agg, res->state != FP_TRACE_RUNNING, each, data);
 	if (res->state != FP_TRACE_RUNNING)
 		t->started = false;
 	return 0;

@@ -1,5 +1,5 @@
 /*
- * flame_profd — unit tests: the tracer's aggregate as the daemon reads it
+ * flame_profd — unit tests: the tracer's events as the daemon reads them
  * (fp_trace_decode()): stacks on and off a scheduler, the tracer's state
  * and its end, and replies of any other shape refused.
  */
@@ -11,6 +11,7 @@
 
 #include "fp-test.h"
 #include "fp/trace.h"
+#include "trace-agg.h"
 #include "sample-fixtures.h"
 
 struct seen {
@@ -68,33 +69,38 @@ value_reply(ei_x_buff *x, void (*body)(ei_x_buff *x))
 	return reply_of(x);
 }
 
-/* A running tracer's dump: a stack of handle_call under the gen_server
- * loop, on a scheduler, and the loop scheduled out. */
+/* {trace_ts, <0.Num.0>, Ev, What, TS} */
+static void
+enc_ev(ei_x_buff *x, long num, const char *ev, const char *m, const char *f,
+       long a, long ts)
+{
+	ei_x_encode_tuple_header(x, 5);
+	ei_x_encode_atom(x, "trace_ts");
+	enc_pid(x, num);
+	ei_x_encode_atom(x, ev);
+	if (m)
+		enc_mfa(x, m, f, a);
+	else
+		ei_x_encode_atom(x, "undefined");
+	ei_x_encode_long(x, ts);
+}
+
+/* A running tracer's events: a gen_server scheduled in, handle_call
+ * for 600 ticks, back in the loop for 100, then scheduled out for 1200
+ * (units of 100 ticks). */
 static void
 enc_running(ei_x_buff *x)
 {
 	ei_x_encode_tuple_header(x, 3);
 	ei_x_encode_atom(x, "running");
 	ei_x_encode_long(x, 4200);
-	ei_x_encode_list_header(x, 2);
-	ei_x_encode_tuple_header(x, 5);
-	enc_pid(x, 80);
-	ei_x_encode_atom(x, "true");
-	ei_x_encode_list_header(x, 3);
-	enc_mfa(x, "fp_demo", "handle_call", 3);
-	enc_mfa(x, "gen_server", "try_handle_call", 4);
-	enc_mfa(x, "gen_server", "loop", 7);
-	ei_x_encode_empty_list(x);
-	ei_x_encode_long(x, 17);
-	ei_x_encode_long(x, 3507);
-	ei_x_encode_tuple_header(x, 5);
-	enc_pid(x, 80);
-	ei_x_encode_atom(x, "false");
-	ei_x_encode_list_header(x, 1);
-	enc_mfa(x, "gen_server", "loop", 7);
-	ei_x_encode_empty_list(x);
-	ei_x_encode_long(x, 12356);
-	ei_x_encode_long(x, 0);
+	ei_x_encode_list_header(x, 6);
+	enc_ev(x, 80, "in", "gen_server", "loop", 7, 1000);
+	enc_ev(x, 80, "call", "gen_server", "try_handle_call", 4, 1000);
+	enc_ev(x, 80, "call", "fp_demo", "handle_call", 3, 1000);
+	enc_ev(x, 80, "return_to", "gen_server", "loop", 7, 1600);
+	enc_ev(x, 80, "out", "gen_server", "loop", 7, 1700);
+	enc_ev(x, 80, "in", "gen_server", "loop", 7, 2900);
 	ei_x_encode_empty_list(x);
 }
 
@@ -106,20 +112,27 @@ START_TEST(running_dump)
 	struct fp_reply r;
 	ei_x_buff x;
 
+	trace_attach(t, 64, 100);
 	r = value_reply(&x, enc_running);
 	fp_assert_int_eq(fp_trace_decode(t, &r, &res, each, &s), 0);
 	fp_assert_int_eq(res.state, FP_TRACE_RUNNING);
 	fp_assert_int_eq(res.events, 4200);
-	fp_assert_int_eq(s.n, 2);
+	/* try_handle_call's stack has a call and no whole unit yet */
+	fp_assert_int_eq(s.n, 3);
 	fp_assert_int_eq(s.pid[0].num, 80);
 	fp_assert(s.on_cpu[0]);
 	fp_assert_int_eq(s.nframes[0], 3);
 	fp_assert_str_eq(s.leaf[0], "fp_demo:handle_call/3");
 	fp_assert_str_eq(s.root[0], "gen_server:loop/7");
-	fp_assert_int_eq(s.units[0], 17);
-	fp_assert_int_eq(s.calls[0], 3507);
-	fp_assert(!s.on_cpu[1]);
-	fp_assert_int_eq(s.units[1], 12356);
+	fp_assert_int_eq(s.units[0], 6);
+	fp_assert_int_eq(s.calls[0], 1);
+	fp_assert(s.on_cpu[1]);
+	fp_assert_int_eq(s.nframes[1], 1);
+	fp_assert_int_eq(s.units[1], 1);
+	fp_assert_int_eq(s.calls[1], 0);
+	fp_assert(!s.on_cpu[2]);
+	fp_assert_str_eq(s.leaf[2], "gen_server:loop/7");
+	fp_assert_int_eq(s.units[2], 12);
 	ei_x_free(&x);
 	fp_trace_destroy(t);
 }
@@ -158,6 +171,7 @@ START_TEST(stopped_dump)
 	struct fp_reply r;
 	ei_x_buff x;
 
+	trace_attach(t, 64, 100);
 	r = value_reply(&x, enc_stopped);
 	fp_assert_int_eq(fp_trace_decode(t, &r, &res, each, &s), 0);
 	fp_assert_int_eq(res.state, FP_TRACE_STOPPED);
@@ -192,37 +206,53 @@ enc_bad_status(ei_x_buff *x)
 	ei_x_encode_empty_list(x);
 }
 
+/* an event that is no trace_ts tuple */
 static void
-enc_bad_stack(ei_x_buff *x)
+enc_bad_event(ei_x_buff *x)
 {
 	ei_x_encode_tuple_header(x, 3);
 	ei_x_encode_atom(x, "running");
 	ei_x_encode_long(x, 1);
 	ei_x_encode_list_header(x, 1);
-	ei_x_encode_tuple_header(x, 5);
+	ei_x_encode_tuple_header(x, 4);
+	ei_x_encode_atom(x, "trace");
 	enc_pid(x, 80);
-	ei_x_encode_atom(x, "true");
-	ei_x_encode_list_header(x, 1);
-	ei_x_encode_atom(x, "not_an_mfa");
-	ei_x_encode_empty_list(x);
-	ei_x_encode_long(x, 1);
-	ei_x_encode_long(x, 1);
+	ei_x_encode_atom(x, "call");
+	enc_mfa(x, "m", "f", 0);
 	ei_x_encode_empty_list(x);
 }
 
+/* a timestamp that is no integer */
 static void
-enc_negative(ei_x_buff *x)
+enc_bad_ts(ei_x_buff *x)
 {
 	ei_x_encode_tuple_header(x, 3);
 	ei_x_encode_atom(x, "running");
 	ei_x_encode_long(x, 1);
 	ei_x_encode_list_header(x, 1);
 	ei_x_encode_tuple_header(x, 5);
+	ei_x_encode_atom(x, "trace_ts");
 	enc_pid(x, 80);
-	ei_x_encode_atom(x, "true");
+	ei_x_encode_atom(x, "call");
+	enc_mfa(x, "m", "f", 0);
+	ei_x_encode_atom(x, "later");
 	ei_x_encode_empty_list(x);
-	ei_x_encode_long(x, -1);
+}
+
+/* the events of a pid that is no pid */
+static void
+enc_bad_pid(ei_x_buff *x)
+{
+	ei_x_encode_tuple_header(x, 3);
+	ei_x_encode_atom(x, "running");
 	ei_x_encode_long(x, 1);
+	ei_x_encode_list_header(x, 1);
+	ei_x_encode_tuple_header(x, 5);
+	ei_x_encode_atom(x, "trace_ts");
+	ei_x_encode_long(x, 80);
+	ei_x_encode_atom(x, "call");
+	enc_mfa(x, "m", "f", 0);
+	ei_x_encode_long(x, 5);
 	ei_x_encode_empty_list(x);
 }
 
@@ -233,7 +263,7 @@ enc_other_atom(ei_x_buff *x)
 }
 
 static void (*const bad[])(ei_x_buff *x) = {
-	enc_bad_status, enc_bad_stack, enc_negative, enc_other_atom,
+	enc_bad_status, enc_bad_event, enc_bad_ts, enc_bad_pid, enc_other_atom,
 };
 
 /* Any other shape: -EPROTO, and no stack handed out. */
@@ -245,6 +275,7 @@ START_TEST(bad_reply)
 	struct fp_reply r;
 	ei_x_buff x;
 
+	trace_attach(t, 64, 100);
 	r = value_reply(&x, bad[_i]);
 	fp_assert_int_eq(fp_trace_decode(t, &r, &res, each, &s), -EPROTO);
 	fp_assert_int_eq(s.n, 0);

@@ -4,10 +4,11 @@
  * A tracer process on the node, run by the node's own erl_eval (nothing
  * is loaded), traces the processes it is given: every call and return
  * (call, return_to, arity) and every scheduling in and out (running),
- * with monotonic timestamps. It turns them into stacks as it goes and
- * keeps, per process and stack, the time on a scheduler, the time
- * scheduled out and the calls; the daemon takes what it holds every
- * second (fp_trace_send()), leaving only the remainders below a unit.
+ * with monotonic timestamps, and keeps them as they came until the
+ * daemon takes them (fp_trace_send()). The handle turns them into
+ * stacks: per process and stack, the time on a scheduler, the time
+ * scheduled out and the calls, handed out in whole units, the
+ * remainders below a unit kept for the next reply.
  *
  * On OTP 27 and later the trace lives in a trace session of its own
  * (trace:session_create/3): other tracers keep theirs, and destroying
@@ -107,9 +108,11 @@ fp_trace_send(struct fp_trace *t, struct fp_node *node, bool stop,
 	      uint64_t *id);
 
 /**
- * Decode a reply to fp_trace_send(): @each(@stack, @data) for each
- * stack (valid during the call only), and the tracer's state in @res.
- * A state other than FP_TRACE_RUNNING ends the handle's trace.
+ * Decode a reply to fp_trace_send(), adding its events to the handle's
+ * aggregate: @each(@stack, @data) for each stack with a whole unit
+ * (valid during the call only), and the tracer's state in @res. A state
+ * other than FP_TRACE_RUNNING ends the handle's trace and hands out
+ * every stack's rest, rounded to the nearest unit.
  * @return 0, or -EPROTO for a reply of another shape.
  */
 int

@@ -6,9 +6,12 @@
  * came, onto the list the daemon's next request takes (every
  * DUMP_EVERY_US in daemon/tracing.c), and the stacks are built here, in
  * C (trace-agg.c). erl_eval interprets every expression and merges every
- * binding in scope into each call, so the per-event path (Loop) is one
- * receive clause and a call, in a scope that holds only what it uses,
- * the caps are guards, and the queue is read once every 64 events. The
+ * binding in scope into each call, so the per-event path (Fast) is one
+ * receive clause and a call, in a scope that holds only the list and a
+ * count; the caps and the queue are checked once per batch of up to 64
+ * events (Loop). Fast's receive has no guard: where no clause matches,
+ * erl_eval's receive tries every message in the mailbox, so a guard that
+ * ends a batch would scan a queue of thousands once per batch. The
  * modules the tracer itself runs through (erl_eval and what it calls)
  * get no trace pattern: every call of theirs would pass a breakpoint,
  * and their time shows in the caller's frame.
@@ -40,21 +43,31 @@
  * or {refused, Why}. */
 static const char start_source[] =
 	"(fun() ->\n"
+	"Fast = fun Fast(Acc, 0) -> {Acc, 0};\n"
+	"           Fast(Acc, K) ->\n"
+	"             receive\n"
+	"               {trace_ts, _, _, _, _} = Msg -> Fast([Msg | Acc], K - 1)\n"
+	"             after 0 -> {Acc, K}\n"
+	"             end\n"
+	"       end,\n"
 	"MkLoop = fun(Stop, Stopped, Undo, Daemon, MaxEvents, MaxRate, MaxQueue, Sec) ->\n"
 	"fun Loop(Acc, N, WinT, WinN) ->\n"
 	"        receive\n"
-	"          {trace_ts, _, _, _, _} when N >= MaxEvents ->\n"
-	"            Stopped(Stop(total_cap), N, Acc);\n"
-	"          {trace_ts, _, _, _, TS} = Msg when TS - WinT >= Sec ->\n"
-	"            Loop([Msg | Acc], N + 1, TS, 1);\n"
-	"          {trace_ts, _, _, _, _} = Msg when WinN >= MaxRate ->\n"
-	"            Stopped(Stop(rate_cap), N + 1, [Msg | Acc]);\n"
-	"          {trace_ts, _, _, _, _} = Msg when N band 63 =/= 0 ->\n"
-	"            Loop([Msg | Acc], N + 1, WinT, WinN + 1);\n"
 	"          {trace_ts, _, _, _, _} = Msg ->\n"
-	"            case process_info(self(), message_queue_len) of\n"
-	"              {message_queue_len, Q} when Q > MaxQueue -> Stopped(Stop(behind), N + 1, [Msg | Acc]);\n"
-	"              _ -> Loop([Msg | Acc], N + 1, WinT, WinN + 1)\n"
+	"            Room = min(63, MaxEvents - N - 1),\n"
+	"            {Acc1, K} = Fast([Msg | Acc], Room),\n"
+	"            Took = 1 + Room - K,\n"
+	"            TS = element(5, hd(Acc1)),\n"
+	"            {WinT1, WinN1} = case TS - WinT >= Sec of\n"
+	"                               true -> {TS, Took};\n"
+	"                               false -> {WinT, WinN + Took}\n"
+	"                             end,\n"
+	"            {message_queue_len, Q} = process_info(self(), message_queue_len),\n"
+	"            if\n"
+	"              N + Took >= MaxEvents -> Stopped(Stop(total_cap), N + Took, Acc1);\n"
+	"              WinN1 > MaxRate -> Stopped(Stop(rate_cap), N + Took, Acc1);\n"
+	"              Q > MaxQueue -> Stopped(Stop(behind), N + Took, Acc1);\n"
+	"              true -> Loop(Acc1, N + Took, WinT1, WinN1)\n"
 	"            end;\n"
 	"          {dump, From, DTag} ->\n"
 	"            From ! {DTag, {running, N, lists:reverse(Acc)}},\n"
@@ -69,7 +82,7 @@ static const char start_source[] =
 	"        end\n"
 	"      end\n"
 	"end,\n"
-"(fun(Daemon, Targets, UnitUs, ForMs, MaxEvents, MaxRate, Depth, MaxQueue) ->\n"
+	"(fun(Daemon, Targets, UnitUs, ForMs, MaxEvents, MaxRate, Depth, MaxQueue) ->\n"
 	"Self = self(),\n"
 	"Tag = make_ref(),\n"
 	"Resolve = fun({pid, S}) ->\n"

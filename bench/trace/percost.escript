@@ -21,7 +21,7 @@ main(Args) ->
     register(percost_idle, Target),
     A = {self(), [{name, <<"percost_idle">>, [<<"percost_idle">>]}], 100,
          600000, 100000000, 100000000, 64, 100000000},
-    {value, {started, T, Mode, _}, _} = eval(Src, [{'A', A}]),
+    {value, {started, T, Mode, _, _}, _} = eval(Src, [{'A', A}]),
     Ev = fun(I) ->
                  case I rem 3 of
                      0 -> {trace_ts, Target, call, {m, f, 1}, I};
@@ -34,6 +34,15 @@ main(Args) ->
                                T ! {dump, self(), d},
                                receive {d, _} -> ok end
                        end),
+    %% the same events already queued (a burst, or a tracer that was
+    %% not scheduled): timed from its resumption
+    erlang:suspend_process(T),
+    [T ! Ev(I) || I <- lists:seq(N + 1, 2 * N)],
+    T ! {dump, self(), d},
+    {UsQ, _} = timer:tc(fun() ->
+                                erlang:resume_process(T),
+                                receive {d, _} -> ok end
+                        end),
     T ! {stop, self(), s},
     receive {s, _} -> ok end,
     Floor = eval("fun F(K) -> receive {trace_ts, _, _, _, _} = M -> "
@@ -45,9 +54,9 @@ main(Args) ->
                                 P ! {dump, self(), d},
                                 receive {d, _} -> ok end
                         end),
-    io:format("OTP ~s, ~p events: tracer (~p mode) ~.1f us/event; "
-              "a bare erl_eval receive loop ~.1f us/event~n",
-              [erlang:system_info(otp_release), N, Mode, Us / N, Us2 / N]).
+    io:format("OTP ~s, ~p events: tracer (~p mode) ~.2f us/event as they come, "
+              "~.2f us/event queued; a bare erl_eval receive loop ~.2f us/event~n",
+              [erlang:system_info(otp_release), N, Mode, Us / N, UsQ / N, Us2 / N]).
 
 eval(Src, Bindings) ->
     {ok, Toks, _} = erl_scan:string(Src),

@@ -7,9 +7,9 @@
  * DUMP_EVERY_US in daemon/tracing.c), and the stacks are built here, in
  * C (trace-agg.c). erl_eval interprets every expression and merges every
  * binding in scope into each call, so the per-event path (Fast) is one
- * receive clause and a call, in a scope that holds only the list and a
- * count; the caps and the queue are checked once per batch of up to 64
- * events (Loop). Fast's receive has no guard: where no clause matches,
+ * receive clause, four deep so that a call takes four events, in a scope
+ * that holds only the list and a count; the caps and the queue are
+ * checked once per batch of up to 65 events (Loop). Fast's receive has no guard: where no clause matches,
  * erl_eval's receive tries every message in the mailbox, so a guard that
  * ends a batch would scan a queue of thousands once per batch. The
  * modules the tracer itself runs through (erl_eval and what it calls)
@@ -46,7 +46,19 @@ static const char start_source[] =
 	"Fast = fun Fast(Acc, 0) -> {Acc, 0};\n"
 	"           Fast(Acc, K) ->\n"
 	"             receive\n"
-	"               {trace_ts, _, _, _, _} = Msg -> Fast([Msg | Acc], K - 1)\n"
+	"               {trace_ts, _, _, _, _} = M1 ->\n"
+	"                 receive\n"
+	"                   {trace_ts, _, _, _, _} = M2 ->\n"
+	"                     receive\n"
+	"                       {trace_ts, _, _, _, _} = M3 ->\n"
+	"                         receive\n"
+	"                           {trace_ts, _, _, _, _} = M4 -> Fast([M4, M3, M2, M1 | Acc], K - 4)\n"
+	"                         after 0 -> {[M3, M2, M1 | Acc], K - 3}\n"
+	"                         end\n"
+	"                     after 0 -> {[M2, M1 | Acc], K - 2}\n"
+	"                     end\n"
+	"                 after 0 -> {[M1 | Acc], K - 1}\n"
+	"                 end\n"
 	"             after 0 -> {Acc, K}\n"
 	"             end\n"
 	"       end,\n"
@@ -54,7 +66,7 @@ static const char start_source[] =
 	"fun Loop(Acc, N, WinT, WinN) ->\n"
 	"        receive\n"
 	"          {trace_ts, _, _, _, _} = Msg ->\n"
-	"            Room = min(63, MaxEvents - N - 1),\n"
+	"            Room = min(64, (MaxEvents - N - 1) div 4 * 4),\n"
 	"            {Acc1, K} = Fast([Msg | Acc], Room),\n"
 	"            Took = 1 + Room - K,\n"
 	"            TS = element(5, hd(Acc1)),\n"

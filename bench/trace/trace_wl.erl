@@ -16,13 +16,25 @@ calls() ->
     counters:get(persistent_term:get(trace_wl_calls), 1).
 
 client(C, PaceUs) ->
+    client(C, PaceUs, erlang:monotonic_time(microsecond)).
+
+%% Paced by a deadline: the timer's millisecond resolution and late
+%% wake-ups even out over a second, and a client more than 100 ms behind
+%% (a slowed server) does not burst to catch up.
+client(C, PaceUs, Next) ->
     ok = gen_server:call(trace_wl_server, work, infinity),
     counters:add(C, 1, 1),
     case PaceUs of
-        0 -> ok;
-        _ -> receive after PaceUs div 1000 -> ok end
-    end,
-    client(C, PaceUs).
+        0 -> client(C, 0, Next);
+        _ ->
+            Now = erlang:monotonic_time(microsecond),
+            Next1 = max(Next + PaceUs, Now - 100000),
+            case (Next1 - Now) div 1000 of
+                Wait when Wait > 0 -> receive after Wait -> ok end;
+                _ -> ok
+            end,
+            client(C, PaceUs, Next1)
+    end.
 
 init(WorkUs) -> {ok, WorkUs}.
 

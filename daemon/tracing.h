@@ -19,10 +19,10 @@ struct fpd_cost;
  * scheduled out): docs/FORMAT.md, "Traced samples". */
 #define FPD_TRACE_UNIT_US 100u
 
-/* What a trace event costs the node, µs of a scheduler: the tracer's
- * interpretation of it and the traced process's trace call (bench/trace,
- * docs/PERFORMANCE.md). */
-#define FPD_TRACE_EVENT_US 300u
+/* What a trace event costs the node, µs of a scheduler: the traced
+ * process's trace call, the tracer's taking it and its share of the
+ * hand-over (bench/trace/run: 4.1-5.3 µs, docs/PERFORMANCE.md). */
+#define FPD_TRACE_EVENT_US 6u
 
 struct fpd_trace;
 

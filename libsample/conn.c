@@ -110,8 +110,9 @@ fp_node_disconnect(struct fp_node *node)
 		ei_close_connection(node->fd);
 	node->fd = -1;
 	node->broken = false;
-	/* the janitor sees the connection go */
+	/* the janitor and the watcher see the connection go */
 	node->depth_attached = false;
+	node->watch_id = 0;
 }
 
 int

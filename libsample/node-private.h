@@ -87,6 +87,9 @@ struct fp_node {
 	bool helper_stopping;	/* ... asked to stop */
 	bool helper_exited;	/* ... ended unasked: unload its module */
 	uint64_t helper_id;	/* the id its batches come under */
+
+	/* watcher.c: the id the watcher's messages come under (0: none) */
+	uint64_t watch_id;
 };
 
 /* The name the node answers to, once known; the one we were given before

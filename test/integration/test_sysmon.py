@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Triggers the node signals itself, through the node's watcher: its system
-monitor (large_heap, long_gc), its memory's growth, and the node's own
-erlang:system_monitor/2 left exactly as its application set it.
+monitor (large_heap; long_gc watched), its memory's growth, and the node's
+own erlang:system_monitor/2 left exactly as its application set it.
+(A long_gc>1 capture is not asserted: on a loaded host any collection may
+take 2 ms, and which process fires first is not the test's to choose.)
 
 One demo node, four short daemon runs with --flight-recorder and --after 1s:
 
@@ -11,16 +13,17 @@ One demo node, four short daemon runs with --flight-recorder and --after 1s:
      before it. After a normal stop the node's monitor is free again (and
      no trace session of ours is left).
   B. the node's application holds erlang:system_monitor/2 (a process of
-     its own, long_gc 500 ms); --trigger 'long_gc>1' and
-     'node.memory+>200M/4s':
-       - a node with trace sessions (trace:system/3) watches long_gc
-         through a session of our own: a long collection gives a capture
-         of long_gc naming its ms and process;
+     its own, long_gc 500 ms); --trigger 'large_heap>32M' and
+     'node.memory+>200M/10s':
+       - a node with trace sessions (trace:system/3) watches large_heap
+         through a session of our own: the 64 MB list gives a capture
+         naming its bytes and process, and the application's monitor is
+         untouched meanwhile;
        - an older node says who holds the monitor in a warning, leaves it,
          and carries on;
      either way a 300 MB binary gives a capture of node.memory+, and after
      a normal stop the application's monitor is exactly as it was.
-  C. the same, SIGKILLed: the application's monitor is still as it was,
+  C. --trigger 'long_gc>1', SIGKILLed: the application's monitor is still as it was,
      and no session of ours is left; on a node without sessions, the slot
      we took while it was free is free again after SIGKILL.
   D. a node whose system monitor lacks long_message_queue (before OTP 26)
@@ -40,10 +43,9 @@ import harness as h  # noqa: E402
 HEAP = ("P = spawn(fun() -> L = lists:seq(1, 4000000), erlang:garbage_collect(), "
         "receive stop -> length(L) end end), register(fp_sysmon_heap, P), "
         "pid_to_list(P)")
-GC = ("P = spawn(fun() -> L = lists:seq(1, 3000000), erlang:garbage_collect(), "
-      "erlang:garbage_collect(), receive stop -> length(L) end end), "
-      "register(fp_sysmon_gc, P), pid_to_list(P)")
-BLOB = ("P = spawn(fun() -> B = binary:copy(<<0>>, 300000000), "
+# 300 copies of 1 MB: one byte 300 million times takes seconds on OTP 27
+# and holds its scheduler (and the timers and erlang:memory/1 with it)
+BLOB = ("P = spawn(fun() -> B = binary:copy(<<0:8000000>>, 300), "
         "receive stop -> byte_size(B) end end), register(fp_sysmon_blob, P), ok")
 APP = ("Me = self(), P = spawn(fun() -> "
        "erlang:system_monitor(self(), [{long_gc, 500}, {large_heap, 50000000}]), "
@@ -177,33 +179,33 @@ def main(t):
     out = h.mkdtemp("b_")
     ndir = os.path.join(out, h.sanitize_node(node.name))
     mpath = os.path.join(ndir, "manifest.json")
-    d = start(node, out, ["long_gc>1", "node.memory+>200M/4s"])
+    d = start(node, out, ["large_heap>32M", "node.memory+>200M/10s"])
     se = d.read_stderr()
     if sessions:
-        t.check(re.search(r"watching \S+'s system monitor \(long_gc\) through a trace "
+        t.check(re.search(r"watching \S+'s system monitor \(large_heap\) through a trace "
                           r"session of our own", se),
                 "B: beside the application's monitor, a trace session of our own", se[-1500:])
         time.sleep(2)
-        t_gc = time.time()
-        pid = node.eval(GC).strip('"')
-        cap = wait_capture(mpath, "long_gc>1", 30)
-        if t.check(cap, "B: a long collection gives a capture of long_gc",
+        t_heap = time.time()
+        pid = node.eval(HEAP).strip('"')
+        cap = wait_capture(mpath, "large_heap>33554432", 30)
+        if t.check(cap, "B: a large heap gives a capture through the session",
                    d.read_stderr()[-2000:]):
-            t.check(cap["value"] > 1, "B: the manifest names the collection's ms",
+            t.check(cap["value"] > 32 << 20, "B: the manifest names the heap's bytes",
                     str(cap["value"]))
             t.eq(cap["pid"], pid, "B: ... and the process")
-            check_capture(t, ndir, cap, t_gc, "B long_gc")
-        t.eq(node.eval(stopping("fp_sysmon_gc") + "erlang:system_monitor()"), before,
+            check_capture(t, ndir, cap, t_heap, "B large_heap")
+        t.eq(node.eval(stopping("fp_sysmon_heap") + "erlang:system_monitor()"), before,
              "B: the application's monitor is untouched while the session runs")
     else:
         t.check(re.search(r"its one system monitor is held by <\d+\.\d+\.\d+> "
                           r"\(erlang:system_monitor/2\): left to it; the triggers "
-                          r"long_gc are off", se),
+                          r"large_heap are off", se),
                 "B: an older node's held monitor is said in a warning and left", se[-1500:])
         time.sleep(2)
     t_blob = time.time()
     node.eval(BLOB)
-    cap = wait_capture(mpath, "node.memory+>209715200/4s", 30)
+    cap = wait_capture(mpath, "node.memory+>209715200/10s", 30)
     rc = d.stop()
     se = d.read_stderr()
     t.eq(rc, 0, "B: the daemon exits 0")

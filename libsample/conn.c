@@ -356,6 +356,8 @@ fp_node_receive(struct fp_node *node, unsigned timeout_ms,
 		return -ECONNRESET;
 	}
 	if (msg.msgtype == ERL_EXIT || msg.msgtype == ERL_EXIT2) {
+		if (node_watcher_exited(node, &msg.from))
+			return 0;
 		/* the processes a path started on the node are linked to us:
 		 * whether one's end ends the connection is the path's call */
 		if (node->ops && node->ops->exited &&

@@ -35,9 +35,9 @@
 #include "node-private.h"
 
 /* Bindings: Daemon, Ref, Every, Rate, Mon ([{Event, Limit}] as the
- * node's monitor takes them), Memory, Util. Value: {watching, Mode, Got}
- * with Got the events taken (Mode session or system_monitor), the
- * holder's pid (held) or []; or {error, Why}. */
+ * node's monitor takes them), Memory, Util. Value: {watching, Mode, Got,
+ * Watcher} with Got the events taken (Mode session or system_monitor),
+ * the holder's pid (held) or []; or {error, Why}. */
 static const char start_source[] =
 	"(fun() -> "
 	"Caller = self(), "
@@ -185,7 +185,7 @@ static const char start_source[] =
 	"                       _ when is_pid(Got) -> list_to_binary(pid_to_list(Got)); "
 	"                       _ when is_list(Got) -> Got; "
 	"                       _ -> [] "
-	"                     end}; "
+	"                     end, W}; "
 	"  {'DOWN', M, process, _, _} -> {error, down} "
 	"after 5000 -> exit(W, kill), erlang:demonitor(M, [flush]), {error, timeout} "
 	"end "
@@ -300,16 +300,17 @@ encode_bindings(struct fp_node *node, ei_x_buff *x,
 	ei_x_encode_empty_list(x);
 }
 
-/* {watching, Mode, Got}: Got a list of event atoms, or the holder's pid
- * as a binary */
+/* {watching, Mode, Got, Watcher}: Got a list of event atoms, or the
+ * holder's pid as a binary */
 static int
-decode_start(const struct fp_reply *reply, struct fp_watch_start *st)
+decode_start(const struct fp_reply *reply, struct fp_watch_start *st,
+	     erlang_pid *watcher)
 {
 	char atom[MAXATOMLEN_UTF8];
 	int index = reply->index, arity, type, size;
 
 	memset(st, 0, sizeof(*st));
-	if (ei_decode_tuple_header(reply->buf, &index, &arity) < 0 || arity != 3 ||
+	if (ei_decode_tuple_header(reply->buf, &index, &arity) < 0 || arity != 4 ||
 	    etf_decode_atom(reply->buf, &index, atom) < 0 ||
 	    strcmp(atom, "watching") != 0 ||
 	    etf_decode_atom(reply->buf, &index, atom) < 0)
@@ -333,21 +334,34 @@ decode_start(const struct fp_reply *reply, struct fp_watch_start *st)
 		    ei_decode_binary(reply->buf, &index, st->holder, &len) < 0)
 			return -EPROTO;
 		st->holder[len] = '\0';
-		return 0;
-	}
-	if (type == ERL_NIL_EXT)
-		return 0;
-	if (ei_decode_list_header(reply->buf, &index, &arity) < 0)
-		return -EPROTO;
-	for (int i = 0; i < arity; i++) {
-		int e;
+		for (long i = 0; i < len; i++) {
+			char ch = st->holder[i];
 
-		if (etf_decode_atom(reply->buf, &index, atom) < 0)
+			/* pid_to_list/1's text, nothing else is shown */
+			if (ch != '<' && ch != '>' && ch != '.' &&
+			    (ch < '0' || ch > '9'))
+				return -EPROTO;
+		}
+	} else if (type == ERL_NIL_EXT) {
+		if (ei_skip_term(reply->buf, &index) < 0)
 			return -EPROTO;
-		e = event_of(atom);
-		if (e >= 0)
-			st->got[e] = true;
+	} else {
+		if (ei_decode_list_header(reply->buf, &index, &arity) < 0)
+			return -EPROTO;
+		for (int i = 0; i < arity; i++) {
+			int e;
+
+			if (etf_decode_atom(reply->buf, &index, atom) < 0)
+				return -EPROTO;
+			e = event_of(atom);
+			if (e >= 0)
+				st->got[e] = true;
+		}
+		if (arity && ei_skip_term(reply->buf, &index) < 0)	/* the tail */
+			return -EPROTO;
 	}
+	if (ei_decode_pid(reply->buf, &index, watcher) < 0)
+		return -EPROTO;
 	return 0;
 }
 
@@ -371,7 +385,7 @@ fp_node_watch_start(struct fp_node *node, const struct fp_watch_config *c,
 	rc = node_eval_call(node, &exprs, &bindings, timeout_ms, &reply);
 	if (rc < 0)
 		goto out;
-	rc = decode_start(&reply, st);
+	rc = decode_start(&reply, st, &node->watcher);
 	if (rc == 0)
 		node->watch_id = id;
 out:
@@ -384,6 +398,17 @@ uint64_t
 fp_node_watch_id(const struct fp_node *node)
 {
 	return node->fd >= 0 ? node->watch_id : 0;
+}
+
+bool
+node_watcher_exited(struct fp_node *node, const erlang_pid *from)
+{
+	if (!node->watch_id || !node_same_pid(from, &node->watcher))
+		return false;
+	node->watch_id = 0;
+	fp_log(FP_LOG_WARNING, "%s: the watcher process exited: the triggers it served are off until the next connect",
+	       node->target);
+	return true;
 }
 
 /* an integer, or undefined as -1 */

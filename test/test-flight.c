@@ -526,7 +526,7 @@ gc_msg(ei_x_buff *x)
 	ei_x_encode_tuple_header(x, 4);
 	ei_x_encode_atom(x, "sysmon");
 	ei_x_encode_atom(x, "long_gc");
-	ei_x_encode_binary(x, "<0.88.0>", 8);
+	ei_x_encode_binary(x, "<0.88.0>", strlen("<0.88.0>"));
 	ei_x_encode_long(x, 42);
 }
 
@@ -536,7 +536,7 @@ port_msg(ei_x_buff *x)
 	ei_x_encode_tuple_header(x, 4);
 	ei_x_encode_atom(x, "sysmon");
 	ei_x_encode_atom(x, "long_schedule");
-	ei_x_encode_binary(x, "#Port<0.7>", 10);
+	ei_x_encode_binary(x, "#Port<0.7>", strlen("#Port<0.7>"));
 	ei_x_encode_long(x, 150);
 }
 
@@ -546,7 +546,7 @@ escape_msg(ei_x_buff *x)
 	ei_x_encode_tuple_header(x, 4);
 	ei_x_encode_atom(x, "sysmon");
 	ei_x_encode_atom(x, "long_gc");
-	ei_x_encode_binary(x, "<0.1.0>\033[2J", 13);
+	ei_x_encode_binary(x, "<0.1.0>\033[2J", strlen("<0.1.0>\033[2J"));
 	ei_x_encode_long(x, 42);
 }
 
@@ -556,7 +556,7 @@ unknown_msg(ei_x_buff *x)
 	ei_x_encode_tuple_header(x, 4);
 	ei_x_encode_atom(x, "sysmon");
 	ei_x_encode_atom(x, "busy_port");
-	ei_x_encode_binary(x, "<0.1.0>", 7);
+	ei_x_encode_binary(x, "<0.1.0>", strlen("<0.1.0>"));
 	ei_x_encode_long(x, 1);
 }
 

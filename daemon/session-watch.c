@@ -10,23 +10,33 @@
 #include "session-int.h"
 #include "trigger.h"
 
-/* The system monitor's events the triggers asked for, for a message. */
 static void
-list_events(const struct fp_watch_config *c, const bool *skip, char *buf,
-	    size_t size)
+list_add(char *buf, size_t size, size_t *len, const char *name)
+{
+	if (*len < size)
+		*len += (size_t)snprintf(buf + *len, size - *len, "%s%s",
+					 *len ? ", " : "", name);
+}
+
+/* For a message: the system monitor's events the triggers asked for
+ * (of those in @only, if given), and with @gauges the watcher's other
+ * readings. */
+static void
+list_events(const struct fp_watch_config *c, const bool *only, bool gauges,
+	    char *buf, size_t size)
 {
 	size_t len = 0;
 
 	buf[0] = '\0';
 	for (int e = 0; e < FP_WATCH_EVENTS; e++) {
-		if (!c->want[e] || (skip && skip[e]))
-			continue;
-		len += (size_t)snprintf(buf + len, len < size ? size - len : 0,
-					"%s%s", len ? ", " : "",
-					fp_watch_event_name((enum fp_watch_event)e));
-		if (len >= size)
-			break;
+		if (c->want[e] && (!only || only[e]))
+			list_add(buf, size, &len,
+				 fp_watch_event_name((enum fp_watch_event)e));
 	}
+	if (gauges && c->memory)
+		list_add(buf, size, &len, "node.memory");
+	if (gauges && c->util)
+		list_add(buf, size, &len, "sched_util");
 }
 
 int
@@ -41,22 +51,21 @@ fpd_session_start_watcher(struct fpd_session *s)
 
 	if (!s->watch_wanted)
 		return 0;
-	list_events(&s->watch, NULL, events, sizeof(events));
 	rc = fp_node_watch_start(s->node, &s->watch, &st, timeout_ms(s));
 	if (rc < 0) {
-		fpd_warn("cannot start the watcher on %s (%s): the triggers it serves (%s%s%s) are off on this connection",
-			 node, strerror(-rc), events,
-			 s->watch.memory ? (events[0] ? ", node.memory" : "node.memory") : "",
-			 s->watch.util ? ((events[0] || s->watch.memory) ? ", sched_util" : "sched_util") : "");
+		list_events(&s->watch, NULL, true, events, sizeof(events));
+		fpd_warn("cannot start the watcher on %s (%s): the triggers it serves (%s) are off on this connection",
+			 node, strerror(-rc), events);
 		fpd_recorder_note(s->rec, "watcher: not started (%s)", strerror(-rc));
 		return 0;
 	}
+	list_events(&s->watch, NULL, false, events, sizeof(events));
 	switch (st.mode) {
 	case FP_WATCH_NONE:
 		break;
 	case FP_WATCH_HELD:
 		/* never replaced: the holder is the node's own business */
-		fpd_warn("%s (OTP %s) has no trace sessions, and its one system monitor is held by %s (erlang:system_monitor/2): left to it; the triggers %s are off on this connection",
+		fpd_warn("%s (OTP %s) has no trace sessions with trace:system/3, and its one system monitor is held by %s (erlang:system_monitor/2): left to it; the triggers %s are off on this connection",
 			 node, otp, st.holder, events);
 		fpd_recorder_note(s->rec, "watcher: system monitor held by %s; %s off",
 				  st.holder, events);
@@ -68,10 +77,8 @@ fpd_session_start_watcher(struct fpd_session *s)
 			any_missing |= missing[e];
 		}
 		if (any_missing) {
-			list_events(&s->watch, NULL, events, sizeof(events));
-			for (int e = 0; e < FP_WATCH_EVENTS; e++)
-				missing[e] = !missing[e];
-			list_events(&s->watch, missing, events, sizeof(events));
+			list_events(&s->watch, missing, false, events,
+				    sizeof(events));
 			if (!s->ever_connected) {
 				fpd_fatal("%s (OTP %s): its system monitor does not offer %s: drop that --trigger for this node",
 					  node, otp, events);
@@ -80,7 +87,11 @@ fpd_session_start_watcher(struct fpd_session *s)
 			fpd_warn("%s (OTP %s): its system monitor does not offer %s: off on this connection",
 				 node, otp, events);
 		}
-		list_events(&s->watch, NULL, events, sizeof(events));
+		for (int e = 0; e < FP_WATCH_EVENTS; e++)
+			missing[e] = !missing[e];
+		list_events(&s->watch, missing, false, events, sizeof(events));
+		if (!events[0])
+			break;
 		if (st.mode == FP_WATCH_SESSION)
 			fpd_info("watching %s's system monitor (%s) through a trace session of our own: the node's own monitor and sessions are untouched",
 				 node, events);

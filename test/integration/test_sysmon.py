@@ -23,9 +23,11 @@ One demo node, four short daemon runs with --flight-recorder and --after 1s:
          and carries on;
      either way a 300 MB binary gives a capture of node.memory+, and after
      a normal stop the application's monitor is exactly as it was.
-  C. --trigger 'long_gc>1', SIGKILLed: the application's monitor is still as it was,
-     and no session of ours is left; on a node without sessions, the slot
-     we took while it was free is free again after SIGKILL.
+  C. --trigger 'long_gc>1' and 'sched_util>99', SIGKILLed: the
+     application's monitor is still as it was, no session of ours is left
+     and scheduler_wall_time, on while the daemon ran, is off again; on a
+     node without sessions, the slot we took while it was free is free
+     again after SIGKILL.
   D. a node whose system monitor lacks long_message_queue (before OTP 26)
      refuses --trigger 'long_message_queue>1000' with exit 78.
 """
@@ -55,7 +57,9 @@ APP = ("Me = self(), P = spawn(fun() -> "
 STATE = ("{erlang:system_monitor(), "
          "case erlang:function_exported(trace, session_info, 1) of "
          "true -> [N || {N, _} <- trace:session_info(all), N =:= flame_profd]; "
-         "false -> [] end}")
+         "false -> [] end, "
+         "erlang:statistics(scheduler_wall_time) =:= undefined}")
+SWT_ON = "erlang:statistics(scheduler_wall_time) =/= undefined"
 # whether the node has trace:system/3, and whether its system monitor
 # takes long_message_queue (asked while nobody holds it, let go at once)
 PROBE = ("{{module, trace} =:= (catch code:ensure_loaded(trace)) andalso "
@@ -142,8 +146,9 @@ def main(t):
     sessions, has_mq = sessions == "true", has_mq == "true"
     h.log("node: trace sessions with trace:system/3: %s; long_message_queue: %s"
           % (sessions, has_mq))
-    free = "{undefined,[]}"
-    t.eq("{%s}" % state, free, "nobody holds the node's system monitor at first")
+    free = "{undefined,[],true}"
+    t.eq("{%s}" % state, free, "nobody holds the node's system monitor at first, "
+         "and scheduler_wall_time is off")
 
     # A: the slot is free (or a session is used): large_heap
     phase("A")
@@ -214,19 +219,20 @@ def main(t):
         t.check(cap["value"] > 200 << 20 and cap["pid"] is None,
                 "B: the manifest names the growth, no process", str(cap))
         check_capture(t, ndir, cap, t_blob, "B node.memory+")
-    held = "{%s,[]}" % before.replace(" ", "").replace("\n", "")
+    held = "{%s,[],true}" % before.replace(" ", "").replace("\n", "")
     t.eq(wait_eq(node, stopping("fp_sysmon_blob") + STATE, held, squash=True), held,
          "B: after a normal stop the application's monitor is exactly as it was")
 
     # C: the same, SIGKILLed
     phase("C")
     d = h.start_daemon(h.daemon_args(node, h.mkdtemp("c_"), flight_recorder="20s",
-                                     trigger=["long_gc>1"]))
+                                     trigger=["long_gc>1", "sched_util>99"]))
     d.wait_log(r"system monitor", timeout=30)
+    t.eq(node.eval(SWT_ON), "true", "C: sched_util holds scheduler_wall_time on")
     d.stop(signal.SIGKILL)
     t.eq(wait_eq(node, STATE, held, squash=True), held,
          "C: after SIGKILL the application's monitor is exactly as it was, "
-         "and no session of ours is left")
+         "no session of ours is left and scheduler_wall_time is off again")
 
     # C, on a node where we took the free slot: SIGKILL frees it
     node.eval(stopping("fp_sysmon_app") + "ok")

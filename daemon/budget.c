@@ -34,6 +34,7 @@ fpd_budget_init(struct fpd_budget *b, double max_pct, double rate,
 	b->rate_req = b->rate = rate;
 	b->top_req = b->top = top;
 	b->top_pending = false;
+	b->burst = false;
 	b->min_rate = rate < 1.0 ? rate : 1.0;
 }
 
@@ -92,6 +93,49 @@ fpd_budget_update(struct fpd_budget *b, double cost_pct, char *what,
 		}
 	}
 	return false;
+}
+
+bool
+fpd_budget_burst(struct fpd_budget *b, double rate, unsigned top)
+{
+	bool rate_whole = b->rate >= b->rate_req, top_whole = b->top >= b->top_req;
+	unsigned old_top = b->top;
+
+	if (b->burst)
+		return false;
+	b->burst = true;
+	b->rate_normal = b->rate_req;
+	b->top_normal = b->top_req;
+	if (rate > b->rate_req)
+		b->rate_req = rate;
+	if (top > b->top_req)
+		b->top_req = top;
+	if (rate_whole)
+		b->rate = b->rate_req;
+	if (top_whole && !b->top_pending)
+		b->top = b->top_req;
+	if (b->top != old_top)
+		b->top_pending = true;
+	return b->top != old_top;
+}
+
+bool
+fpd_budget_burst_end(struct fpd_budget *b)
+{
+	unsigned old_top = b->top;
+
+	if (!b->burst)
+		return false;
+	b->burst = false;
+	b->rate_req = b->rate_normal;
+	b->top_req = b->top_normal;
+	if (b->rate > b->rate_req)
+		b->rate = b->rate_req;
+	if (b->top > b->top_req)
+		b->top = b->top_req;
+	if (b->top != old_top)
+		b->top_pending = true;
+	return b->top != old_top;
 }
 
 void

@@ -14,6 +14,9 @@ struct fpd_budget {
 	unsigned top_req, top;	/* requested and effective top-N */
 	double min_rate;
 	bool top_pending;	/* top changed; no selection has used it yet */
+	bool burst;		/* fpd_budget_burst() until its end */
+	double rate_normal;	/* ... and the request before it */
+	unsigned top_normal;
 };
 
 /** A budget of @max_pct percent of the node's schedulers (0: none) for
@@ -36,6 +39,23 @@ fpd_budget_update(struct fpd_budget *b, double cost_pct, char *what,
 /** A selection has ranked with the effective top-N. */
 void
 fpd_budget_top_applied(struct fpd_budget *b);
+
+/**
+ * A burst (a capture's after-window): the request becomes at least @rate
+ * and @top (0: unchanged) until fpd_budget_burst_end(). Where the budget
+ * has cut the rate or top-N below the request, it stays cut and comes up
+ * only as fpd_budget_update() allows (the budget's cuts win); otherwise
+ * the effective values take the burst's at once, and an update over
+ * budget cuts them as any.
+ * @return whether the effective top-N changed (a selection should use it).
+ */
+bool
+fpd_budget_burst(struct fpd_budget *b, double rate, unsigned top);
+
+/** The burst is over: the request is what it was, and the effective
+ * values no more than it. @return whether the effective top-N changed. */
+bool
+fpd_budget_burst_end(struct fpd_budget *b);
 
 struct fpd_breaker {
 	bool open;		/* no requests but the probe */

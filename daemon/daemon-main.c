@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
@@ -15,9 +16,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ctl.h"
 #include "daemon-log.h"
 #include "fs-safe.h"
 #include "options.h"
+#include "push.h"
 #include "run.h"
 #include "util-mem.h"
 
@@ -181,6 +184,43 @@ needs_run_cookie(const struct fpd_options *o)
 	return false;
 }
 
+/* --push: the header file is read now, as root may still be. */
+static int
+open_push(struct fpd_options *o, const struct fpd_trust *trust)
+{
+	struct fpd_push_config pc = {
+		.url = o->push_url,
+		.header_file = o->push_header_file,
+		.service = o->push_service,
+		.spool_max = o->push_spool_max,
+		.timeout_us = o->push_timeout_us,
+		.trust = *trust,
+	};
+	int rc = fpd_push_new(&pc, &o->push);
+
+	if (rc == -EINVAL)
+		return FPD_EXIT_USAGE;
+	if (rc == -ENOMEM)
+		return FPD_EXIT_SOFTWARE;
+	return rc < 0 ? FPD_EXIT_NOINPUT : 0;
+}
+
+static void
+close_push(struct fpd_options *o)
+{
+	struct fpd_push_stats s;
+
+	if (!o->push)
+		return;
+	fpd_push_stop(o->push);
+	fpd_push_stats(o->push, &s);
+	fpd_push_destroy(o->push);
+	o->push = NULL;
+	fpd_info("--push: %" PRIu64 " profiles sent, %" PRIu64 " failed requests retried, %"
+		 PRIu64 " refused, %" PRIu64 " dropped",
+		 s.sent, s.failed, s.rejected, s.dropped);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -198,6 +238,8 @@ main(int argc, char **argv)
 	/* A file-size limit shows as EFBIG on write, handled like ENOSPC. */
 	signal(SIGXFSZ, SIG_IGN);
 
+	if (argc > 1 && strcmp(argv[1], "ctl") == 0)
+		return fpd_ctl_main(argc - 1, argv + 1);
 	rc = fpd_options_parse(argc, argv, &opts);
 	if (rc)
 		goto out;
@@ -239,10 +281,18 @@ main(int argc, char **argv)
 		goto out;
 	}
 
+	if (opts.push_url) {
+		rc = open_push(&opts, &trust);
+		if (rc) {
+			fpd_log_close();
+			goto out;
+		}
+	}
 	if (fpd_options_fleet(&opts))
 		rc = fpd_run_fleet(&opts, cookie, cookies);
 	else
 		rc = fpd_run(&opts, cookie);
+	close_push(&opts);
 	fpd_log_close();
 out:
 	free_cookies(&opts, cookies);

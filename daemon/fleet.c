@@ -20,10 +20,13 @@
 #include <unistd.h>
 
 #include "run.h"
+#include "ctl.h"
 #include "daemon-log.h"
+#include "flight.h"
 #include "loop.h"
 #include "options.h"
 #include "output.h"
+#include "push.h"
 #include "recorder.h"
 #include "session.h"
 #include "util.h"
@@ -39,9 +42,10 @@
 #define DISCOVER_TIMEOUT_MS 1000u
 /* Nodes one daemon profiles at most: each holds up to FDS_PER_NODE
  * descriptors (connection, output directory, its lock, the open file,
- * one while recovering or retiring files), the daemon FDS_OWN. */
+ * one while recovering or retiring files, the control socket and a
+ * client of it, a capture's directory and file), the daemon FDS_OWN. */
 #define FLEET_MAX 4096
-#define FDS_PER_NODE 6
+#define FDS_PER_NODE 10
 #define FDS_OWN 64
 
 /* A node of the run. One discovered whose directory could not be had
@@ -54,6 +58,9 @@ struct fleet_node {
 	char *cookie;			/* the cookie this node is reached with */
 	struct fpd_recorder *rec;	/* owns the output */
 	struct fpd_session *session;
+	struct fpd_flight *flight;	/* --flight-recorder, or NULL */
+	char *header;			/* ... its file header */
+	struct fpd_ctl *ctl;		/* the node's control socket, or NULL */
 	bool discovered;		/* found by --discover, not a --node */
 	bool listed;			/* in epmd's last list */
 };
@@ -93,6 +100,11 @@ node_destroy(struct fleet_node *fn)
 {
 	if (!fn)
 		return;
+	fpd_ctl_destroy(fn->ctl);
+	/* a capture being written ends with the last samples, and its
+	 * burst with it, while the session and the output are there */
+	fpd_flight_destroy(fn->flight);
+	free(fn->header);
 	fpd_session_destroy(fn->session);
 	fpd_recorder_destroy(fn->rec);
 	explicit_bzero(fn->cookie, strlen(fn->cookie));
@@ -137,6 +149,21 @@ node_start(struct fleet *f, struct fleet_node *fn)
 	src->log_node = fn->tag;
 	src->cpu_us = cpu_us;
 	fpd_loop_add(loop, src);
+	/* each node its own ring (each within --flight-recorder-max) and
+	 * control socket, in its own directory; made as the run's user */
+	fpd_log_set_node(fn->tag);
+	fn->flight = fpd_run_open_flight(&fn->o, fn->rec, &fn->header);
+	if (fpd_run_open_ctl(&fn->o, fn->rec, fn->flight, &fn->ctl) == 0) {
+		fpd_ctl_set_session(fn->ctl, fn->session);
+		fpd_ctl_source(fn->ctl)->log_node = fn->tag;
+		fpd_loop_add(loop, fpd_ctl_source(fn->ctl));
+	}
+	fpd_log_set_node(NULL);
+	if (fn->flight) {
+		fpd_flight_set_burst(fn->flight, fpd_run_burst, fn->session);
+		fpd_flight_source(fn->flight)->log_node = fn->tag;
+		fpd_loop_add(loop, fpd_flight_source(fn->flight));
+	}
 	/* no connect here: the session's first tick connects, one node a
 	 * tick, so that no node connected first waits, unread, for the
 	 * connects of all the others */
@@ -394,6 +421,8 @@ fpd_run_fleet(const struct fpd_options *o, const char *cookie,
 			 o->discover_match ? o->discover_match : "");
 	else
 		fpd_info("profiling %zu nodes", o->nnodes);
+	if (o->push)
+		fpd_push_start(o->push);
 	for (size_t i = 0; i < f.n; i++)
 		node_start(&f, f.nodes[i]);
 	if (o->discover) {

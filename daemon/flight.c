@@ -40,6 +40,7 @@
 #include "source.h"
 #include "util.h"
 #include "util-buf.h"
+#include "util-escape.h"
 #include "util-mem.h"
 #include "fp/perf-file.h"
 #include "fp/term.h"
@@ -50,6 +51,7 @@
 #define SEEN_MAX 1024			/* appears: processes remembered */
 #define REPORT_US (10u * 1000000u)	/* the ring's state: debug, */
 #define REPORT_INFO_US (60u * 1000000u)	/* ... and info */
+#define HOUR_US (3600ull * 1000000u)
 
 struct frame {
 	void *data;			/* one zstd frame */
@@ -60,7 +62,9 @@ struct frame {
 
 struct capture {
 	bool wanted, active;
-	int trigger;			/* index in triggers, -1: a signal */
+	bool burst;			/* the after-window's burst is on */
+	int trigger;			/* index in triggers, -1: a signal, ctl */
+	const char *kind;		/* the directory's: "mailbox", "ctl" */
 	uint64_t end_us;		/* wall clock: trigger + --after */
 	uint64_t next_seq;		/* the next frame to write */
 	int dirfd, fd;
@@ -88,6 +92,10 @@ struct fpd_flight {
 	uint64_t *holdoff_until;	/* per trigger, monotonic µs */
 	uint64_t *over_since;		/* per gauge trigger, wall clock µs */
 	struct fpd_growth *growth;	/* per growth trigger */
+	uint64_t *began;		/* when the last max_per_hour captures
+					 * began, monotonic µs, a ring */
+	size_t nbegan, began_next;
+	uint64_t capped_since;		/* capped since the last capture */
 	struct fp_pid seen[SEEN_MAX];	/* appears: processes that matched */
 	uint64_t nseen;			/* ... ever (seen[] holds the last) */
 	uint64_t reported_mono, reported_info_mono;
@@ -193,8 +201,13 @@ fpd_flight_seal(struct fpd_flight *f)
 /* ---- captures ------------------------------------------------------------ */
 
 static void
-capture_close(struct capture *c)
+capture_close(struct fpd_flight *f)
 {
+	struct capture *c = &f->cap_;
+
+	if (c->burst && f->cfg.burst)
+		f->cfg.burst(f->cfg.burst_data, false);
+	c->burst = false;
 	if (c->fd >= 0)
 		close(c->fd);
 	if (c->dirfd >= 0)
@@ -219,7 +232,7 @@ capture_abandon(struct fpd_flight *f, int err, const char *what)
 	if (c->dirfd >= 0)
 		fpd_fs_rmdir_made(fpd_output_dirfd(f->out), c->e.dir,
 				  &c->e.dir_made);
-	capture_close(c);
+	capture_close(f);
 }
 
 static int
@@ -271,9 +284,6 @@ capture_begin(struct fpd_flight *f)
 	c->active = true;
 	c->fd = c->dirfd = -1;
 	c->partial[0] = '\0';
-	capture_dir_name(c->e.dir, sizeof(c->e.dir), c->e.trigger_us,
-			 c->trigger < 0 ? "signal" :
-			 fpd_trigger_kind_name(f->cfg.triggers[c->trigger].kind));
 	rc = fpd_fs_open_subdir(fpd_output_dirfd(f->out), c->e.dir,
 				oc->dir_mode, &trust, &c->dirfd, &c->e.dir_made,
 				&why);
@@ -305,6 +315,10 @@ capture_begin(struct fpd_flight *f)
 	fp_text_puts(&head, when);
 	fp_text_puts(&head, " capture: ");
 	fp_text_puts(&head, c->e.trigger);
+	if (c->e.reason[0]) {
+		fp_text_puts(&head, " reason: ");
+		fp_text_puts(&head, c->e.reason);
+	}
 	if (c->trigger >= 0) {
 		fp_text_puts(&head, " fired: ");
 		fp_text_put_u64(&head, (uint64_t)c->e.value);
@@ -327,6 +341,10 @@ capture_begin(struct fpd_flight *f)
 		return;
 	}
 	c->next_seq = f->next_seq;
+	if (f->cfg.burst) {
+		c->burst = true;
+		f->cfg.burst(f->cfg.burst_data, true);
+	}
 	fpd_debug("flight recorder: writing %s/%s/%s", fpd_output_dir(f->out),
 		  c->e.dir, c->partial);
 }
@@ -356,7 +374,7 @@ capture_finish(struct fpd_flight *f)
 		fpd_err("flight recorder: cannot finish %s/%s/%s: %s; it stays as it is",
 			fpd_output_dir(f->out), c->e.dir, c->partial,
 			strerror(-rc));
-		capture_close(c);
+		capture_close(f);
 		return;
 	}
 	snprintf(c->e.name, sizeof(c->e.name), "%s", final);
@@ -372,7 +390,7 @@ capture_finish(struct fpd_flight *f)
 	if (c->trigger >= 0)
 		f->holdoff_until[c->trigger] = fpd_now_mono_us() +
 					       f->cfg.holdoff_us;
-	capture_close(c);
+	capture_close(f);
 }
 
 /* Frames sealed since the last call go to the capture being written. */
@@ -394,11 +412,42 @@ capture_progress(struct fpd_flight *f)
 		capture_abandon(f, rc, "cannot write");
 }
 
-int
-fpd_flight_fire(struct fpd_flight *f, const char *trigger, int64_t value,
-		const char *pid, uint64_t now_us)
+/* Whether --max-captures-per-hour captures began in the hour before
+ * @now (monotonic); if not, one begins now. */
+static bool
+hour_full(struct fpd_flight *f, uint64_t now)
+{
+	size_t n = f->cfg.max_per_hour;
+
+	/* the ring's next slot holds the oldest of the last n */
+	if (f->nbegan == n && now - f->began[f->began_next] < HOUR_US)
+		return true;
+	f->began[f->began_next] = now;
+	f->began_next = (f->began_next + 1) % n;
+	if (f->nbegan < n)
+		f->nbegan++;
+	return false;
+}
+
+static void
+note_last(struct fpd_flight *f, const char *trigger, const char *reason,
+	  uint64_t now_us, const char *outcome)
+{
+	struct fpd_flight_stats *s = &f->stats;
+
+	snprintf(s->last_trigger, sizeof(s->last_trigger), "%s", trigger);
+	snprintf(s->last_reason, sizeof(s->last_reason), "%s", reason);
+	s->last_trigger_us = now_us;
+	s->last_outcome = outcome;
+}
+
+/* @reason: escaped already, or "". */
+static int
+fire(struct fpd_flight *f, const char *trigger, const char *kind,
+     int64_t value, const char *pid, const char *reason, uint64_t now_us)
 {
 	struct capture *c = &f->cap_;
+	uint64_t now = fpd_now_mono_us();
 	char after[32];
 	int idx = -1;
 
@@ -409,30 +458,96 @@ fpd_flight_fire(struct fpd_flight *f, const char *trigger, int64_t value,
 			idx = (int)i;
 	}
 	if (c->wanted || c->active ||
-	    (idx >= 0 && fpd_now_mono_us() < f->holdoff_until[idx])) {
+	    (idx >= 0 && now < f->holdoff_until[idx])) {
 		f->stats.suppressed++;
+		note_last(f, trigger, reason, now_us, "held off");
 		fpd_debug("flight recorder: %s held off (%s)", trigger,
 			  c->wanted || c->active ? "a capture is being written" :
 			  "--trigger-holdoff");
 		return -EBUSY;
 	}
+	if (hour_full(f, now)) {
+		/* a flapping condition or alert fills no disk: said once a
+		 * capture's worth, counted always */
+		f->stats.capped++;
+		f->capped_since++;
+		note_last(f, trigger, reason, now_us, "capped");
+		fpd_log(f->capped_since == 1 ? FP_LOG_WARNING : FP_LOG_DEBUG,
+			"flight recorder: %s fired, but %u captures began in the "
+			"last hour (--max-captures-per-hour): nothing written, "
+			"%" PRIu64 " suppressed so far", trigger,
+			f->cfg.max_per_hour, f->stats.capped);
+		return -EDQUOT;
+	}
 	memset(&c->e, 0, sizeof(c->e));
 	c->wanted = true;
 	c->trigger = idx;
+	c->kind = kind;
 	snprintf(c->e.trigger, sizeof(c->e.trigger), "%s", trigger);
 	snprintf(c->e.pid, sizeof(c->e.pid), "%s", pid ? pid : "");
+	snprintf(c->e.reason, sizeof(c->e.reason), "%s", reason);
 	c->e.value = value;
 	c->e.trigger_us = now_us;
+	c->e.capped = f->capped_since;
+	f->capped_since = 0;
+	capture_dir_name(c->e.dir, sizeof(c->e.dir), now_us, kind);
 	c->end_us = now_us + f->cfg.after_us;
+	note_last(f, trigger, reason, now_us, "captured");
 	fpd_format_duration(f->cfg.after_us, after, sizeof(after));
 	if (idx >= 0)
 		fpd_info("flight recorder: %s fired (%" PRId64 "%s%s): capturing "
 			 "what it holds and the next %s", trigger, value,
 			 pid ? " on " : "", pid ? pid : "", after);
 	else
-		fpd_info("flight recorder: %s: capturing what it holds and the "
-			 "next %s", trigger, after);
+		fpd_info("flight recorder: %s%s%s: capturing what it holds and "
+			 "the next %s", trigger, *reason ? " " : "", reason,
+			 after);
 	return 0;
+}
+
+int
+fpd_flight_fire(struct fpd_flight *f, const char *trigger, int64_t value,
+		const char *pid, uint64_t now_us)
+{
+	const char *kind = "signal";
+
+	for (size_t i = 0; i < f->cfg.ntriggers; i++) {
+		if (strcmp(f->cfg.triggers[i].text, trigger) == 0)
+			kind = fpd_trigger_kind_name(f->cfg.triggers[i].kind);
+	}
+	return fire(f, trigger, kind, value, pid, "", now_us);
+}
+
+int
+fpd_flight_fire_ctl(struct fpd_flight *f, const char *reason, uint64_t now_us,
+		    char *dir, size_t size)
+{
+	struct fp_text esc = { 0 };
+	size_t len = strnlen(reason, FPD_CAPTURE_REASON_RAW);
+	int rc;
+
+	/* text an alert or a user wrote: shown only escaped */
+	fp_text_put_escaped(&esc, reason, len, NULL);
+	fp_text_putc(&esc, '\0');
+	rc = fire(f, "ctl", "ctl", 0, NULL, esc.buf, now_us);
+	fp_text_free(&esc);
+	if (rc == 0 && dir)
+		snprintf(dir, size, "%s", f->cap_.e.dir);
+	return rc;
+}
+
+void
+fpd_flight_set_burst(struct fpd_flight *f, void (*burst)(void *data, bool on),
+		     void *data)
+{
+	f->cfg.burst = burst;
+	f->cfg.burst_data = data;
+}
+
+const char *
+fpd_flight_dir(const struct fpd_flight *f)
+{
+	return f->out ? fpd_output_dir(f->out) : NULL;
 }
 
 /* ---- as the recorder's destination --------------------------------------- */
@@ -655,6 +770,9 @@ fpd_flight_new(const struct fpd_flight_config *c, struct fpd_output *out)
 	f->holdoff_until = xzalloc((c->ntriggers + 1) * sizeof(*f->holdoff_until));
 	f->over_since = xzalloc((c->ntriggers + 1) * sizeof(*f->over_since));
 	f->growth = xzalloc((c->ntriggers + 1) * sizeof(*f->growth));
+	if (!f->cfg.max_per_hour)
+		f->cfg.max_per_hour = FPD_FLIGHT_PER_HOUR_DEFAULT;
+	f->began = xzalloc(f->cfg.max_per_hour * sizeof(*f->began));
 	f->cap_.fd = f->cap_.dirfd = -1;
 	f->sealed_mono = f->reported_mono = f->reported_info_mono =
 		fpd_now_mono_us();
@@ -674,13 +792,14 @@ fpd_flight_destroy(struct fpd_flight *f)
 			 f->cap_.e.dir);
 		capture_finish(f);
 	}
-	capture_close(&f->cap_);
+	capture_close(f);
 	while (f->n)
 		drop_oldest(f);
 	free(f->frames);
 	free(f->holdoff_until);
 	free(f->over_since);
 	free(f->growth);
+	free(f->began);
 	fp_text_free(&f->seg);
 	fpd_compressor_destroy(f->comp);
 	free(f);
@@ -690,4 +809,15 @@ const struct fpd_flight_stats *
 fpd_flight_stats(const struct fpd_flight *f)
 {
 	return &f->stats;
+}
+
+unsigned
+fpd_flight_last_hour(const struct fpd_flight *f)
+{
+	uint64_t now = fpd_now_mono_us();
+	unsigned n = 0;
+
+	for (size_t i = 0; i < f->nbegan; i++)
+		n += now - f->began[i] < HOUR_US;
+	return n;
 }

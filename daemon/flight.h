@@ -11,22 +11,31 @@
 #include <stdint.h>
 
 #include "recorder.h"
+#include "retention.h"
 #include "trigger.h"
 
 struct fpd_output;
 struct fpd_source;
 
 #define FPD_FLIGHT_MAX_MIN (1u << 20)	/* --flight-recorder-max at least 1M */
+#define FPD_FLIGHT_PER_HOUR_DEFAULT 10	/* --max-captures-per-hour */
+#define FPD_FLIGHT_PER_HOUR_MAX 3600
 
 struct fpd_flight_config {
 	uint64_t window_us;		/* --flight-recorder */
 	uint64_t max_bytes;		/* --flight-recorder-max: the hard cap */
 	uint64_t after_us;		/* --after */
 	uint64_t holdoff_us;		/* --trigger-holdoff */
+	unsigned max_per_hour;		/* --max-captures-per-hour (0: the
+					 * default) */
 	int level;			/* zstd level of the frames */
 	const char *header;		/* the files' header (notes.h) */
 	const struct fpd_trigger *triggers;
 	size_t ntriggers;
+	/* told when a capture's after-window begins (@on) and ends, for
+	 * --burst-rate/--burst-top; may be NULL */
+	void (*burst)(void *data, bool on);
+	void *burst_data;
 };
 
 /* What the ring holds and has done, for the log and the tests. */
@@ -39,6 +48,14 @@ struct fpd_flight_stats {
 	uint64_t dropped_frames;	/* frames let go, oldest first */
 	uint64_t captures;		/* captures finished */
 	uint64_t suppressed;		/* triggers held off */
+	uint64_t capped;		/* triggers over --max-captures-per-hour */
+	/* The last trigger that fired, whatever became of it: its text
+	 * ("mailbox>50000", "SIGUSR2", "ctl"), the reason a ctl gave
+	 * (escaped), when, and what it did. */
+	char last_trigger[64];
+	char last_reason[FPD_CAPTURE_REASON_MAX];
+	uint64_t last_trigger_us;
+	const char *last_outcome;	/* "captured", "held off", "capped" */
 };
 
 struct fpd_flight;
@@ -78,12 +95,40 @@ fpd_flight_seal(struct fpd_flight *f);
  * Begin a capture: @trigger fired with @value (0 for a signal) on the
  * process @pid ("<0.1.0>", or NULL), at the wall-clock time @now_us.
  * @return 0; -EBUSY while a capture is being written or the trigger is
- *         held off (counted in stats.suppressed); -ENOTDIR without an
- *         output.
+ *         held off (counted in stats.suppressed); -EDQUOT when
+ *         --max-captures-per-hour captures began in the last hour
+ *         (counted in stats.capped, logged, nothing written); -ENOTDIR
+ *         without an output.
  */
 int
 fpd_flight_fire(struct fpd_flight *f, const char *trigger, int64_t value,
 		const char *pid, uint64_t now_us);
+
+/**
+ * Begin a capture asked for by `flame_profd ctl trigger` (kind "ctl"),
+ * with @reason as given (escaped here for the manifest and the log),
+ * at the wall-clock time @now_us. Not held off by --trigger-holdoff,
+ * which is a trigger's own; --max-captures-per-hour applies.
+ * @param dir if not NULL, gets the capture's directory name (@size bytes).
+ * @return as fpd_flight_fire().
+ */
+int
+fpd_flight_fire_ctl(struct fpd_flight *f, const char *reason, uint64_t now_us,
+		    char *dir, size_t size);
+
+/** Captures begun in the last hour (--max-captures-per-hour counts them). */
+unsigned
+fpd_flight_last_hour(const struct fpd_flight *f);
+
+/** Set config.burst and its data after the recorder is made (the session
+ * is made after it). */
+void
+fpd_flight_set_burst(struct fpd_flight *f, void (*burst)(void *data, bool on),
+		     void *data);
+
+/** The run's output directory of the node (NULL for a ring alone). */
+const char *
+fpd_flight_dir(const struct fpd_flight *f);
 
 /** What the ring holds now. */
 const struct fpd_flight_stats *

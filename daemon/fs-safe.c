@@ -5,9 +5,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "fs-safe.h"
@@ -541,4 +544,81 @@ fpd_fs_chown_made(int dirfd, const char *name, const struct fpd_made *made,
 		rc = -errno;
 	close(fd);
 	return rc;
+}
+
+int
+fpd_fs_bind_socket(int dirfd, const char *name, const struct fpd_trust *t,
+		   struct fpd_made *made, const char **why)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	size_t len = strlen(name);
+	struct stat st;
+	int fd = -1, cwd = -1, rc = 0;
+	mode_t mask;
+
+	*why = NULL;
+	if (len >= sizeof(sa.sun_path) || memchr(name, '/', len))
+		return -EINVAL;
+	memcpy(sa.sun_path, name, len + 1);
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+		if (!S_ISSOCK(st.st_mode) || !owner_trusted(st.st_uid, t)) {
+			*why = "is taken by something other than a socket of "
+			       "root or the run's user";
+			return -EPERM;
+		}
+		if (unlinkat(dirfd, name, 0) < 0 && errno != ENOENT)
+			return -errno;
+	} else if (errno != ENOENT) {
+		return -errno;
+	}
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	/* bind() takes a path, at most 107 bytes: it is given relative to
+	 * the checked directory (the process is single-threaded), and
+	 * fails on any name that is there again, never following it. The
+	 * mask makes it 0600 from its first moment. */
+	cwd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (cwd < 0 || fchdir(dirfd) < 0) {
+		rc = -errno;
+		goto out;
+	}
+	mask = umask(0177);
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		rc = -errno;
+	umask(mask);
+	if (fchdir(cwd) < 0 && rc == 0)
+		rc = -errno;
+	if (rc == 0 && fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		rc = -errno;
+	if (rc == 0 && !S_ISSOCK(st.st_mode))
+		rc = -ESTALE;
+	if (rc == 0 && listen(fd, 8) < 0)
+		rc = -errno;
+	if (rc == 0)
+		fpd_fs_made_of(&st, made);
+out:
+	if (cwd >= 0)
+		close(cwd);
+	if (rc < 0) {
+		close(fd);
+		return rc;
+	}
+	return fd;
+}
+
+int
+fpd_fs_unlink_socket_made(int dirfd, const char *name,
+			  const struct fpd_made *made)
+{
+	struct stat st;
+
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return -errno;
+	if (!made->ino || !S_ISSOCK(st.st_mode) || st.st_dev != made->dev ||
+	    st.st_ino != made->ino)
+		return -ESTALE;
+	if (unlinkat(dirfd, name, 0) < 0)
+		return -errno;
+	return 0;
 }

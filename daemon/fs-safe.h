@@ -161,3 +161,23 @@ fpd_fs_rename(int dirfd, const char *from, const char *to, bool replace);
 /** The identity of what @fd is open on. */
 void
 fpd_fs_made_of(const struct stat *st, struct fpd_made *made);
+
+/**
+ * Make the listening AF_UNIX stream socket @name in @dirfd, mode 0600,
+ * owned by the calling user, non-blocking and close-on-exec. What is at
+ * the name already is replaced only if it is a socket of root or @t's
+ * user (an earlier run's; the caller holds the directory's lock), never
+ * followed.
+ * @param made gets the socket's identity, for fpd_fs_unlink_socket_made().
+ * @return the descriptor (the caller's), or a negative errno; -EPERM sets
+ *         *why.
+ */
+int
+fpd_fs_bind_socket(int dirfd, const char *name, const struct fpd_trust *t,
+		   struct fpd_made *made, const char **why);
+
+/** Delete the socket @name from @dirfd if it is still @made.
+ * @return 0, -ENOENT, -ESTALE (left alone), or a negative errno. */
+int
+fpd_fs_unlink_socket_made(int dirfd, const char *name,
+			  const struct fpd_made *made);

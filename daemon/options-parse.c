@@ -178,6 +178,31 @@ fpd_option_discover_match(struct fpd_options *o, const char *arg)
 	return 0;
 }
 
+int
+fpd_option_push(struct fpd_options *o, const char *arg)
+{
+	if (strncmp(arg, "http://", 7) != 0 && strncmp(arg, "https://", 8) != 0)
+		return fpd_option_bad_value("--push", arg,
+				 "expected an http:// or https:// URL, e.g. http://pyroscope:4040");
+	o->push_url = arg;
+	return 0;
+}
+
+/* Pyroscope's application names, less the dots its pprof ingest reads
+ * as the start of the profile type's suffix. */
+int
+fpd_option_push_service(struct fpd_options *o, const char *arg)
+{
+	size_t n = strspn(arg, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+			  "0123456789_-");
+
+	if (!*arg || arg[n] || n > 128)
+		return fpd_option_bad_value("--push-service", arg,
+				 "expected a name of letters, digits, '_' and '-', e.g. checkout");
+	o->push_service = arg;
+	return 0;
+}
+
 /* What names one node's process or address cannot be said of several. */
 static int
 refuse_for_fleet(const char *what)
@@ -218,8 +243,6 @@ fpd_options_check_fleet(struct fpd_options *o)
 		return refuse_for_fleet("--perf samples the OS process of one node");
 	if (o->connect_host)
 		return refuse_for_fleet("--connect gives the address of one node");
-	if (o->flight_us)
-		return refuse_for_fleet("--flight-recorder keeps the ring of one node");
 	return 0;
 }
 
@@ -292,6 +315,20 @@ fpd_option_name(struct fpd_options *o, const char *arg)
 
 
 /* ---- sampling ----------------------------------------------------------- */
+
+int
+fpd_option_burst_rate(struct fpd_options *o, const char *arg)
+{
+	char *end;
+
+	errno = 0;
+	o->burst_rate = strtod(arg, &end);
+	if (errno || *end || end == arg || !isfinite(o->burst_rate) ||
+	    o->burst_rate < RATE_MIN || o->burst_rate > RATE_MAX)
+		return fpd_option_bad_value("--burst-rate", arg,
+				 "expected samples per second from 0.1 to 1000");
+	return 0;
+}
 
 int
 fpd_option_rate(struct fpd_options *o, const char *arg)

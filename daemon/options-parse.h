@@ -30,6 +30,8 @@
 #define AFTER_DEFAULT_US 5000000u	/* --after */
 #define HOLDOFF_DEFAULT_US 60000000u	/* --trigger-holdoff */
 #define KEEP_CAPTURES_DEFAULT 20
+#define PUSH_SPOOL_MAX_DEFAULT (64u << 20)	/* --push-spool-max */
+#define PUSH_TIMEOUT_DEFAULT_US 10000000u	/* --push-timeout */
 
 /** Say on stderr that @flag's @value is bad and why; FPD_EXIT_USAGE. */
 int
@@ -72,6 +74,8 @@ fpd_option_value(struct fpd_options *o, const char *name,
 FPD_OPTION_PARSER(node);
 FPD_OPTION_PARSER(discover);
 FPD_OPTION_PARSER(discover_match);
+FPD_OPTION_PARSER(push);		/* http:// or https:// */
+FPD_OPTION_PARSER(push_service);	/* letters, digits, '_', '-' */
 FPD_OPTION_PARSER(cookie_file);
 FPD_OPTION_PARSER(connect);
 FPD_OPTION_PARSER(top);
@@ -91,6 +95,7 @@ FPD_OPTION_PARSER(user);
 FPD_OPTION_PARSER(verbose);
 FPD_OPTION_PARSER(quiet);
 FPD_OPTION_PARSER(trigger);
+FPD_OPTION_PARSER(burst_rate);
 
 /**
  * Once every option is read: the node names checked (each once), and

@@ -21,6 +21,7 @@
 #include "options-parse.h"
 #include "flight.h"
 #include "fp/node.h"
+#include "push.h"
 #include "util-mem.h"
 
 /* getopt_long's value for a long-only option: its index in options[]. */
@@ -324,6 +325,44 @@ static const struct option_spec options[] = {
 	{ "keep-captures", 0, required_argument,
 	  .help = "      --keep-captures N     keep the last N captures (default 20)\n",
 	  UINT(keep_captures, 1, KEEP_FILES_MAX, "expected a whole number of at least 1") },
+	{ "max-captures-per-hour", 0, required_argument,
+	  .help = "      --max-captures-per-hour N  at most N captures begin in any hour\n"
+	  "                            (default 10); a trigger past it is logged and\n"
+	  "                            counted (ctl status, the next capture's\n"
+	  "                            capped_before) and writes nothing\n",
+	  UINT(max_captures_per_hour, 1, FPD_FLIGHT_PER_HOUR_MAX,
+	       "expected a whole number from 1 to 3600") },
+	{ "burst-rate", 0, required_argument, .parse = fpd_option_burst_rate,
+	  .help = "      --burst-rate HZ       during a capture's --after window sample at\n"
+	  "                            least HZ per process, as far as --max-overhead\n"
+	  "                            allows (its cuts win); then back to --rate\n" },
+	{ "burst-top", 0, required_argument,
+	  .help = "      --burst-top N         ... and the top N processes (selected again\n"
+	  "                            at once); then back to --top\n",
+	  UINT(burst_top, 1, TOP_MAX, "expected a whole number from 1 to 100000") },
+	{ .help = "\n" },
+	{ .help = "Push (each finished file, as pprof, to a Pyroscope-compatible server):\n" },
+	{ "push", 0, required_argument, .parse = fpd_option_push,
+	  .help = "      --push URL            POST each finished file of each node to URL's\n"
+	  "                            /ingest (http:// or https://), through a spool\n"
+	  "                            in DIR/<node>/push-spool/\n" },
+	{ "push-header-file", 0, required_argument,
+	  .help = "      --push-header-file PATH  HTTP headers sent with each request, one\n"
+	  "                            \"Name: value\" a line (an Authorization or\n"
+	  "                            X-Scope-OrgID line); read once, never logged\n",
+	  STRING(push_header_file) },
+	{ "push-service", 0, required_argument, .parse = fpd_option_push_service,
+	  .help = "      --push-service NAME   the service_name profiles are sent under\n"
+	  "                            (default: each node's name before the @)\n" },
+	{ "push-spool-max", 0, required_argument,
+	  .help = "      --push-spool-max SIZE each node's spool holds at most SIZE; the\n"
+	  "                            oldest profiles are dropped, and counted, beyond\n"
+	  "                            it (default 64M)\n",
+	  SIZE(push_spool_max, FPD_PUSH_SPOOL_MIN, "expected a size of at least 64K, e.g. 64M") },
+	{ "push-timeout", 0, required_argument,
+	  .help = "      --push-timeout DUR    one request's time limit (default 10s)\n",
+	  DURATION(push_timeout_us, 100000, 600000000,
+		   "expected a duration from 100ms to 10m, e.g. 10s") },
 	{ .help = "\n" },
 	{ .help = "Run:\n" },
 	{ "duration", 'd', required_argument,
@@ -360,6 +399,8 @@ static const struct option_spec options[] = {
 static const char usage_head[] =
 "Usage: flame_profd --node NAME@HOST [--node NAME@HOST]... [OPTION]...\n"
 "       flame_profd --discover HOST [--discover-match GLOB] [OPTION]...\n"
+"       flame_profd ctl [--dir DIR] [--node NAME@HOST] status\n"
+"       flame_profd ctl [--dir DIR] [--node NAME@HOST] trigger --reason TEXT\n"
 "Sample the Erlang stacks and process metrics of a running node from outside\n"
 "(a hidden C node; nothing is loaded onto the node) and write Linux perf-script\n"
 "files for Flamescope.\n";
@@ -376,30 +417,42 @@ static const char usage_tail[] =
 "SIGHUP reopens the log file. With several nodes, each signal acts on every\n"
 "node.\n"
 "\n"
+"Control: for each node the daemon listens on DIR/<node>/ctl.sock (0600,\n"
+"the run's user's; root and that user are served). flame_profd ctl\n"
+"trigger --reason TEXT writes a capture named ctl with TEXT as its reason\n"
+"(an alert hook's command); flame_profd ctl status prints the node,\n"
+"samples, achieved rate, the ring's bytes, captures, capped triggers and\n"
+"the last trigger.\n"
+"flame_profd ctl --help lists its exit codes.\n"
+"\n"
 "Several nodes (more than one --node, or --discover): each node is profiled\n"
 "under DIR/<node>/ with its own manifest, cost budget and reconnection, and\n"
-"its log lines start with [NAME@HOST]; --pid, --perf, --connect and\n"
-"--flight-recorder, which name one node's process, address or ring, are\n"
-"refused. A node that cannot be reached is retried while the others run;\n"
-"the exit status is then 0 when every node ends as one node alone would,\n"
+"its log lines start with [NAME@HOST]; --pid, --perf and --connect, which\n"
+"name one node's process or address, are refused. --flight-recorder keeps\n"
+"a ring per node, each within --flight-recorder-max, and a capture per\n"
+"node for SIGUSR2 or a ctl trigger without --node. A node that cannot be\n"
+"reached is retried while the others run; the exit status is then 0 when\n"
+"every node ends as one node alone would,\n"
 "else that of the first node (in command-line order, then as discovered)\n"
 "that did not; a discovered node never reached is logged and does not count.\n"
 "\n"
 "Exit status:\n"
 "   0  finished (--duration over, or stopped by SIGINT/SIGTERM)\n"
 "  64  bad command line: unknown flag, bad value, bad node name, a --perf\n"
-"      OSPID that is no process, --perf auto with --user, or --pid, --perf,\n"
-"      --connect or --flight-recorder with several nodes\n"
+"      OSPID that is no process, --perf auto with --user, --pid, --perf\n"
+"      or --connect with several nodes, or --push-header-file or\n"
+"      --push-service without --push\n"
 "  65  a --duration run took no sample at all\n"
 "  66  cookie file missing, unreadable, empty, readable by others or not a\n"
-"      regular file (a FIFO, a device)\n"
+"      regular file (a FIFO, a device); the same for --push-header-file, or\n"
+"      a line of it that is not Name: value\n"
 "  69  node unreachable: host unknown, no epmd, node not registered; or a\n"
 "      --duration run lost the node and had not regained it at the end\n"
 "  70  internal error, the node answered with nonsense, or it would not\n"
 "      load the --request helper module\n"
-"  73  output directory or log file cannot be created or written, or is\n"
-"      not safe: a link another user could have made, another user's, or\n"
-"      writable by other users (docs/OPERATIONS.md, Security)\n"
+"  73  output directory, log file or control socket cannot be created or\n"
+"      written, or is not safe: a link another user could have made, another\n"
+"      user's, or writable by other users (docs/OPERATIONS.md, Security)\n"
 "  74  I/O error while writing output\n"
 "  75  another flame_profd is writing to the same output directory\n"
 "  77  the node refused the connection (wrong cookie, or short vs long names),\n"
@@ -444,6 +497,9 @@ set_defaults(struct fpd_options *o)
 		.after_us = AFTER_DEFAULT_US,
 		.holdoff_us = HOLDOFF_DEFAULT_US,
 		.keep_captures = KEEP_CAPTURES_DEFAULT,
+		.push_spool_max = PUSH_SPOOL_MAX_DEFAULT,
+		.push_timeout_us = PUSH_TIMEOUT_DEFAULT_US,
+		.max_captures_per_hour = FPD_FLIGHT_PER_HOUR_DEFAULT,
 	};
 }
 
@@ -522,9 +578,16 @@ check_together(struct fpd_options *o)
 		fprintf(stderr, "flame_profd: error: --perf auto cannot be used with --user: give the node's OS pid (--perf OSPID), or run as that user with CAP_PERFMON\n");
 		return FPD_EXIT_USAGE;
 	}
-	if (!o->flight_us && (o->ntriggers || o->continuous)) {
+	if (!o->flight_us && (o->ntriggers || o->continuous || o->burst_rate ||
+			      o->burst_top)) {
 		fprintf(stderr, "flame_profd: error: %s needs --flight-recorder DUR (see --help)\n",
-			o->ntriggers ? "--trigger" : "--continuous");
+			o->ntriggers ? "--trigger" : o->continuous ? "--continuous" :
+			o->burst_rate ? "--burst-rate" : "--burst-top");
+		return FPD_EXIT_USAGE;
+	}
+	if (!o->push_url && (o->push_header_file || o->push_service)) {
+		fprintf(stderr, "flame_profd: error: %s needs --push URL (see --help)\n",
+			o->push_header_file ? "--push-header-file" : "--push-service");
 		return FPD_EXIT_USAGE;
 	}
 	if (o->top == 0 && !o->npids && !o->nnames) {

@@ -30,6 +30,8 @@ enum fpd_exit {
 					 * a --trigger the node cannot serve */
 };
 
+struct fpd_push;
+
 /* What the command line says (fpd_options_parse()). */
 struct fpd_options {
 	const char *node;	/* the first --node (the only one of a run of one) */
@@ -90,9 +92,19 @@ struct fpd_options {
 	uint64_t after_us;	/* --after */
 	uint64_t holdoff_us;	/* --trigger-holdoff */
 	unsigned keep_captures;	/* --keep-captures */
+	unsigned max_captures_per_hour;	/* --max-captures-per-hour */
+	double burst_rate;	/* --burst-rate: a capture's after-window; 0: off */
+	unsigned burst_top;	/* --burst-top; 0: off */
 	bool continuous;	/* --continuous: files as well as the ring */
 	struct fpd_trigger triggers[FPD_TRIGGERS_MAX];
 	size_t ntriggers;
+	const char *push_url;		/* --push URL, or NULL */
+	const char *push_header_file;	/* --push-header-file, or NULL */
+	const char *push_service;	/* --push-service, or NULL */
+	uint64_t push_spool_max;	/* --push-spool-max, bytes per node */
+	uint64_t push_timeout_us;	/* --push-timeout */
+	struct fpd_push *push;		/* the run's pusher (made by main
+					 * from the above), or NULL */
 	uid_t uid;
 	gid_t gid;
 };

@@ -76,6 +76,8 @@ struct fpd_output {
 	bool index_due;		/* recovered, stored once the options are known */
 
 	uint64_t dropped_total;
+	fpd_output_finished_fn finished;	/* --push, or NULL */
+	void *finished_data;
 	uint64_t written_total;	/* samples in the files finished */
 	unsigned unfinished;	/* files that could not be finished */
 	int fatal;		/* the directory is gone for good: -errno */
@@ -643,6 +645,14 @@ fpd_output_flush(struct fpd_output *out)
 	return rc;
 }
 
+void
+fpd_output_set_finished(struct fpd_output *out, fpd_output_finished_fn fn,
+			void *data)
+{
+	out->finished = fn;
+	out->finished_data = data;
+}
+
 int
 fpd_output_finish(struct fpd_output *out)
 {
@@ -689,6 +699,8 @@ fpd_output_finish(struct fpd_output *out)
 	fpd_index_add(&out->index, &out->nindex, &out->entry);
 	fpd_info("finished %s/%s (%" PRIu64 " samples, %" PRIu64 " bytes)",
 		 out->dir, out->final, out->entry.samples, out->entry.bytes);
+	if (out->finished)
+		out->finished(out->finished_data, out->dirfd, out->final);
 
 	fpd_retention_apply(out->dirfd, out->index, &out->nindex,
 			    out->cfg.keep_files, out->cfg.keep_bytes,

@@ -105,6 +105,15 @@ fpd_output_tick(struct fpd_output *out, uint64_t now_mono_us);
 int
 fpd_output_finish(struct fpd_output *out);
 
+/* Told of each file finished: its name in the node directory @dirfd
+ * (the output's; valid during the call only). */
+typedef void (*fpd_output_finished_fn)(void *data, int dirfd, const char *name);
+
+/** Call @fn with @data after each file is finished (--push); one at most. */
+void
+fpd_output_set_finished(struct fpd_output *out, fpd_output_finished_fn fn,
+			void *data);
+
 /** Whether a file is open (being written). */
 bool
 fpd_output_is_open(const struct fpd_output *out);

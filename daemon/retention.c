@@ -192,13 +192,49 @@ fpd_captures_apply(int dirfd, struct fpd_capture_entry *entries, size_t *n,
 	return deleted;
 }
 
+/* A reason in the list of captures is one field: its spaces are written
+ * \x20 there (the escaped text has no other "\x20": '\' is \x5C), "-"
+ * when there is none. */
+static void
+reason_unspace(char *r)
+{
+	char *w = r;
+
+	if (strcmp(r, "-") == 0) {
+		*r = '\0';
+		return;
+	}
+	for (const char *p = r; *p;) {
+		if (strncmp(p, "\\x20", 4) == 0) {
+			*w++ = ' ';
+			p += 4;
+		} else {
+			*w++ = *p++;
+		}
+	}
+	*w = '\0';
+}
+
+static void
+reason_spaced(FILE *f, const char *r)
+{
+	if (!*r)
+		fputc('-', f);
+	for (; *r; r++) {
+		if (*r == ' ')
+			fputs("\\x20", f);
+		else
+			fputc(*r, f);
+	}
+}
+
 int
 fpd_captures_load(int dirfd, const struct fpd_trust *trust,
 		  struct fpd_capture_entry **entries, size_t *n)
 {
 	const char *why;
 	int fd = fpd_fs_open_file(dirfd, CAPTURES_NAME, O_RDONLY, trust, NULL, &why);
-	char line[2048];
+	char line[3072];
 	FILE *f;
 
 	*entries = NULL;
@@ -213,16 +249,24 @@ fpd_captures_load(int dirfd, const struct fpd_trust *trust,
 	while (fgets(line, sizeof(line), f)) {
 		struct fpd_capture_entry e = { 0 };
 		uint64_t ddev, dino, dev, ino;
+		int got;
 
-		if (sscanf(line, "%319s %319s %63s %31s %" SCNd64 " %" SCNu64
-			   " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64
-			   " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64,
-			   e.dir, e.name, e.trigger, e.pid, &e.value,
-			   &e.trigger_us, &e.first_us, &e.last_us, &e.samples,
-			   &e.bytes, &ddev, &dino, &dev, &ino) != 14)
+		/* a line may also end after the file's identity: no
+		 * capped count, no reason */
+		got = sscanf(line, "%319s %319s %63s %31s %" SCNd64 " %" SCNu64
+			     " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64
+			     " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64
+			     " %" SCNu64 " %512s",
+			     e.dir, e.name, e.trigger, e.pid, &e.value,
+			     &e.trigger_us, &e.first_us, &e.last_us, &e.samples,
+			     &e.bytes, &ddev, &dino, &dev, &ino, &e.capped,
+			     e.reason);
+		if (got != 14 && got != 16)
 			continue;	/* a line we do not know: skip */
 		if (strcmp(e.pid, "-") == 0)
 			e.pid[0] = '\0';
+		if (got == 16)
+			reason_unspace(e.reason);
 		e.dir_made = (struct fpd_made){ (dev_t)ddev, (ino_t)dino };
 		e.made = (struct fpd_made){ (dev_t)dev, (ino_t)ino };
 		*entries = xrealloc(*entries, (*n + 1) * sizeof(**entries));
@@ -320,15 +364,18 @@ store_captures(int dirfd, const struct fpd_trust *trust,
 	rc = replace_file(dirfd, trust, CAPTURES_NAME, &f, tmp, sizeof(tmp), mode);
 	if (rc < 0)
 		return rc;
-	for (size_t i = 0; i < kept; i++)
+	for (size_t i = 0; i < kept; i++) {
 		fprintf(f, "%s %s %s %s %" PRId64 " %" PRIu64 " %" PRIu64 " %"
 			PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
-			" %" PRIu64 " %" PRIu64 "\n", c[i].dir, c[i].name,
+			" %" PRIu64 " %" PRIu64 " %" PRIu64 " ", c[i].dir, c[i].name,
 			c[i].trigger, c[i].pid[0] ? c[i].pid : "-", c[i].value,
 			c[i].trigger_us, c[i].first_us, c[i].last_us,
 			c[i].samples, c[i].bytes, (uint64_t)c[i].dir_made.dev,
 			(uint64_t)c[i].dir_made.ino, (uint64_t)c[i].made.dev,
-			(uint64_t)c[i].made.ino);
+			(uint64_t)c[i].made.ino, c[i].capped);
+		reason_spaced(f, c[i].reason);
+		fputc('\n', f);
+	}
 	return commit_file(dirfd, tmp, CAPTURES_NAME, f);
 }
 
@@ -355,6 +402,12 @@ manifest_captures(FILE *f, const struct fpd_index_extra *extra)
 			json_string(f, c[i].pid);
 		else
 			fputs("null", f);
+		fprintf(f, ", \"reason\": ");
+		if (c[i].reason[0])
+			json_string(f, c[i].reason);
+		else
+			fputs("null", f);
+		fprintf(f, ", \"capped_before\": %" PRIu64, c[i].capped);
 		fprintf(f, ", \"triggered\": \"%s\", \"triggered_us\": %" PRIu64
 			", \"first_sample\": \"%s\", \"last_sample\": \"%s\""
 			", \"first_sample_us\": %" PRIu64 ", \"last_sample_us\": %"

@@ -23,6 +23,11 @@ struct fpd_file_entry {
 					 * unknown, never deleted */
 };
 
+/* A ctl trigger's --reason: at most FPD_CAPTURE_REASON_RAW bytes as given,
+ * kept escaped (each byte at most 4). */
+#define FPD_CAPTURE_REASON_RAW 128
+#define FPD_CAPTURE_REASON_MAX (4 * FPD_CAPTURE_REASON_RAW + 1)
+
 /* What the manifest says of one capture of the flight recorder: a
  * directory of the node directory holding one finished file. */
 struct fpd_capture_entry {
@@ -31,6 +36,10 @@ struct fpd_capture_entry {
 	char trigger[64];		/* "mailbox>50000", "SIGUSR2" */
 	char pid[32];			/* "<0.123.0>", or "" for none */
 	int64_t value;			/* what fired it (0 for a signal) */
+	char reason[FPD_CAPTURE_REASON_MAX];	/* ctl trigger --reason, escaped
+						 * (util-escape.h), or "" */
+	uint64_t capped;		/* triggers --max-captures-per-hour
+					 * suppressed since the capture before */
 	uint64_t trigger_us, first_us, last_us, samples, bytes;
 	struct fpd_made dir_made, made;
 };

@@ -12,12 +12,14 @@
 #include <unistd.h>
 
 #include "run.h"
+#include "ctl.h"
 #include "daemon-log.h"
 #include "flight.h"
 #include "loop.h"
 #include "notes.h"
 #include "options.h"
 #include "output.h"
+#include "push.h"
 #include "recorder.h"
 #include "session.h"
 #include "source-perf.h"
@@ -55,6 +57,8 @@ fpd_run_open_output(const struct fpd_options *o, int *exit_code)
 	free(options);
 	if (rc < 0)
 		*exit_code = rc == -EWOULDBLOCK ? FPD_EXIT_TEMPFAIL : FPD_EXIT_CANTCREAT;
+	else if (o->push)
+		fpd_push_attach(o->push, out, o->node);
 	return out;
 }
 
@@ -139,23 +143,28 @@ open_perf_auto(const struct fpd_options *o, struct fpd_session *session,
 
 /* --flight-recorder: the ring, a second destination of @rec's records
  * (the only one without --continuous), and a source of the loop. */
-static struct fpd_flight *
-open_flight(const struct fpd_options *o, const char *header,
-	    struct fpd_recorder *rec)
+struct fpd_flight *
+fpd_run_open_flight(const struct fpd_options *o, struct fpd_recorder *rec,
+		    char **header)
 {
 	struct fpd_flight_config fc = {
 		.window_us = o->flight_us,
 		.max_bytes = o->flight_max,
 		.after_us = o->after_us,
 		.holdoff_us = o->holdoff_us,
+		.max_per_hour = o->max_captures_per_hour,
 		.level = o->compress == FPD_COMPRESS_ZSTD ? o->compress_level : 3,
-		.header = header,
 		.triggers = o->triggers,
 		.ntriggers = o->ntriggers,
 	};
 	struct fpd_flight *flight;
 	char window[32];
 
+	*header = NULL;
+	if (!o->flight_us)
+		return NULL;
+	*header = fpd_file_header(o);
+	fc.header = *header;
 	flight = fpd_flight_new(&fc, fpd_recorder_output(rec));
 	fpd_recorder_add_dest(rec, fpd_flight_dest(flight), o->continuous);
 	fpd_format_duration(o->flight_us, window, sizeof(window));
@@ -165,10 +174,35 @@ open_flight(const struct fpd_options *o, const char *header,
 	return flight;
 }
 
+void
+fpd_run_burst(void *session, bool on)
+{
+	fpd_session_burst(session, on);
+}
+
+int
+fpd_run_open_ctl(const struct fpd_options *o, struct fpd_recorder *rec,
+		 struct fpd_flight *flight, struct fpd_ctl **ctl)
+{
+	struct fpd_output *out = fpd_recorder_output(rec);
+	struct fpd_ctl_config c = {
+		.node = o->node,
+		.dirfd = fpd_output_dirfd(out),
+		.dir = fpd_output_dir(out),
+		.uid = geteuid(),
+		.gid = getegid(),
+		.rec = rec,
+		.flight = flight,
+	};
+
+	return fpd_ctl_new(&c, ctl) < 0 ? FPD_EXIT_CANTCREAT : 0;
+}
+
 int
 fpd_run(const struct fpd_options *o, const char *cookie)
 {
 	struct fpd_flight *flight = NULL;
+	struct fpd_ctl *ctl = NULL;
 	char *header = NULL;
 	struct fpd_session *session = NULL;
 	struct fpd_perf_source *feed = NULL;
@@ -181,10 +215,7 @@ fpd_run(const struct fpd_options *o, const char *cookie)
 	if (!out)
 		return rc;
 	rec = fpd_recorder_new(o, out);
-	if (o->flight_us) {
-		header = fpd_file_header(o);
-		flight = open_flight(o, header, rec);
-	}
+	flight = fpd_run_open_flight(o, rec, &header);
 	rc = fpd_perf_source_open(o, &feed);
 	if (rc < 0) {
 		rc = perf_exit_code(rc);
@@ -200,15 +231,25 @@ fpd_run(const struct fpd_options *o, const char *cookie)
 		rc = FPD_EXIT_SOFTWARE;
 		goto out;
 	}
+	/* made as the run's user, root dropped: the socket is that user's */
+	rc = fpd_run_open_ctl(o, rec, flight, &ctl);
+	if (rc)
+		goto out;
 	session = fpd_session_new(o, cookie, rec, fpd_loop_run_state(loop),
 				  fpd_loop_give_up, loop);
+	fpd_ctl_set_session(ctl, session);
+	if (flight)
+		fpd_flight_set_burst(flight, fpd_run_burst, session);
 	fpd_loop_add(loop, fpd_session_source(session));
+	fpd_loop_add(loop, fpd_ctl_source(ctl));
 	if (flight)
 		fpd_loop_add(loop, fpd_flight_source(flight));
 	if (feed) {
 		fpd_perf_source_attach(feed, rec);
 		fpd_loop_add(loop, fpd_perf_source_source(feed));
 	}
+	if (o->push)
+		fpd_push_start(o->push);
 	rc = fpd_session_start(session);
 	if (rc)
 		goto out;
@@ -223,6 +264,7 @@ fpd_run(const struct fpd_options *o, const char *cookie)
 	fpd_perf_source_finish(feed);
 	rc = fpd_session_close(session, rc, fpd_loop_duration_over(loop));
 out:
+	fpd_ctl_destroy(ctl);
 	/* the capture being written ends with the last samples */
 	fpd_flight_destroy(flight);
 	free(header);

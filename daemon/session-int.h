@@ -134,11 +134,13 @@ struct fpd_session {
 	struct sampling sm;
 };
 
-/* The most processes sampled at once: --top, --pid and --name. */
+/* The most processes sampled at once: --top (or --burst-top, if more),
+ * --pid and --name. */
 static inline size_t
 set_capacity(const struct fpd_options *o)
 {
-	return o->top + o->npids + o->nnames;
+	return (o->burst_top > o->top ? o->burst_top : o->top) + o->npids +
+	       o->nnames;
 }
 
 /* --timeout, for the library's waits */

@@ -558,6 +558,24 @@ fpd_session_wake(struct fpd_session *s)
 	s->reconnect_at = 0;
 }
 
+void
+fpd_session_burst(struct fpd_session *s, bool on)
+{
+	struct fpd_budget *b = &s->cost.budget;
+	bool top;
+
+	if (!s->o->burst_rate && !s->o->burst_top)
+		return;
+	top = on ? fpd_budget_burst(b, s->o->burst_rate, s->o->burst_top) :
+		   fpd_budget_burst_end(b);
+	if (top)
+		s->t.next_select_mono = fpd_now_mono_us();
+	fpd_info("burst %s: rate %g/s, top %u%s", on ? "begins" : "ends",
+		 b->rate, b->top,
+		 on && (b->rate < b->rate_req || b->top < b->top_req) ?
+		 " (the budget holds them below the burst's)" : "");
+}
+
 bool
 fpd_session_connected(const struct fpd_session *s)
 {

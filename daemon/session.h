@@ -61,6 +61,14 @@ fpd_session_unreached(const struct fpd_session *s);
 int
 fpd_session_start(struct fpd_session *s);
 
+/**
+ * A capture's after-window begins (@on) or ends: --burst-rate and
+ * --burst-top are asked of the cost budget (budget.h: its cuts win), and
+ * a raised top-N is selected at once. Nothing without those options.
+ */
+void
+fpd_session_burst(struct fpd_session *s, bool on);
+
 /** The session as the loop's source (owned by @s). */
 struct fpd_source *
 fpd_session_source(struct fpd_session *s);

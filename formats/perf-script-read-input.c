@@ -75,9 +75,7 @@ fill_raw(struct fp_perf_reader *r)
 int
 fp_perf_reader_open(const char *path, struct fp_perf_reader **out)
 {
-	struct fp_perf_reader *r;
-	struct stat st;
-	int fd, rc;
+	int fd;
 
 	*out = NULL;
 	if (strcmp(path, "-") == 0) {
@@ -89,6 +87,17 @@ fp_perf_reader_open(const char *path, struct fp_perf_reader **out)
 		if (fd < 0)
 			return -errno;
 	}
+	return fp_perf_reader_open_fd(fd, path, out);
+}
+
+int
+fp_perf_reader_open_fd(int fd, const char *name, struct fp_perf_reader **out)
+{
+	struct fp_perf_reader *r;
+	struct stat st;
+	int rc;
+
+	*out = NULL;
 	if (fstat(fd, &st) < 0) {
 		rc = -errno;
 		goto close_fd;
@@ -109,7 +118,7 @@ fp_perf_reader_open(const char *path, struct fp_perf_reader **out)
 	}
 
 	r = xnew(struct fp_perf_reader);
-	r->path = xstrdup(path);
+	r->path = xstrdup(name);
 	r->fd = fd;
 	r->size = S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0;
 	r->raw = xzalloc(RAW_SIZE);

@@ -63,6 +63,48 @@ START_TEST(budget_steps)
 }
 END_TEST
 
+/* A burst raises the request; the budget's cuts win, and its end puts
+ * the request back with the effective values no higher. */
+START_TEST(budget_burst)
+{
+	struct fpd_budget b;
+	char what[160];
+
+	fpd_budget_init(&b, 5.0, 10, 100);
+	fp_assert(fpd_budget_burst(&b, 100, 200));
+	fp_assert(b.rate == 100 && b.top == 200 && b.top_pending);
+	fp_assert(!fpd_budget_burst(&b, 100, 200));	/* one at a time */
+	fpd_budget_top_applied(&b);
+	/* over budget: the burst's rate is cut like any */
+	fp_assert(fpd_budget_update(&b, 20.0, what, sizeof(what)));
+	fp_assert(b.rate < 100);
+	fp_assert(fpd_budget_burst_end(&b));
+	fp_assert(b.rate_req == 10 && b.top_req == 100);
+	fp_assert(b.rate <= 10 && b.top == 100);
+	fp_assert(!fpd_budget_burst_end(&b));
+
+	/* a budget that has cut the rate keeps it cut: the burst raises
+	 * only the request, and the room below half the budget brings it up
+	 * a step at a time */
+	fpd_budget_init(&b, 5.0, 10, 100);
+	fp_assert(fpd_budget_update(&b, 10.0, what, sizeof(what)));
+	fp_assert(b.rate < 10);
+	fp_assert(!fpd_budget_burst(&b, 100, 0));
+	fp_assert(b.rate < 10 && b.rate_req == 100 && b.top == 100);
+	fp_assert(fpd_budget_update(&b, 1.0, what, sizeof(what)));
+	fp_assert(b.rate < 15);
+	fp_assert(!fpd_budget_burst_end(&b));
+	fp_assert(b.rate_req == 10 && b.rate <= 10);
+
+	/* no budget: the burst's values at once */
+	fpd_budget_init(&b, 0, 10, 100);
+	fp_assert(!fpd_budget_burst(&b, 50, 0));
+	fp_assert(b.rate == 50 && b.top == 100);
+	fpd_budget_burst_end(&b);
+	fp_assert(b.rate == 10);
+}
+END_TEST
+
 START_TEST(breaker)
 {
 	struct fpd_breaker br = { 0 };
@@ -147,6 +189,7 @@ suite(void)
 
 	tcase_add_test(tc, budget_off);
 	tcase_add_test(tc, budget_steps);
+	tcase_add_test(tc, budget_burst);
 	tcase_add_test(tc, breaker);
 	tcase_add_test(tc, cost_sweep);
 	tcase_add_test(tc, cost_sweep_period);

@@ -232,6 +232,94 @@ START_TEST(capture_written)
 }
 END_TEST
 
+/* --max-captures-per-hour: past it a trigger writes nothing and is
+ * counted; the next capture says how many; a ctl trigger's reason reaches
+ * the manifest escaped, and back through the list of captures. */
+START_TEST(hourly_cap)
+{
+	char dir[] = "/tmp/test-flight.XXXXXX", path[4096], cmd[4200],
+	     name[FP_PERF_NAME_MAX];
+	struct fpd_output_config oc = {
+		.node = "a@b", .header = "# h\n", .options_json = "{}",
+		.compress = FPD_COMPRESS_ZSTD, .level = 3,
+		.rotate_us = 3600 * SEC, .keep_captures = 10,
+		.file_mode = 0600, .dir_mode = 0700,
+		.uid = geteuid(), .gid = getegid(),
+	};
+	struct fpd_flight_config fc = {
+		.window_us = 3600 * SEC, .max_bytes = 64u << 20, .after_us = 0,
+		.holdoff_us = 0, .max_per_hour = 2, .level = 3,
+		.header = "# flame_profd test\n",
+	};
+	struct fpd_output *out;
+	struct fpd_flight *f;
+	struct fpd_source *src;
+	const struct fpd_flight_stats *s;
+	uint64_t now = fpd_now_epoch_us();
+	char *m;
+
+	fp_assert_ptr_nonnull(mkdtemp(dir));
+	oc.dir = dir;
+	fp_assert_int_eq(fpd_output_new(&oc, &out), 0);
+	f = fpd_flight_new(&fc, out);
+	src = fpd_flight_source(f);
+	s = fpd_flight_stats(f);
+	for (int i = 0; i < 10; i++)
+		record(f, now - 5 * SEC + (uint64_t)i * 500000, 40);
+	fp_assert_int_eq(fpd_flight_fire_ctl(f, "deploy \x1b[31m 42", now,
+					     name, sizeof(name)), 0);
+	fp_assert(strncmp(name, "capture.", 8) == 0);
+	fp_assert(strstr(name, ".ctl") != NULL);
+	src->ops->tick(src, fpd_now_mono_us() + 2 * SEC);
+	fp_assert_int_eq(fpd_flight_fire(f, "SIGUSR2", 0, NULL, now + 1), 0);
+	src->ops->tick(src, fpd_now_mono_us() + 4 * SEC);
+	fp_assert_int_eq(s->captures, 2);
+	fp_assert_int_eq(fpd_flight_last_hour(f), 2);
+	/* the third and fourth in the hour: counted, nothing written */
+	fp_assert_int_eq(fpd_flight_fire(f, "SIGUSR2", 0, NULL, now + 2), -EDQUOT);
+	fp_assert_int_eq(fpd_flight_fire_ctl(f, "again", now + 3, NULL, 0), -EDQUOT);
+	src->ops->tick(src, fpd_now_mono_us() + 6 * SEC);
+	fp_assert_int_eq(s->captures, 2);
+	fp_assert_int_eq(s->capped, 2);
+	fp_assert_int_eq(s->suppressed, 0);
+	fp_assert_str_eq(s->last_trigger, "ctl");
+	fp_assert_str_eq(s->last_reason, "again");
+	fp_assert_str_eq(s->last_outcome, "capped");
+
+	snprintf(path, sizeof(path), "%s/a@b/manifest.json", dir);
+	m = read_all(path);
+	fp_assert(strstr(m, "\"trigger\": \"ctl\", \"value\": 0, \"pid\": null, "
+			 "\"reason\": \"deploy \\\\x1B[31m 42\", \"capped_before\": 0"));
+	fp_assert(strstr(m, "\"trigger\": \"SIGUSR2\", \"value\": 0, \"pid\": null, "
+			 "\"reason\": null, \"capped_before\": 0"));
+	snprintf(cmd, sizeof(cmd),
+		 "zstd -dc %s/a@b/capture.*.ctl/a@b.*.perf.zst > %s/text", dir, dir);
+	fp_assert_int_eq(system(cmd), 0);
+	snprintf(path, sizeof(path), "%s/text", dir);
+	m = read_all(path);
+	fp_assert(strstr(m, " capture: ctl reason: deploy \\x1B[31m 42\n"));
+	fpd_flight_destroy(f);
+	fpd_output_destroy(out);
+
+	/* a new run reads the list back: the reason whole, spaces and all */
+	fp_assert_int_eq(fpd_output_new(&oc, &out), 0);
+	fc.max_per_hour = 1;
+	f = fpd_flight_new(&fc, out);
+	src = fpd_flight_source(f);
+	record(f, fpd_now_epoch_us(), 40);
+	fp_assert_int_eq(fpd_flight_fire(f, "SIGUSR2", 0, NULL, fpd_now_epoch_us()), 0);
+	src->ops->tick(src, fpd_now_mono_us() + 2 * SEC);
+	fp_assert_int_eq(fpd_flight_fire(f, "SIGUSR2", 0, NULL, fpd_now_epoch_us()), -EDQUOT);
+	snprintf(path, sizeof(path), "%s/a@b/manifest.json", dir);
+	m = read_all(path);
+	fp_assert(strstr(m, "\"reason\": \"deploy \\\\x1B[31m 42\""));
+	fpd_flight_destroy(f);
+	fpd_output_destroy(out);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	fp_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 /* ---- triggers ---------------------------------------------------------- */
 
 static const struct {
@@ -588,6 +676,7 @@ suite(void)
 	tcase_add_test(tc, window_drops_oldest);
 	tcase_add_test(tc, times_kept);
 	tcase_add_test(tc, capture_written);
+	tcase_add_test(tc, hourly_cap);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("trigger");
 	tcase_add_loop_test(tc, parse, 0,

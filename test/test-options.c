@@ -78,7 +78,16 @@ static const struct options_case cases[] = {
 	{ { "--discover", "h", "--perf", "1" }, FPD_EXIT_USAGE },
 	{ { "--node", "a@b", "--node", "c@d", "--connect", "h:1" }, FPD_EXIT_USAGE },
 	{ { "--discover", "h", "--name", "foo" }, 0 },
-	{ { "--discover", "h", "--flight-recorder", "20s" }, FPD_EXIT_USAGE },
+	{ { "--discover", "h", "--flight-recorder", "20s" }, 0 },
+	{ { "--node", "a@b", "--node", "c@d", "--flight-recorder", "20s",
+	    "--burst-rate", "100", "--burst-top", "200" }, 0 },
+	{ { "--node", "a@b", "--burst-rate", "100" }, FPD_EXIT_USAGE },
+	{ { "--node", "a@b", "--flight-recorder", "20s", "--burst-rate", "0" },
+	  FPD_EXIT_USAGE },
+	{ { "--node", "a@b", "--flight-recorder", "20s",
+	    "--max-captures-per-hour", "0" }, FPD_EXIT_USAGE },
+	{ { "--node", "a@b", "--flight-recorder", "20s",
+	    "--max-captures-per-hour", "3600" }, 0 },
 };
 
 static int

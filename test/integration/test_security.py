@@ -184,7 +184,7 @@ def path_checks(t, node):
     os.symlink(victim, logf)
     os.lchown(logf, user.pw_uid, user.pw_gid)
     rc, _, se = h.run_daemon(h.daemon_args(node, h.mkdtemp("out_"), user="nobody",
-                                           log_file=logf, duration="2s"), timeout=20)
+                                           log_file=logf, duration="3s"), timeout=20)
     refused(t, rc, se, "--log-file a link", "log file %s is a symbolic link" % logf)
     t.eq(open(victim).read(), "root:x:0:0\n", "--log-file a link: root's file untouched")
     t.eq(os.stat(victim).st_uid, 0, "--log-file a link: root's file not chowned")
@@ -192,14 +192,14 @@ def path_checks(t, node):
     os.unlink(logf)
     os.link(victim, logf)
     rc, _, se = h.run_daemon(h.daemon_args(node, h.mkdtemp("out_"), user="nobody",
-                                           log_file=logf, duration="2s"), timeout=20)
+                                           log_file=logf, duration="3s"), timeout=20)
     refused(t, rc, se, "--log-file a hard link", "has other hard links")
     t.eq(open(victim).read(), "root:x:0:0\n", "--log-file a hard link: root's file untouched")
     # ... in a directory all users can write
     os.unlink(logf)
     os.chmod(logdir, 0o777)
     rc, _, se = h.run_daemon(h.daemon_args(node, h.mkdtemp("out_"), user="nobody",
-                                           log_file=logf, duration="2s"), timeout=20)
+                                           log_file=logf, duration="3s"), timeout=20)
     refused(t, rc, se, "--log-file in a 0777 directory", "is writable by all users")
     t.check(not os.path.lexists(logf), "--log-file in a 0777 directory: nothing made there")
 
@@ -211,7 +211,7 @@ def path_checks(t, node):
     vd = victim_dir()
     os.symlink(vd, os.path.join(out, node_s))
     os.lchown(os.path.join(out, node_s), user.pw_uid, user.pw_gid)
-    rc, _, se = h.run_daemon(h.daemon_args(node, out, user="nobody", duration="2s"),
+    rc, _, se = h.run_daemon(h.daemon_args(node, out, user="nobody", duration="3s"),
                              timeout=20)
     refused(t, rc, se, "OUT/<node> a link", "%s/%s is a symbolic link" % (out, node_s))
     victim_untouched(t, vd, "OUT/<node> a link")
@@ -222,7 +222,7 @@ def path_checks(t, node):
     planted = os.path.join(out, node_s)
     os.mkdir(planted, 0o755)
     os.chown(planted, OTHER_UID, OTHER_UID)
-    rc, _, se = h.run_daemon(h.daemon_args(node, out, user="nobody", duration="2s"),
+    rc, _, se = h.run_daemon(h.daemon_args(node, out, user="nobody", duration="3s"),
                              timeout=20)
     refused(t, rc, se, "sticky 1777 OUT", "%s is writable by all users" % out)
     st = os.stat(planted)
@@ -230,7 +230,7 @@ def path_checks(t, node):
             "sticky 1777 OUT: the planted directory untouched, still the other user's")
     # the same node directory in an OUT of root's: another user's
     os.chmod(out, 0o755)
-    rc, _, se = h.run_daemon(h.daemon_args(node, out, user="nobody", duration="2s"),
+    rc, _, se = h.run_daemon(h.daemon_args(node, out, user="nobody", duration="3s"),
                              timeout=20)
     refused(t, rc, se, "another user's OUT/<node>", "%s belongs to another user" % planted)
     t.check(os.listdir(planted) == [] and os.stat(planted).st_uid == OTHER_UID,
@@ -238,13 +238,13 @@ def path_checks(t, node):
     # a 0777 one of root's
     os.chown(planted, 0, 0)
     os.chmod(planted, 0o777)
-    rc, _, se = h.run_daemon(h.daemon_args(node, out, duration="2s"), timeout=20)
+    rc, _, se = h.run_daemon(h.daemon_args(node, out, duration="3s"), timeout=20)
     refused(t, rc, se, "a 0777 OUT/<node>", "%s is writable by all users" % planted)
     t.eq(os.listdir(planted), [], "a 0777 OUT/<node>: nothing written")
     # a node directory of root's that this run did not make is not handed
     # to --user
     os.chmod(planted, 0o750)
-    rc, _, se = h.run_daemon(h.daemon_args(node, out, user="nobody", duration="2s"),
+    rc, _, se = h.run_daemon(h.daemon_args(node, out, user="nobody", duration="3s"),
                              timeout=20)
     refused(t, rc, se, "root's OUT/<node> with --user", "not handed over")
     t.eq(os.stat(planted).st_uid, 0, "root's OUT/<node> with --user: not chowned")
@@ -385,7 +385,7 @@ def main(t):
     t.check(st.get("Uid", "").split()[0] == str(os.getuid()), "ran as the starting user")
 
     out = h.mkdtemp("out_")
-    rc, _, se = h.run_daemon(h.daemon_args(node, out, top=5, duration="2s",
+    rc, _, se = h.run_daemon(h.daemon_args(node, out, top=5, duration="3s",
                                            compress="none", file_mode="0600",
                                            dir_mode="0700"), timeout=30)
     t.eq(rc, 0, "--file-mode/--dir-mode: exit 0")
@@ -433,7 +433,7 @@ def main(t):
     t.check(m, "the node's distribution port from epmd -names")
     if m:
         out = h.mkdtemp("out_")
-        rc, _, se = h.run_daemon(h.daemon_args(node, out, top=5, duration="2s",
+        rc, _, se = h.run_daemon(h.daemon_args(node, out, top=5, duration="3s",
                                                compress="none",
                                                connect="127.0.0.1:" + m.group(1)),
                                  env={"ERL_EPMD_PORT": "1"}, timeout=30)

@@ -79,6 +79,15 @@ int
 fp_perf_reader_open(const char *path, struct fp_perf_reader **reader);
 
 /**
+ * As fp_perf_reader_open(), on the descriptor @fd the caller opened (the
+ * reader owns it from now on, also on failure: it is closed then), for
+ * a caller that opens its files its own way. @name stands for the file
+ * in fp_perf_reader_error().
+ */
+int
+fp_perf_reader_open_fd(int fd, const char *name, struct fp_perf_reader **reader);
+
+/**
  * A reader of perf-script text in memory: @len bytes of @text (copied),
  * such as a whole segment of a file being written
  * (fp_perf_segments_scan_at()). @name stands for the file in

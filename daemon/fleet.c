@@ -11,6 +11,16 @@
  * it asks epmd for its names, adds a session for each new one, and wakes
  * the session of a node that epmd lists again, so that a restarted node
  * is reattached at once rather than after the reconnect backoff.
+ *
+ * --cluster follows a cluster the same way, with the cluster's own list
+ * for epmd's: every DISCOVER_EVERY_US one node of the cluster (the one
+ * named, or while it is away any other attached) is asked for
+ * erlang:nodes(), one cheap timed request counted on that node; the
+ * names come back through its session and are taken here, in this
+ * source's tick, as epmd's are: a new one attached with the named
+ * node's cookie, one listed again woken. The daemon's own connections
+ * are hidden, so they are not in the list, and nor are other hidden
+ * nodes (remote shells, other C nodes).
  */
 #include <errno.h>
 #include <fnmatch.h>
@@ -61,12 +71,15 @@ struct fleet_node {
 	struct fpd_flight *flight;	/* --flight-recorder, or NULL */
 	char *header;			/* ... its file header */
 	struct fpd_ctl *ctl;		/* the node's control socket, or NULL */
-	bool discovered;		/* found by --discover, not a --node */
+	bool discovered;		/* found by --discover or --cluster,
+					 * not a --node */
 	bool listed;			/* in epmd's last list */
+	bool in_cluster;		/* --cluster's node, or in its nodes() */
+	uint64_t peer_gen;		/* the last nodes() list naming it */
 };
 
 struct fleet {
-	struct fpd_source source;	/* discovery, when --discover */
+	struct fpd_source source;	/* discovery, when --discover or --cluster */
 	const struct fpd_options *o;
 	const char *cookie;		/* for every node without its own */
 	struct fpd_loop *loop;
@@ -75,6 +88,14 @@ struct fleet {
 	uint64_t next_scan_mono;
 	int last_scan_rc;		/* said once per change */
 	bool full_said;
+	/* --cluster */
+	const char *cluster_cookie;	/* the named node's */
+	struct fleet_node *asked;	/* the node nodes() was last asked of */
+	char **peers;			/* ... the names of its reply so far */
+	size_t npeers, peers_cap;
+	bool peers_whole;		/* ... read whole, not yet taken */
+	uint64_t peer_gen;		/* lists taken, + 1 */
+	uint64_t next_ask_mono;
 };
 
 static struct fleet_node *
@@ -209,6 +230,48 @@ plain_alive(const char *alive)
 	return true;
 }
 
+/*
+ * A node found by @how (--discover, --cluster), reached with @cookie: a
+ * directory and a session of its own. NULL when FLEET_MAX nodes are
+ * profiled already; a node whose directory cannot be had keeps its
+ * place, left alone.
+ */
+static struct fleet_node *
+attach(struct fleet *f, const char *name, const char *cookie, const char *how)
+{
+	struct fleet_node *fn;
+	int rc;
+
+	if (f->n >= FLEET_MAX) {
+		if (!f->full_said)
+			fpd_warn("%s: %u nodes profiled already: no more are attached",
+				 how, FLEET_MAX);
+		f->full_said = true;
+		return NULL;
+	}
+	fn = node_new(f, name, cookie, true);
+	fpd_log_set_node(fn->tag);
+	{
+		struct fpd_output *out = fpd_run_open_output(&fn->o, &rc);
+
+		if (out)
+			fn->rec = fpd_recorder_new(&fn->o, out);
+	}
+	fpd_log_set_node(NULL);
+	add(f, fn);
+	if (!fn->rec) {
+		/* a directory that cannot be made or is locked (by a
+		 * daemon of the node's own): said once, the node left
+		 * alone for the run */
+		fpd_warn("%s: %s found, and left alone: no output directory of its own",
+			 how, fn->tag);
+		return fn;
+	}
+	fpd_info("%s: %s found; attaching", how, fn->tag);
+	node_start(f, fn);
+	return fn;
+}
+
 /* A node epmd lists: attached if new, woken if it was away. */
 static void
 on_listed(const char *alive, void *data)
@@ -218,7 +281,6 @@ on_listed(const char *alive, void *data)
 	char name[512];
 	const char *why;
 	size_t at;
-	int rc;
 
 	if (!plain_alive(alive)) {
 		struct fp_text t = { 0 };
@@ -242,34 +304,9 @@ on_listed(const char *alive, void *data)
 		fn->listed = true;
 		return;
 	}
-	if (f->n >= FLEET_MAX) {
-		if (!f->full_said)
-			fpd_warn("--discover: %u nodes profiled already: no more are attached",
-				 FLEET_MAX);
-		f->full_said = true;
-		return;
-	}
-	fn = node_new(f, name, f->cookie, true);
-	fn->listed = true;
-	fpd_log_set_node(fn->tag);
-	{
-		struct fpd_output *out = fpd_run_open_output(&fn->o, &rc);
-
-		if (out)
-			fn->rec = fpd_recorder_new(&fn->o, out);
-	}
-	fpd_log_set_node(NULL);
-	add(f, fn);
-	if (!fn->rec) {
-		/* a directory that cannot be made or is locked (by a
-		 * daemon of the node's own): said once, the node left
-		 * alone for the run */
-		fpd_warn("--discover: %s found, and left alone: no output directory of its own",
-			 fn->tag);
-		return;
-	}
-	fpd_info("--discover: %s found; attaching", fn->tag);
-	node_start(f, fn);
+	fn = attach(f, name, f->cookie, "--discover");
+	if (fn)
+		fn->listed = true;
 }
 
 static void
@@ -297,6 +334,159 @@ scan(struct fleet *f)
 	}
 }
 
+/* ---- --cluster ------------------------------------------------------------ */
+
+/*
+ * A name a node's nodes() gives: the node's text, and the name of a
+ * directory of ours. Beyond fp_node_name_check(), only a plain name part
+ * and a host of letters, digits, '.', '-' and '_' are taken.
+ */
+static bool
+plain_peer(const char *name)
+{
+	const char *at = strchr(name, '@'), *why;
+	char alive[256];
+
+	if (!at || (size_t)(at - name) >= sizeof(alive) ||
+	    fp_node_name_check(name, &why) < 0)
+		return false;
+	memcpy(alive, name, (size_t)(at - name));
+	alive[at - name] = '\0';
+	if (!plain_alive(alive))
+		return false;
+	for (const char *p = at + 1; *p; p++) {
+		char c = *p;
+
+		if (!(c == '_' || c == '-' || c == '.' || (c >= '0' && c <= '9') ||
+		      (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')))
+			return false;
+	}
+	return true;
+}
+
+/* The asked node's session hands over its reply, name by name, then
+ * NULL (all in one call into the session: a list is never taken half
+ * read): kept for the next tick, since attaching here would be work of
+ * the asked node's, inside its handler. */
+static void
+on_peer(const char *name, void *data)
+{
+	struct fleet *f = data;
+
+	if (!name) {
+		f->peers_whole = true;
+		return;
+	}
+	FP_GROW(f->peers, f->peers_cap, f->npeers + 1);
+	f->peers[f->npeers++] = xstrdup(name);
+}
+
+static void
+drop_peers(struct fleet *f)
+{
+	for (size_t i = 0; i < f->npeers; i++)
+		free(f->peers[i]);
+	f->npeers = 0;
+	f->peers_whole = false;
+}
+
+/* One name of a whole nodes() list: attached if new, woken if it was
+ * away. */
+static void
+take_peer(struct fleet *f, const char *name)
+{
+	struct fleet_node *fn;
+	size_t at;
+
+	if (!plain_peer(name)) {
+		struct fp_text t = { 0 };
+
+		fp_text_puts_escaped(&t, name, NULL);
+		fp_text_putc(&t, '\0');
+		fpd_warn("--cluster: %s lists a node named '%s': not a plain name, left alone",
+			 f->asked->tag, t.buf);
+		fp_text_free(&t);
+		return;
+	}
+	if (f->o->discover_match && fnmatch(f->o->discover_match, name, 0) != 0)
+		return;
+	if (find(f, name, &at)) {
+		fn = f->nodes[at];
+		/* away, and back in the list since the last one */
+		if (fn->session && fn->peer_gen + 1 != f->peer_gen &&
+		    !fpd_session_connected(fn->session))
+			fpd_session_wake(fn->session);
+	} else {
+		fn = attach(f, name, f->cluster_cookie, "--cluster");
+		if (!fn)
+			return;
+	}
+	fn->in_cluster = true;
+	fn->peer_gen = f->peer_gen;
+}
+
+/* A whole nodes() list: taken, and the nodes it no longer names said
+ * once (their sessions find them gone, or still there, themselves). */
+static void
+take_peers(struct fleet *f)
+{
+	f->asked->peer_gen = f->peer_gen;	/* not in its own list */
+	for (size_t i = 0; i < f->npeers; i++)
+		take_peer(f, f->peers[i]);
+	for (size_t i = 0; i < f->n; i++) {
+		struct fleet_node *fn = f->nodes[i];
+
+		if (fn->in_cluster && f->peer_gen > 1 &&
+		    fn->peer_gen + 1 == f->peer_gen)
+			fpd_info("--cluster: %s no longer in the nodes() of %s",
+				 fn->tag, f->asked->tag);
+	}
+	f->peer_gen++;
+	drop_peers(f);
+}
+
+/* The node to ask: the one named if connected, else the first of the
+ * cluster that is. */
+static struct fleet_node *
+asker(const struct fleet *f)
+{
+	struct fleet_node *any = NULL;
+
+	for (size_t i = 0; i < f->n; i++) {
+		struct fleet_node *fn = f->nodes[i];
+
+		if (!fn->in_cluster || !fn->session ||
+		    !fpd_session_connected(fn->session))
+			continue;
+		if (strcmp(fn->name, f->o->cluster) == 0)
+			return fn;
+		if (!any)
+			any = fn;
+	}
+	return any;
+}
+
+static void
+cluster_tick(struct fleet *f, uint64_t now)
+{
+	struct fleet_node *fn;
+
+	if (f->peers_whole)
+		take_peers(f);
+	if (now < f->next_ask_mono)
+		return;
+	f->next_ask_mono = now + DISCOVER_EVERY_US;
+	fn = asker(f);
+	if (!fn)
+		return;
+	f->asked = fn;
+	enter(fn);
+	fpd_session_ask_peers(fn->session, now, on_peer, f);
+	leave();
+}
+
+/* ---- the source ------------------------------------------------------------ */
+
 static int
 discovery_fd(struct fpd_source *src)
 {
@@ -315,7 +505,11 @@ discovery_tick(struct fpd_source *src, uint64_t now)
 {
 	struct fleet *f = (struct fleet *)src;
 
-	if (fpd_loop_run_state(f->loop)->stopping || now < f->next_scan_mono)
+	if (fpd_loop_run_state(f->loop)->stopping)
+		return;
+	if (f->o->cluster)
+		cluster_tick(f, now);
+	if (!f->o->discover || now < f->next_scan_mono)
 		return;
 	scan(f);
 	f->next_scan_mono = fpd_now_mono_us() + DISCOVER_EVERY_US;
@@ -398,7 +592,12 @@ fpd_run_fleet(const struct fpd_options *o, const char *cookie,
 		if (!out)
 			goto out;
 		fn->rec = fpd_recorder_new(&fn->o, out);
+		if (o->cluster && strcmp(fn->name, o->cluster) == 0) {
+			fn->in_cluster = true;
+			f.cluster_cookie = fn->cookie;
+		}
 	}
+	f.peer_gen = 1;
 	if (o->user) {
 		for (size_t i = 0; i < f.n; i++) {
 			rc = fpd_run_hand_over(o, fpd_recorder_output(f.nodes[i]->rec));
@@ -419,13 +618,18 @@ fpd_run_fleet(const struct fpd_options *o, const char *cookie,
 			 o->nnodes, o->nnodes == 1 ? "" : "s", o->discover,
 			 o->discover_match ? " matching " : "",
 			 o->discover_match ? o->discover_match : "");
+	else if (o->cluster)
+		fpd_info("profiling %zu node%s given and every node in the nodes() of %s%s%s",
+			 o->nnodes, o->nnodes == 1 ? "" : "s", o->cluster,
+			 o->discover_match ? " matching " : "",
+			 o->discover_match ? o->discover_match : "");
 	else
 		fpd_info("profiling %zu nodes", o->nnodes);
 	if (o->push)
 		fpd_push_start(o->push);
 	for (size_t i = 0; i < f.n; i++)
 		node_start(&f, f.nodes[i]);
-	if (o->discover) {
+	if (o->discover || o->cluster) {
 		f.source.ops = &discovery_ops;
 		fpd_loop_add(f.loop, &f.source);
 	}
@@ -435,6 +639,8 @@ out:
 	for (size_t i = 0; i < f.n; i++)
 		node_destroy(f.nodes[i]);
 	free(f.nodes);
+	drop_peers(&f);
+	free(f.peers);
 	fpd_loop_destroy(f.loop);
 	return rc;
 }

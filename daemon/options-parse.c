@@ -178,6 +178,22 @@ fpd_option_discover_match(struct fpd_options *o, const char *arg)
 	return 0;
 }
 
+/* --cluster NODE[=PATH]: a --node whose nodes() are followed (fleet.c) */
+int
+fpd_option_cluster(struct fpd_options *o, const char *arg)
+{
+	int rc;
+
+	if (o->cluster)
+		return fpd_option_bad_value("--cluster", arg,
+				 "one --cluster per run; run a daemon for each cluster");
+	rc = fpd_option_node(o, arg);
+	if (rc)
+		return rc;
+	o->cluster = o->nodes[o->nnodes - 1];
+	return 0;
+}
+
 int
 fpd_option_push(struct fpd_options *o, const char *arg)
 {
@@ -207,7 +223,7 @@ fpd_option_push_service(struct fpd_options *o, const char *arg)
 static int
 refuse_for_fleet(const char *what)
 {
-	fprintf(stderr, "flame_profd: error: %s; with several nodes (more than one --node, or --discover) run a daemon of its own for that node\n",
+	fprintf(stderr, "flame_profd: error: %s; with several nodes (more than one --node, --discover or --cluster) run a daemon of its own for that node\n",
 		what);
 	return FPD_EXIT_USAGE;
 }
@@ -218,16 +234,18 @@ fpd_options_check_fleet(struct fpd_options *o)
 	const char *why;
 
 	for (size_t i = 0; i < o->nnodes; i++) {
+		const char *flag = o->nodes[i] == o->cluster ? "--cluster" : "--node";
+
 		if (fp_node_name_check(o->nodes[i], &why) < 0)
-			return fpd_option_bad_value("--node", o->nodes[i], why);
+			return fpd_option_bad_value(flag, o->nodes[i], why);
 		for (size_t j = 0; j < i; j++) {
 			if (strcmp(o->nodes[i], o->nodes[j]) == 0)
-				return fpd_option_bad_value("--node", o->nodes[i],
+				return fpd_option_bad_value(flag, o->nodes[i],
 						 "given twice");
 		}
 	}
-	if (o->discover_match && !o->discover) {
-		fprintf(stderr, "flame_profd: error: --discover-match needs --discover HOST\n");
+	if (o->discover_match && !o->discover && !o->cluster) {
+		fprintf(stderr, "flame_profd: error: --discover-match needs --discover HOST or --cluster NODE\n");
 		return FPD_EXIT_USAGE;
 	}
 	if (!fpd_options_fleet(o)) {

@@ -74,6 +74,7 @@ fpd_option_value(struct fpd_options *o, const char *name,
 FPD_OPTION_PARSER(node);
 FPD_OPTION_PARSER(discover);
 FPD_OPTION_PARSER(discover_match);
+FPD_OPTION_PARSER(cluster);
 FPD_OPTION_PARSER(push);		/* http:// or https:// */
 FPD_OPTION_PARSER(push_service);	/* letters, digits, '_', '-' */
 FPD_OPTION_PARSER(cookie_file);

@@ -88,9 +88,14 @@ static const struct option_spec options[] = {
 	  .help = "      --discover HOST       also profile every node epmd on HOST lists, as\n"
 	  "                            NAME@HOST, asking again every 2 s: nodes that start\n"
 	  "                            later are attached, nodes that come back reattached\n" },
+	{ "cluster", 0, required_argument, .parse = fpd_option_cluster,
+	  .help = "      --cluster NODE[=PATH] profile NODE (as --node) and every node in its\n"
+	  "                            nodes(), asking it again every 2 s: nodes that\n"
+	  "                            join later are attached, nodes that come back\n"
+	  "                            reattached; all with NODE's cookie\n" },
 	{ "discover-match", 0, required_argument, .parse = fpd_option_discover_match,
-	  .help = "      --discover-match GLOB only the discovered nodes whose NAME@HOST matches\n"
-	  "                            GLOB (fnmatch(3), e.g. 'app*')\n" },
+	  .help = "      --discover-match GLOB only the discovered (or --cluster) nodes whose\n"
+	  "                            NAME@HOST matches GLOB (fnmatch(3), e.g. 'app*')\n" },
 	{ "cookie-file", 'c', required_argument, .parse = fpd_option_cookie_file,
 	  .help = "  -c, --cookie-file PATH    file holding the node's cookie (every node's but\n"
 	  "                            those given their own); the default is\n"
@@ -399,6 +404,7 @@ static const struct option_spec options[] = {
 static const char usage_head[] =
 "Usage: flame_profd --node NAME@HOST [--node NAME@HOST]... [OPTION]...\n"
 "       flame_profd --discover HOST [--discover-match GLOB] [OPTION]...\n"
+"       flame_profd --cluster NODE [--discover-match GLOB] [OPTION]...\n"
 "       flame_profd ctl [--dir DIR] [--node NAME@HOST] status\n"
 "       flame_profd ctl [--dir DIR] [--node NAME@HOST] trigger --reason TEXT\n"
 "Sample the Erlang stacks and process metrics of a running node from outside\n"
@@ -425,16 +431,17 @@ static const char usage_tail[] =
 "the last trigger.\n"
 "flame_profd ctl --help lists its exit codes.\n"
 "\n"
-"Several nodes (more than one --node, or --discover): each node is profiled\n"
-"under DIR/<node>/ with its own manifest, cost budget and reconnection, and\n"
-"its log lines start with [NAME@HOST]; --pid, --perf and --connect, which\n"
-"name one node's process or address, are refused. --flight-recorder keeps\n"
-"a ring per node, each within --flight-recorder-max, and a capture per\n"
-"node for SIGUSR2 or a ctl trigger without --node. A node that cannot be\n"
-"reached is retried while the others run; the exit status is then 0 when\n"
-"every node ends as one node alone would,\n"
+"Several nodes (more than one --node, --discover or --cluster): each node is\n"
+"profiled under DIR/<node>/ with its own manifest, cost budget and\n"
+"reconnection, and its log lines start with [NAME@HOST]; --pid, --perf and\n"
+"--connect, which name one node's process or address, are refused.\n"
+"--flight-recorder keeps a ring per node, each within --flight-recorder-max,\n"
+"and a capture per node for SIGUSR2 or a ctl trigger without --node. A node\n"
+"that cannot be reached is retried while the others run; the exit status is\n"
+"then 0 when every node ends as one node alone would,\n"
 "else that of the first node (in command-line order, then as discovered)\n"
-"that did not; a discovered node never reached is logged and does not count.\n"
+"that did not; a node found by --discover or --cluster never reached is\n"
+"logged and does not count.\n"
 "\n"
 "Exit status:\n"
 "   0  finished (--duration over, or stopped by SIGINT/SIGTERM)\n"
@@ -552,7 +559,7 @@ check_together(struct fpd_options *o)
 	int rc;
 
 	if (!o->nnodes && !o->discover) {
-		fprintf(stderr, "flame_profd: error: --node NAME@HOST (or --discover HOST) is required (see --help)\n");
+		fprintf(stderr, "flame_profd: error: --node NAME@HOST (or --discover HOST, or --cluster NODE) is required (see --help)\n");
 		return FPD_EXIT_USAGE;
 	}
 	rc = fpd_options_check_fleet(o);

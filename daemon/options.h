@@ -41,6 +41,7 @@ struct fpd_options {
 	size_t nnodes;
 	const char *discover;	/* --discover HOST, or NULL */
 	const char *discover_match;	/* --discover-match GLOB, or NULL */
+	const char *cluster;	/* --cluster NODE: one of nodes[], or NULL */
 	const char *cookie_file;
 	bool cookie_file_set;
 	unsigned top;
@@ -118,12 +119,12 @@ struct fpd_options {
 int
 fpd_options_parse(int argc, char **argv, struct fpd_options *o);
 
-/** Whether the run profiles several nodes (more than one --node, or
- * --discover): each in a session of its own (fleet.c). */
+/** Whether the run profiles several nodes (more than one --node,
+ * --discover or --cluster): each in a session of its own (fleet.c). */
 static inline bool
 fpd_options_fleet(const struct fpd_options *o)
 {
-	return o->nnodes > 1 || o->discover;
+	return o->nnodes > 1 || o->discover || o->cluster;
 }
 
 /** Free what fpd_options_parse() allocated in @o. */

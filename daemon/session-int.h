@@ -122,6 +122,9 @@ struct fpd_session {
 	unsigned timeouts;		/* in a row, reset by any reply */
 	uint64_t timeout_epoch;		/* requests sent before this counted */
 	struct request req_health;
+	struct request req_peers;	/* --cluster: erlang:nodes() */
+	void (*on_peer)(const char *name, void *data);	/* ... its reply */
+	void *peer_data;
 	unsigned runq_limit;
 
 	/* the node's watcher, for the triggers that need it (fp/watcher.h) */

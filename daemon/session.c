@@ -59,6 +59,7 @@ fpd_session_settle(struct fpd_source *src)
 	fpd_cost_set_node(&s->cost, fp_node_request_path(s->node), 0, false);
 	fpd_targets_reset(s);
 	s->req_health.active = s->req_health.late = false;
+	s->req_peers.active = s->req_peers.late = false;
 	s->cost.breaker.open = s->cost.breaker.probing = false;
 	s->timeouts = 0;
 	s->backoff_us = BACKOFF_MIN_US;
@@ -161,6 +162,45 @@ health_late(struct fpd_session *s, uint64_t now)
 
 /* ---- requests ------------------------------------------------------------ */
 
+int
+fpd_session_ask_peers(struct fpd_session *s, uint64_t now,
+		      void (*each)(const char *name, void *data), void *data)
+{
+	uint64_t id;
+	int rc;
+
+	if (!live(s))
+		return -ENOTCONN;
+	if (s->req_peers.active)
+		return -EBUSY;
+	rc = fp_node_peers_request(s->node, &id);
+	if (rc == 0) {
+		request_sent(&s->req_peers, id, now);
+		s->on_peer = each;
+		s->peer_data = data;
+	}
+	fpd_session_check_send(s, rc, "nodes request");
+	return rc == 0 ? 0 : -ENOTCONN;
+}
+
+static void
+on_peers(struct fpd_session *s, struct request *r, struct fp_reply *reply,
+	 uint64_t now)
+{
+	int n;
+
+	(void)r;
+	(void)now;
+	fpd_cost_other(&s->cost, fpd_session_take_time(s, reply));
+	if (!s->on_peer)
+		return;
+	n = fp_node_decode_peers(reply, s->on_peer, s->peer_data);
+	if (n < 0)
+		fpd_warn("the node's answer to erlang:nodes() is no list of node names");
+	else
+		s->on_peer(NULL, s->peer_data);
+}
+
 static void
 on_scan(struct fpd_session *s, struct request *r, struct fp_reply *reply,
 	uint64_t now)
@@ -213,6 +253,8 @@ static const struct {
 	  { "initial_call request", on_initial_calls, .trip = FPD_TRIP_NEVER } },
 	{ offsetof(struct fpd_session, t.req_alive),
 	  { "is_process_alive request", on_alive, .trip = FPD_TRIP_NEVER } },
+	{ offsetof(struct fpd_session, req_peers),
+	  { "nodes request", on_peers, .trip = FPD_TRIP_NEVER } },
 	{ offsetof(struct fpd_session, req_health),
 	  { "health probe", on_health, .on_late = health_late,
 	    .trip = FPD_TRIP_PROBE } },

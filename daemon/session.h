@@ -45,6 +45,19 @@ fpd_session_set_patient(struct fpd_session *s);
 void
 fpd_session_wake(struct fpd_session *s);
 
+/**
+ * --cluster: ask the node for the visible nodes it is connected to
+ * (fp_node_peers_request(): one timed request, counted as the node's
+ * other work). When the reply comes, @each(@name, @data) for each name
+ * (the node's text, unchecked), then @each(NULL, @data) once the whole
+ * list was read; a reply that is no list, or none, calls nothing.
+ * @return 0 when sent, -EBUSY while one is in flight, -ENOTCONN when not
+ *         connected.
+ */
+int
+fpd_session_ask_peers(struct fpd_session *s, uint64_t now,
+		      void (*each)(const char *name, void *data), void *data);
+
 /** Connected now. */
 bool
 fpd_session_connected(const struct fpd_session *s);

@@ -315,6 +315,10 @@ struct fpp_run {
 	 * but not in the cells, as in stock Flamescope's heat map */
 	bool skips_idle;	/* heat map and top: idle samples in no cell or row */
 	uint64_t idle_left_out;
+	/* heatmap: the nodes of its samples, in the order first seen, each
+	 * the source number of its samples (NULL: a file without one) */
+	char **heat_nodes;
+	size_t nheat_nodes, heat_nodes_cap, heat_last;
 	struct fp_speedscope *speedscope;
 	/* the name of each process, read in a pass of its own before the
 	 * samples (fpp_read_inputs(), for --process and speedscope's
@@ -435,6 +439,29 @@ fpp_cmd_pprof(const struct fpp_options *o, char *const *args, size_t nargs);
 /* The nodes command: a row per node; returns an FPP_EXIT_* code. */
 int
 fpp_cmd_nodes(const struct fpp_options *o, char *const *args, size_t nargs);
+
+/*
+ * The table of nodes of `flame_prof nodes` (nodes.c), for another
+ * command's run: fpp_nodes_new() takes @r's sink and comment hooks (both
+ * must be free), so the samples @r accepts and the notes of every file
+ * it reads are counted per node. The caller owns the result
+ * (fpp_nodes_destroy(); NULL is a no-op); it must not outlive @r.
+ */
+struct fpp_nodes;
+
+struct fpp_nodes *
+fpp_nodes_new(struct fpp_run *r);
+
+void
+fpp_nodes_destroy(struct fpp_nodes *t);
+
+/** The nodes with a sample selected. */
+size_t
+fpp_nodes_count(const struct fpp_nodes *t);
+
+/** The table as `flame_prof nodes` prints it. @return 0 or -EIO. */
+int
+fpp_nodes_write(struct fpp_nodes *t, FILE *f);
 
 /* ---- top --follow: window.c, follow.c ---- */
 

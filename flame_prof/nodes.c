@@ -8,6 +8,9 @@
  * any of its samples is; its interval notes are the node's, from every
  * file read (files outside --from/--to by their names are not read),
  * whatever the options select.
+ *
+ * The same table stands under a heat map of several nodes
+ * (fpp_nodes_new(), render.c).
  */
 #include "config.h"
 
@@ -33,7 +36,7 @@ struct node_row {
 	double cost_sum, cost_max;	/* their cost=C% */
 };
 
-struct nodes {
+struct fpp_nodes {
 	struct fpp_run *r;
 	struct node_row *rows;
 	size_t count, cap;
@@ -41,7 +44,7 @@ struct nodes {
 };
 
 static struct node_row *
-row_of(struct nodes *t, const char *name)
+row_of(struct fpp_nodes *t, const char *name)
 {
 	if (t->last && (name && t->last->name ? strcmp(t->last->name, name) == 0 :
 			name == t->last->name))
@@ -64,7 +67,7 @@ row_of(struct nodes *t, const char *name)
 static void
 on_sample(void *data, const struct fp_perf_record *rec)
 {
-	struct nodes *t = data;
+	struct fpp_nodes *t = data;
 	struct node_row *n = row_of(t, rec->node);
 
 	if (!n->samples || rec->time_us < n->first_us)
@@ -106,7 +109,7 @@ static void
 on_comment(void *data, const char *text, size_t len)
 {
 	static const char prefix[] = "flame_profd: ";
-	struct nodes *t = data;
+	struct fpp_nodes *t = data;
 	const char *at;
 	struct node_row *n;
 	double achieved, cost;
@@ -161,7 +164,7 @@ hottest(const struct fp_func_table *funcs)
 }
 
 static int
-write_table(struct nodes *t, FILE *f)
+write_table(struct fpp_nodes *t, FILE *f)
 {
 	struct fp_text esc = { 0 };
 
@@ -212,32 +215,66 @@ write_table(struct nodes *t, FILE *f)
 	return ferror(f) ? -EIO : 0;
 }
 
+struct fpp_nodes *
+fpp_nodes_new(struct fpp_run *r)
+{
+	struct fpp_nodes *t = xnew(struct fpp_nodes);
+
+	t->r = r;
+	r->sink = on_sample;
+	r->sink_data = t;
+	r->comment = on_comment;
+	r->comment_data = t;
+	return t;
+}
+
+void
+fpp_nodes_destroy(struct fpp_nodes *t)
+{
+	if (!t)
+		return;
+	for (size_t i = 0; i < t->count; i++) {
+		free(t->rows[i].name);
+		fp_func_table_destroy(t->rows[i].funcs);
+	}
+	free(t->rows);
+	free(t);
+}
+
+size_t
+fpp_nodes_count(const struct fpp_nodes *t)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < t->count; i++)
+		n += t->rows[i].samples > 0;
+	return n;
+}
+
+int
+fpp_nodes_write(struct fpp_nodes *t, FILE *f)
+{
+	return write_table(t, f);
+}
+
 int
 fpp_cmd_nodes(const struct fpp_options *o, char *const *args, size_t nargs)
 {
 	struct fpp_run r = { .o = o };
-	struct nodes t = { .r = &r };
+	struct fpp_nodes *t = fpp_nodes_new(&r);
 	struct fpp_output out;
 	int ex;
 
-	r.sink = on_sample;
-	r.sink_data = &t;
-	r.comment = on_comment;
-	r.comment_data = &t;
 	ex = fpp_read_inputs(&r, args, nargs);
 	if (ex != FPP_EXIT_OK)
 		goto free_rows;
 	ex = fpp_output_open(&out, o->output);
 	if (ex != FPP_EXIT_OK)
 		goto free_rows;
-	ex = fpp_output_close(&out, write_table(&t, out.f));
+	ex = fpp_output_close(&out, write_table(t, out.f));
 
 free_rows:
-	for (size_t i = 0; i < t.count; i++) {
-		free(t.rows[i].name);
-		fp_func_table_destroy(t.rows[i].funcs);
-	}
-	free(t.rows);
+	fpp_nodes_destroy(t);
 	fpp_run_free(&r);
 	return ex;
 }

@@ -4,6 +4,7 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +17,9 @@
 #include "fp/heatmap-svg.h"
 #include "fp/speedscope.h"
 #include "fp/top.h"
+#include "util-buf.h"
 #include "util-escape.h"
+#include "util-mem.h"
 
 static int
 group_cmp(const void *a, const void *b)
@@ -72,6 +75,70 @@ weighted_span(const struct fpp_run *r, const struct fp_flame_tree *tree,
 		 " grown and released" : "", span);
 }
 
+/*
+ * A heat map of several nodes: the table of `flame_prof nodes` under it,
+ * a line of text each, and each node's name as shown, for the cells'
+ * titles (the sources of @r's heat map, in its order). Nothing for one
+ * node.
+ */
+struct merged {
+	char *table;		/* the text of the table */
+	char **lines;		/* ... cut into lines */
+	size_t nlines;
+	char **sources;		/* the node names as shown */
+	size_t nsources;
+};
+
+static void
+merged_free(struct merged *m)
+{
+	free(m->table);
+	free(m->lines);
+	for (size_t i = 0; i < m->nsources; i++)
+		free(m->sources[i]);
+	free(m->sources);
+}
+
+static int
+merged_build(struct fpp_run *r, struct fpp_nodes *nodes, struct merged *m)
+{
+	size_t size = 0, cap = 0;
+	FILE *f;
+	int rc;
+
+	*m = (struct merged){ 0 };
+	if (fpp_nodes_count(nodes) < 2)
+		return 0;
+	f = open_memstream(&m->table, &size);
+	if (!f)
+		return -errno;
+	rc = fpp_nodes_write(nodes, f);
+	if (fclose(f) != 0 && rc == 0)
+		rc = -EIO;
+	if (rc < 0)
+		return rc;
+	for (char *p = m->table, *nl; p && *p; p = nl ? nl + 1 : NULL) {
+		nl = strchr(p, '\n');
+		if (nl)
+			*nl = '\0';
+		FP_GROW(m->lines, cap, m->nlines + 1);
+		m->lines[m->nlines++] = p;
+	}
+	m->sources = xzalloc((r->nheat_nodes + 1) * sizeof(*m->sources));
+	for (size_t i = 0; i < r->nheat_nodes; i++) {
+		struct fp_text t = { 0 };
+
+		/* the node's name is text a node controls */
+		if (r->heat_nodes[i])
+			fp_text_puts_escaped(&t, r->heat_nodes[i], " ");
+		else
+			fp_text_putc(&t, '-');
+		fp_text_putc(&t, '\0');
+		m->sources[m->nsources++] = t.buf;
+	}
+	return 0;
+}
+
 static int
 write_svg(const struct fpp_options *o, const struct fp_flame_tree *tree,
 	  const char *path, const char *subtitle, bool diff)
@@ -108,6 +175,8 @@ int
 fpp_cmd_render(const struct fpp_options *o, char *const *args, size_t nargs)
 {
 	struct fpp_run r = { .o = o };
+	struct fpp_nodes *nodes = NULL;
+	struct merged merged = { 0 };
 	struct fpp_output out;
 	char subtitle[256];
 	int ex;
@@ -122,6 +191,9 @@ fpp_cmd_render(const struct fpp_options *o, char *const *args, size_t nargs)
 		/* count what stock Flamescope's heat map counts, unless the
 		 * user chose the statuses or a weight: then what they chose */
 		r.skips_idle = o->weight < 0 && !o->status_filter;
+		/* several nodes: one grid by wall-clock time, the table of
+		 * nodes under it */
+		nodes = fpp_nodes_new(&r);
 		break;
 	case FPP_CMD_TOP:
 		r.table = fp_func_table_new();
@@ -173,7 +245,7 @@ fpp_cmd_render(const struct fpp_options *o, char *const *args, size_t nargs)
 							out.f));
 		break;
 	case FPP_CMD_HEATMAP: {
-		char idle[96];
+		char idle[96], sub[160];
 		struct fp_heatmap_options ho = {
 			.title = o->title,
 			.subtitle = o->weight >= 0 ? fpp_weight_label(o) :
@@ -181,11 +253,24 @@ fpp_cmd_render(const struct fpp_options *o, char *const *args, size_t nargs)
 			.unit = fpp_weight_label(o),
 			.command = "flame_prof svg",
 		};
+		int rc = merged_build(&r, nodes, &merged);
 
 		snprintf(idle, sizeof(idle), "%" PRIu64 " idle sample%s left out "
 			 "(--status counts them)", r.idle_left_out,
 			 r.idle_left_out == 1 ? "" : "s");
-		ex = fpp_output_close(&out, fp_heatmap_write(r.heatmap, &ho, out.f));
+		if (rc == 0 && merged.nlines) {
+			snprintf(sub, sizeof(sub), "%zu nodes%s%s",
+				 fpp_nodes_count(nodes), ho.subtitle ? ", " : "",
+				 ho.subtitle ? ho.subtitle : "");
+			ho.subtitle = sub;
+			ho.sources = (const char *const *)merged.sources;
+			ho.nsources = merged.nsources;
+			ho.notes = (const char *const *)merged.lines;
+			ho.nnotes = merged.nlines;
+		}
+		if (rc == 0)
+			rc = fp_heatmap_write(r.heatmap, &ho, out.f);
+		ex = fpp_output_close(&out, rc);
 		break;
 	}
 	case FPP_CMD_TOP: {
@@ -214,6 +299,8 @@ fpp_cmd_render(const struct fpp_options *o, char *const *args, size_t nargs)
 			  (r.heatmap && fp_heatmap_saturated(r.heatmap)));
 
 free_run:
+	merged_free(&merged);
+	fpp_nodes_destroy(nodes);
 	fp_flame_tree_destroy(r.tree);
 	fp_heatmap_destroy(r.heatmap);
 	fp_func_table_destroy(r.table);

@@ -356,6 +356,30 @@ profile_name(const struct fpp_run *r, const struct fp_perf_record *rec,
 	}
 }
 
+/* The heat map's source number of the samples of @node: one per node
+ * (a file without a node name is one more), the last one's first. */
+static unsigned
+heat_source(struct fpp_run *r, const char *node)
+{
+	size_t i = r->heat_last;
+
+	if (i < r->nheat_nodes &&
+	    (node && r->heat_nodes[i] ? strcmp(node, r->heat_nodes[i]) == 0 :
+	     node == r->heat_nodes[i]))
+		return (unsigned)i;
+	for (i = 0; i < r->nheat_nodes; i++) {
+		if (node && r->heat_nodes[i] ? strcmp(node, r->heat_nodes[i]) == 0 :
+		    node == r->heat_nodes[i])
+			break;
+	}
+	if (i == r->nheat_nodes) {
+		FP_GROW(r->heat_nodes, r->heat_nodes_cap, r->nheat_nodes + 1);
+		r->heat_nodes[r->nheat_nodes++] = node ? xstrdup(node) : NULL;
+	}
+	r->heat_last = i;
+	return (unsigned)i;
+}
+
 static int
 on_record(void *data, const struct fp_perf_record *rec)
 {
@@ -380,7 +404,8 @@ on_record(void *data, const struct fp_perf_record *rec)
 		fp_heatmap_cover(r->heatmap, rec->time_us);
 		r->idle_left_out++;
 	} else if (r->heatmap) {
-		fp_heatmap_add(r->heatmap, rec->time_us, w);
+		fp_heatmap_add_from(r->heatmap, rec->time_us, w,
+				    heat_source(r, rec->node));
 	}
 
 	placed = build_stack(r, rec, w, &n, &ngroups, &mag,
@@ -510,6 +535,9 @@ free_inputs:
 void
 fpp_run_free(struct fpp_run *r)
 {
+	for (size_t i = 0; i < r->nheat_nodes; i++)
+		free(r->heat_nodes[i]);
+	free(r->heat_nodes);
 	free(r->names);
 	free(r->files);
 	free(r->leaf);

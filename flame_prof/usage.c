@@ -53,7 +53,10 @@ static const char *const command_help[FPP_CMD_COUNT] = {
 "it counts what stock Flamescope's heat map counts: samples the\n"
 "writer marked idle (a process waiting in receive or suspended) are\n"
 "left out of the cells, so that density follows the node's work;\n"
-"with --status or --weight it counts every sample selected.\n",
+"with --status or --weight it counts every sample selected. The\n"
+"files of several nodes make one grid by wall-clock time: a cell's\n"
+"title names the nodes it holds, and the table of 'flame_prof nodes'\n"
+"is drawn under the map (--where node=NAME: one node's map).\n",
 	[FPP_CMD_TOP] =
 "Write a table of the hottest functions: self (the leaf frame) and\n"
 "total (anywhere on the stack, once per sample) samples, and with\n"

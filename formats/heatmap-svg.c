@@ -5,7 +5,10 @@
  * the second, so periodic work (a timer every 200 ms, a GC burst every
  * few seconds) shows as a pattern. Samples are kept as (time, value)
  * pairs until the end because files of several nodes may come in any
- * order and the first second is known only then.
+ * order and the first second is known only then. Each sample keeps its
+ * source (a node of several): samples of every node fall into the same
+ * cells by their wall-clock time, and a cell's title says how much of
+ * it each node holds.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -24,9 +27,21 @@
 #define BOTTOM 92	/* second labels, the legend, the details line */
 #define RIGHT 20
 #define MAX_CELLS (20 * 1000 * 1000)
+/* sources named in a cell's title, the largest sums first */
+#define CELL_SOURCES 3
+#define NOTE_LINE 14	/* px a line of fp_heatmap_options.notes */
+#define NOTE_CHAR 7	/* px a character of them, at most (monospace 11px) */
 
 struct point {
 	uint64_t time_us;
+	int64_t value;
+	unsigned source;
+};
+
+/* A sample placed: its cell, source and value (a cell's sources). */
+struct placed {
+	uint64_t cell;
+	unsigned source;
 	int64_t value;
 };
 
@@ -80,6 +95,7 @@ static const char style[] =
 "#title { text-anchor: middle; font-size: 17px; }\n"
 "#subtitle { text-anchor: middle; fill: rgb(100,100,100); }\n"
 ".rl { text-anchor: end; }\n"
+".note { font-family: monospace; white-space: pre; }\n"
 ".cl { text-anchor: middle; }\n"
 "rect.c { cursor: pointer; }\n"
 "rect.c:hover, rect.sel { stroke: rgb(0,0,0); stroke-width: 1; }\n";
@@ -104,11 +120,105 @@ fp_heatmap_destroy(struct fp_heatmap *m)
 }
 
 void
-fp_heatmap_add(struct fp_heatmap *m, uint64_t time_us, int64_t value)
+fp_heatmap_add_from(struct fp_heatmap *m, uint64_t time_us, int64_t value,
+		    unsigned source)
 {
 	FP_GROW(m->points, m->cap, m->count + 1);
-	m->points[m->count++] = (struct point){ time_us, value };
+	m->points[m->count++] = (struct point){ time_us, value, source };
 	fp_heatmap_cover(m, time_us);
+}
+
+void
+fp_heatmap_add(struct fp_heatmap *m, uint64_t time_us, int64_t value)
+{
+	fp_heatmap_add_from(m, time_us, value, 0);
+}
+
+static int
+placed_cmp(const void *a, const void *b)
+{
+	const struct placed *x = a, *y = b;
+
+	if (x->cell != y->cell)
+		return x->cell < y->cell ? -1 : 1;
+	return x->source < y->source ? -1 : x->source > y->source;
+}
+
+/* Every sample's cell and source, in the order of the cells (column
+ * by column, row by row, as they are written), each cell's by source. */
+static struct placed *
+place(const struct fp_heatmap *m, uint64_t s0)
+{
+	struct placed *p = xzalloc((m->count + 1) * sizeof(*p));
+
+	for (size_t i = 0; i < m->count; i++) {
+		uint64_t t = m->points[i].time_us;
+
+		p[i] = (struct placed){
+			.cell = (t / 1000000 - s0) * m->rows +
+				(t % 1000000) * m->rows / 1000000,
+			.source = m->points[i].source,
+			.value = m->points[i].value,
+		};
+	}
+	if (m->count > 1)
+		qsort(p, m->count, sizeof(*p), placed_cmp);
+	return p;
+}
+
+static uint64_t
+magnitude(int64_t v)
+{
+	return v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+}
+
+/*
+ * The sources of cell @cell, from *@at in @p (sorted by place()): " (a
+ * 12, b 3, 2 more)" in its title, the largest sums first; *@at moves
+ * past the cell.
+ */
+static void
+write_cell_sources(FILE *out, const struct placed *p, size_t n, size_t *at,
+		   uint64_t cell, const struct fp_heatmap_options *o)
+{
+	struct { unsigned source; int64_t sum; } top[CELL_SOURCES];
+	size_t ntop = 0, nsrc = 0, i = *at;
+
+	while (i < n && p[i].cell < cell)
+		i++;
+	while (i < n && p[i].cell == cell) {
+		unsigned src = p[i].source;
+		int64_t sum = 0;
+		size_t k;
+
+		for (; i < n && p[i].cell == cell && p[i].source == src; i++)
+			sat_add_i64(&sum, p[i].value);
+		nsrc++;
+		/* kept: the CELL_SOURCES largest, largest first */
+		for (k = ntop; k > 0 && magnitude(top[k - 1].sum) < magnitude(sum); k--) {
+			if (k < CELL_SOURCES)
+				top[k] = top[k - 1];
+		}
+		if (k < CELL_SOURCES) {
+			top[k].source = src;
+			top[k].sum = sum;
+			if (ntop < CELL_SOURCES)
+				ntop++;
+		}
+	}
+	*at = i;
+	fputs(" (", out);
+	for (size_t k = 0; k < ntop; k++) {
+		fputs(k ? ", " : "", out);
+		if (top[k].source < o->nsources && o->sources[top[k].source])
+			fp_svg_write_escaped(out, o->sources[top[k].source]);
+		else
+			fputs("-", out);
+		fprintf(out, " %" PRId64, top[k].sum);
+	}
+	if (nsrc > ntop)
+		fprintf(out, ", %zu more", nsrc - ntop);
+	fputs(")", out);
 }
 
 void
@@ -224,6 +334,8 @@ fp_heatmap_write(struct fp_heatmap *m,
 	int64_t *sum = NULL, vmin = 0;
 	bool zero_cells = false;
 	uint64_t *cnt = NULL;
+	struct placed *placed = NULL;
+	size_t at = 0, widest = 0;
 	double cw, ch;
 	unsigned width, height;
 	char t0[64], fill[48];
@@ -266,7 +378,17 @@ fp_heatmap_write(struct fp_heatmap *m,
 	width = (unsigned)(LEFT + RIGHT + cw * (double)ncols);
 	if (width < 600)
 		width = 600;
+	for (size_t i = 0; i < o->nnotes; i++) {
+		if (strlen(o->notes[i]) > widest)
+			widest = strlen(o->notes[i]);
+	}
+	if (LEFT + RIGHT + widest * NOTE_CHAR > width)
+		width = (unsigned)(LEFT + RIGHT + widest * NOTE_CHAR);
 	height = (unsigned)(TOP + BOTTOM + ch * m->rows);
+	if (o->nnotes)
+		height += (unsigned)(8 + NOTE_LINE * o->nnotes);
+	if (o->nsources > 1)
+		placed = place(m, s0);
 	fp_svg_format_time(t0, sizeof(t0), (unsigned long long)s0 * 1000000);
 
 	fputs("<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"no\"?>\n", out);
@@ -329,15 +451,29 @@ fp_heatmap_write(struct fp_heatmap *m,
 			fp_svg_write_escaped(out, o->unit ? o->unit : "samples");
 			if (o->unit && strcmp(o->unit, "samples") != 0)
 				fprintf(out, " in %" PRIu64 " samples", cnt[i]);
+			if (placed)
+				write_cell_sources(out, placed, m->count, &at, i, o);
 			fputs("</title></rect>\n", out);
 		}
 	}
 	fputs("</g>\n", out);
 	write_legend(out, TOP + ch * m->rows + 28, vmin, maxabs, zero_cells,
 		     o->unit ? o->unit : "samples");
-	fprintf(out, "<text id=\"details\" x=\"%d\" y=\"%u\">\xc2\xa0</text>\n",
-		LEFT, height - 12);
+	fprintf(out, "<text id=\"details\" x=\"%d\" y=\"%.0f\">\xc2\xa0</text>\n",
+		LEFT, TOP + ch * m->rows + BOTTOM - 12);
+	if (o->nnotes) {
+		fputs("<g id=\"notes\">\n", out);
+		for (size_t i = 0; i < o->nnotes; i++) {
+			fprintf(out, "<text class=\"note\" x=\"%d\" y=\"%.0f\">",
+				LEFT, TOP + ch * m->rows + BOTTOM + 8 +
+				NOTE_LINE * ((double)i + 1) - 3);
+			fp_svg_write_escaped(out, o->notes[i]);
+			fputs("</text>\n", out);
+		}
+		fputs("</g>\n", out);
+	}
 	fputs("</svg>\n", out);
+	free(placed);
 	free(sum);
 	free(cnt);
 	if (fflush(out) != 0 || ferror(out))

@@ -314,6 +314,51 @@ fp_node_health_request(struct fp_node *node, uint64_t *id)
 }
 
 int
+fp_node_peers_request(struct fp_node *node, uint64_t *id)
+{
+	ei_x_buff args;
+	int rc;
+
+	ei_x_new(&args);
+	ei_x_encode_empty_list(&args);
+	rc = node_rpc_send_timed(node, "erlang", "nodes", &args, id, false);
+	ei_x_free(&args);
+	return rc;
+}
+
+int
+fp_node_decode_peers(const struct fp_reply *reply,
+		     void (*each)(const char *name, void *data), void *data)
+{
+	const char *buf = reply->buf;
+	int index = reply->index, count, type, size;
+	char atom[MAXATOMLEN_UTF8];
+
+	if (reply->badrpc || etf_reply_check(reply) < 0 ||
+	    ei_get_type(buf, &index, &type, &size) < 0)
+		return -EBADMSG;
+	if (type == ERL_NIL_EXT)
+		return 0;
+	/* every element is checked before any is handed out: a reply that
+	 * is not wholly a list of atoms says nothing of the cluster */
+	if (ei_decode_list_header(buf, &index, &count) < 0 || count < 0)
+		return -EBADMSG;
+	for (int i = 0; i < count; i++) {
+		if (etf_decode_atom(buf, &index, atom) < 0)
+			return -EBADMSG;
+	}
+	if (ei_get_type(buf, &index, &type, &size) < 0 || type != ERL_NIL_EXT)
+		return -EBADMSG;
+	index = reply->index;
+	ei_decode_list_header(buf, &index, &count);
+	for (int i = 0; i < count; i++) {
+		etf_decode_atom(buf, &index, atom);
+		each(atom, data);
+	}
+	return count;
+}
+
+int
 fp_node_whereis_request(struct fp_node *node, const char *const *names,
 			size_t n, uint64_t *id)
 {

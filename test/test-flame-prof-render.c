@@ -681,6 +681,47 @@ START_TEST(heatmap_too_big)
 }
 END_TEST
 
+/* Samples of several sources in one grid: a cell sums them all, its
+ * title names the three largest (by magnitude, the first source on a
+ * tie) and how many more; the notes stand under the map, escaped. */
+START_TEST(heatmap_sources)
+{
+	static const char *const names[] = { "a@h", "b@h", "c@h", "d@h", "e<f@h" };
+	static const char *const notes[] = { "NODE SAMPLES", "a@h <1>" };
+	struct fp_heatmap *h = fp_heatmap_new(10);
+	struct fp_heatmap_options o = { .sources = names, .nsources = 5,
+					.notes = notes, .nnotes = 2 };
+	static const int64_t values[] = { 1, 5, -3, 2, 3 };
+	struct mem m;
+	char *svg;
+
+	/* out of order, as files of several nodes come */
+	for (unsigned i = 5; i-- > 0;)
+		fp_heatmap_add_from(h, 1795248000010000ULL + i, values[i], i);
+	fp_heatmap_add_from(h, 1795248001000000ULL, 1, 4);
+	fp_heatmap_add(h, 1795248001000001ULL, 1);
+	fp_assert_int_eq(fp_heatmap_write(h, &o, mem_open(&m)), 0);
+	svg = mem_close(&m);
+	fp_assert_int_eq(count(svg, "<rect class=\"c\""), 2);
+	fp_assert(strstr(svg, "data-v=\"8\"><title>+0s 0-100 ms: 8 samples "
+			      "(b@h 5, c@h -3, e&lt;f@h 3, 2 more)</title>") != NULL);
+	fp_assert(strstr(svg, "<title>+1s 0-100 ms: 2 samples (a@h 1, e&lt;f@h 1)</title>") != NULL);
+	fp_assert(strstr(svg, "<g id=\"notes\">") != NULL);
+	fp_assert(strstr(svg, ">a@h &lt;1&gt;</text>") != NULL);
+	free(svg);
+
+	/* one source: no names in the titles, whatever was added from */
+	o.nsources = 1;
+	o.nnotes = 0;
+	fp_assert_int_eq(fp_heatmap_write(h, &o, mem_open(&m)), 0);
+	svg = mem_close(&m);
+	fp_assert(strstr(svg, "<title>+1s 0-100 ms: 2 samples</title>") != NULL);
+	fp_assert(strstr(svg, "notes") == NULL);
+	free(svg);
+	fp_heatmap_destroy(h);
+}
+END_TEST
+
 /* A covered time widens the columns and fills no cell: idle samples
  * left out of the map still stand in its span. */
 START_TEST(heatmap_cover)
@@ -852,6 +893,7 @@ suite(void)
 	tcase_add_test(tc, heatmap_structure);
 	tcase_add_test(tc, heatmap_too_big);
 	tcase_add_test(tc, heatmap_cover);
+	tcase_add_test(tc, heatmap_sources);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("errors");

@@ -78,6 +78,15 @@ static const struct options_case cases[] = {
 	{ { "--discover", "h", "--perf", "1" }, FPD_EXIT_USAGE },
 	{ { "--node", "a@b", "--node", "c@d", "--connect", "h:1" }, FPD_EXIT_USAGE },
 	{ { "--discover", "h", "--name", "foo" }, 0 },
+	{ { "--cluster", "a@b" }, 0 },
+	{ { "--cluster", "a@b=/k", "--discover-match", "app*" }, 0 },
+	{ { "--cluster", "a@b", "--discover", "h", "-n", "c@d" }, 0 },
+	{ { "--cluster", "a@b", "--cluster", "c@d" }, FPD_EXIT_USAGE },
+	{ { "--cluster", "a@b", "-n", "a@b" }, FPD_EXIT_USAGE },
+	{ { "--cluster", "a" }, FPD_EXIT_USAGE },
+	{ { "--cluster", "a@b=" }, FPD_EXIT_USAGE },
+	{ { "--cluster", "a@b", "--pid", "0.1.2" }, FPD_EXIT_USAGE },
+	{ { "--cluster", "a@b", "--flight-recorder", "20s" }, 0 },
 	{ { "--discover", "h", "--flight-recorder", "20s" }, 0 },
 	{ { "--node", "a@b", "--node", "c@d", "--flight-recorder", "20s",
 	    "--burst-rate", "100", "--burst-top", "200" }, 0 },
@@ -272,6 +281,30 @@ START_TEST(several_nodes)
 }
 END_TEST
 
+/* --cluster NODE=PATH is a --node of its own cookie, the one followed. */
+START_TEST(cluster_node)
+{
+	static const char *const args[] = {
+		"-n", "a@b", "--cluster", "c@d=/etc/c.cookie", NULL,
+	};
+	struct fpd_options o;
+
+	fp_assert_int_eq(parse(args, &o), 0);
+	fp_assert(fpd_options_fleet(&o));
+	fp_assert_int_eq(o.nnodes, 2);
+	fp_assert_str_eq(o.nodes[1], "c@d");
+	fp_assert_str_eq(o.cluster, "c@d");
+	fp_assert_str_eq(o.node_cookie_files[1], "/etc/c.cookie");
+	fpd_options_release(&o);
+
+	fp_assert_int_eq(parse(args + 2, &o), 0);
+	fp_assert(fpd_options_fleet(&o));
+	fp_assert_int_eq(o.nnodes, 1);
+	fp_assert_str_eq(o.cluster, "c@d");
+	fpd_options_release(&o);
+}
+END_TEST
+
 /* One --node NAME@HOST=PATH is a run of one node with --cookie-file PATH. */
 START_TEST(one_node_own_cookie)
 {
@@ -329,6 +362,7 @@ suite(void)
 	tcase_add_test(tc, table_values);
 	tcase_add_test(tc, pins_alone);
 	tcase_add_test(tc, several_nodes);
+	tcase_add_test(tc, cluster_node);
 	tcase_add_test(tc, one_node_own_cookie);
 	tcase_add_test(tc, help_lists_every_option);
 	tcase_add_loop_test(tc, perf_auto, 0,

@@ -3,6 +3,7 @@
  * probes, deltas, tags, initial calls, malformed replies.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -934,6 +935,77 @@ START_TEST(decode_pids)
 }
 END_TEST
 
+struct peers_seen {
+	char names[4][64];
+	size_t n;
+};
+
+static void
+peer_seen(const char *name, void *data)
+{
+	struct peers_seen *seen = data;
+
+	if (seen->n < 4)
+		snprintf(seen->names[seen->n], sizeof(seen->names[0]), "%s", name);
+	seen->n++;
+}
+
+/* erlang:nodes()'s reply: every name in order, or none at all when any
+ * element is no atom or the list is improper. */
+START_TEST(decode_peers)
+{
+	struct peers_seen seen = { 0 };
+	struct fp_reply r;
+	ei_x_buff x;
+
+	ei_x_new_with_version(&x);
+	ei_x_encode_list_header(&x, 2);
+	ei_x_encode_atom(&x, "a@h1");
+	ei_x_encode_atom(&x, "b@h2.example");
+	ei_x_encode_empty_list(&x);
+	r = reply_of(&x);
+	fp_assert_int_eq(fp_node_decode_peers(&r, peer_seen, &seen), 2);
+	fp_assert_int_eq(seen.n, 2);
+	fp_assert_str_eq(seen.names[0], "a@h1");
+	fp_assert_str_eq(seen.names[1], "b@h2.example");
+	ei_x_free(&x);
+
+	seen.n = 0;
+	ei_x_new_with_version(&x);
+	ei_x_encode_empty_list(&x);
+	r = reply_of(&x);
+	fp_assert_int_eq(fp_node_decode_peers(&r, peer_seen, &seen), 0);
+	fp_assert_int_eq(seen.n, 0);
+	ei_x_free(&x);
+
+	ei_x_new_with_version(&x);
+	ei_x_encode_list_header(&x, 2);
+	ei_x_encode_atom(&x, "a@h1");
+	ei_x_encode_long(&x, 7);
+	ei_x_encode_empty_list(&x);
+	r = reply_of(&x);
+	fp_assert_int_eq(fp_node_decode_peers(&r, peer_seen, &seen), -EBADMSG);
+	fp_assert_int_eq(seen.n, 0);
+	ei_x_free(&x);
+
+	ei_x_new_with_version(&x);
+	ei_x_encode_list_header(&x, 1);
+	ei_x_encode_atom(&x, "a@h1");
+	ei_x_encode_atom(&x, "tail");
+	r = reply_of(&x);
+	fp_assert_int_eq(fp_node_decode_peers(&r, peer_seen, &seen), -EBADMSG);
+	fp_assert_int_eq(seen.n, 0);
+	ei_x_free(&x);
+
+	ei_x_new_with_version(&x);
+	ei_x_encode_atom(&x, "nonode@nohost");
+	r = reply_of(&x);
+	fp_assert_int_eq(fp_node_decode_peers(&r, peer_seen, &seen), -EBADMSG);
+	fp_assert_int_eq(seen.n, 0);
+	ei_x_free(&x);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -958,6 +1030,7 @@ suite(void)
 	tcase_add_test(tc, proc_lib_call_asked_once);
 	tcase_add_loop_test(tc, decode_bad, 0, 6);
 	tcase_add_test(tc, decode_pids);
+	tcase_add_test(tc, decode_peers);
 	tcase_add_test(tc, term_check);
 	tcase_add_test(tc, term_text);
 	suite_add_tcase(s, tc);

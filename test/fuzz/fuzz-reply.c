@@ -28,9 +28,19 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static struct fp_pid pids[4096];
 static enum fp_ask asks[4096];
 
+/* erlang:nodes()'s names, each read whole (as fleet.c copies them) */
+static void
+count_peer(const char *name, void *data)
+{
+	size_t *peers = data;
+
+	*peers += strlen(name) > 0;
+}
+
 static void
 decode_all(struct fp_reply *reply, int n)
 {
+	size_t peers = 0;
 	struct fp_select_result res;
 	struct fp_pid out[8];
 	bool found[8];
@@ -95,11 +105,13 @@ decode_all(struct fp_reply *reply, int n)
 		fp_sampler_destroy(s);
 	}
 	fp_node_decode_whereis(reply, out, found, 8);
+	fp_node_decode_peers(reply, count_peer, &peers);
 	if (fp_reply_take_time(&timed, &us) == 0) {
 		struct fp_sampler *s = fp_sampler_new();
 
 		fp_sampler_decode(s, &timed, pids, NULL, 1, 1, 8);
 		fp_sampler_destroy(s);
+		fp_node_decode_peers(&timed, count_peer, &peers);
 	}
 }
 

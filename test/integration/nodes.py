@@ -169,7 +169,10 @@ class Node:
             parts.append("%s => %s" % (k, v))
         return "#{" + ", ".join(parts) + "}"
 
-    def start(self, timeout=30):
+    def start(self, timeout=30, wait=True):
+        """Start the node and wait until it answers; wait=False: return
+        once started (call wait_up() later), so that several nodes boot
+        at once."""
         erl, _, _ = erlang_tools()
         ep = epmd()
         if self.sname in ep.names():
@@ -199,7 +202,8 @@ class Node:
                                     preexec_fn=_die_with_parent)
         logf.close()
         on_cleanup("node %s" % self.sname, lambda p=self.proc: self._end(p, 0))
-        self.wait_up(timeout)
+        if wait:
+            self.wait_up(timeout)
         return self
 
     def _end(self, proc, grace):

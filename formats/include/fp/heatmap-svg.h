@@ -18,6 +18,14 @@ struct fp_heatmap_options {
 	/* what a click on two cells suggests, e.g. "flame_prof svg FILE";
 	 * NULL: "flame_prof svg" */
 	const char *command;
+	/* the names of the sources (fp_heatmap_add_from()), as shown; with
+	 * more than one, each cell's title says which sources its sum
+	 * comes from, the largest first */
+	const char *const *sources;
+	size_t nsources;
+	/* lines of text under the map (a table: monospace), or none */
+	const char *const *notes;
+	size_t nnotes;
 };
 
 /**
@@ -34,6 +42,15 @@ fp_heatmap_destroy(struct fp_heatmap *map);
 /** Add @value (1 for a sample; signed for a metric) at @time_us. */
 void
 fp_heatmap_add(struct fp_heatmap *map, uint64_t time_us, int64_t value);
+
+/**
+ * fp_heatmap_add() of source number @source (a node of several, say;
+ * fp_heatmap_add() is source 0): the cells sum every source, and their
+ * titles name the sources (fp_heatmap_options.sources).
+ */
+void
+fp_heatmap_add_from(struct fp_heatmap *map, uint64_t time_us, int64_t value,
+		    unsigned source);
 
 /**
  * Widen the time axis to @time_us without adding to a cell: a sample the

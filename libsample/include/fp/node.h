@@ -297,6 +297,27 @@ int
 fp_node_decode_int(const struct fp_reply *reply, int64_t *value);
 
 /**
+ * Request erlang:nodes() (the visible nodes the node is connected to;
+ * hidden ones, such as this connection, are not among them), timed
+ * (fp_reply_take_time()): one BIF call whose work and reply grow with
+ * the cluster only.
+ */
+int
+fp_node_peers_request(struct fp_node *node, uint64_t *id);
+
+/**
+ * Decode the reply to fp_node_peers_request(), after
+ * fp_reply_take_time(): @each(@name, @data) for each node name (an
+ * atom's text, NUL-terminated, valid during the call only; the node's,
+ * unchecked: fp_node_name_check() it). Nothing is handed out when the
+ * reply is not a list of atoms.
+ * @return the number of names, or -EBADMSG.
+ */
+int
+fp_node_decode_peers(const struct fp_reply *reply,
+		     void (*each)(const char *name, void *data), void *data);
+
+/**
  * One selection scan (fp_select_plan() fills it): the reductions of
  * @keep and of a window of the node's process table, cut on the node, in
  * one request (timed). When the node has at most @max processes the

@@ -91,6 +91,7 @@ struct fpd_flight {
 	struct capture cap_;
 	uint64_t *holdoff_until;	/* per trigger, monotonic µs */
 	uint64_t *over_since;		/* per gauge trigger, wall clock µs */
+	struct fpd_growth *growth;	/* per growth trigger */
 	uint64_t *began;		/* when the last max_per_hour captures
 					 * began, monotonic µs, a ring */
 	size_t nbegan, began_next;
@@ -636,8 +637,24 @@ dest_gauge(void *data, int gauge, int64_t value)
 		const struct fpd_trigger *t = &f->cfg.triggers[i];
 
 		if (fpd_trigger_gauge(t, (enum fpd_gauge)gauge, value, now,
-				      &f->over_since[i], &fired))
+				      &f->over_since[i], &fired) ||
+		    fpd_trigger_growth(t, (enum fpd_gauge)gauge, value, now,
+				       &f->growth[i], &fired))
 			fpd_flight_fire(f, t->text, fired, NULL, now);
+	}
+}
+
+static void
+dest_event(void *data, int kind, int64_t value, const char *pid)
+{
+	struct fpd_flight *f = data;
+
+	for (size_t i = 0; i < f->cfg.ntriggers; i++) {
+		const struct fpd_trigger *t = &f->cfg.triggers[i];
+
+		if (fpd_trigger_event(t, (enum fpd_trigger_kind)kind, value))
+			fpd_flight_fire(f, t->text, value, pid && *pid ? pid : NULL,
+					fpd_now_epoch_us());
 	}
 }
 
@@ -647,6 +664,7 @@ static const struct fpd_record_dest_ops flight_dest_ops = {
 	.skipped = dest_skipped,
 	.observe = dest_observe,
 	.gauge = dest_gauge,
+	.event = dest_event,
 };
 
 struct fpd_record_dest
@@ -751,6 +769,7 @@ fpd_flight_new(const struct fpd_flight_config *c, struct fpd_output *out)
 	note_bytes(f);
 	f->holdoff_until = xzalloc((c->ntriggers + 1) * sizeof(*f->holdoff_until));
 	f->over_since = xzalloc((c->ntriggers + 1) * sizeof(*f->over_since));
+	f->growth = xzalloc((c->ntriggers + 1) * sizeof(*f->growth));
 	if (!f->cfg.max_per_hour)
 		f->cfg.max_per_hour = FPD_FLIGHT_PER_HOUR_DEFAULT;
 	f->began = xzalloc(f->cfg.max_per_hour * sizeof(*f->began));
@@ -779,6 +798,7 @@ fpd_flight_destroy(struct fpd_flight *f)
 	free(f->frames);
 	free(f->holdoff_until);
 	free(f->over_since);
+	free(f->growth);
 	free(f->began);
 	fp_text_free(&f->seg);
 	fpd_compressor_destroy(f->comp);

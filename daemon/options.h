@@ -26,7 +26,8 @@ enum fpd_exit {
 	FPD_EXIT_IOERR = 74,		/* write error on output */
 	FPD_EXIT_TEMPFAIL = 75,		/* output directory locked by another daemon */
 	FPD_EXIT_NOPERM = 77,		/* node refused us: wrong cookie */
-	FPD_EXIT_CONFIG = 78,		/* --perf auto: the node's process not usable */
+	FPD_EXIT_CONFIG = 78,		/* --perf auto: the node's process not usable;
+					 * a --trigger the node cannot serve */
 };
 
 struct fpd_push;

@@ -188,6 +188,14 @@ fpd_recorder_gauge(struct fpd_recorder *rec, int gauge, int64_t value)
 }
 
 void
+fpd_recorder_event(struct fpd_recorder *rec, int kind, int64_t value,
+		   const char *pid)
+{
+	if (rec->extra.ops && rec->extra.ops->event)
+		rec->extra.ops->event(rec->extra.data, kind, value, pid);
+}
+
+void
 fpd_recorder_note(struct fpd_recorder *rec, const char *format, ...)
 {
 	char text[NOTE_MAX], stamp[40], note[NOTE_MAX + 64];

@@ -47,6 +47,10 @@ struct fpd_record_dest_ops {
 	/** The node said @value of the gauge @gauge (enum fpd_gauge);
 	 * may be NULL. */
 	void (*gauge)(void *dest, int gauge, int64_t value);
+	/** The node's system monitor told of an event of trigger kind
+	 * @kind (enum fpd_trigger_kind) with @value on the process or
+	 * port @pid (the node's text, checked); may be NULL. */
+	void (*event)(void *dest, int kind, int64_t value, const char *pid);
 };
 
 struct fpd_record_dest {
@@ -127,6 +131,14 @@ fpd_recorder_stamp(struct fpd_recorder *rec, uint64_t stamp);
  */
 void
 fpd_recorder_gauge(struct fpd_recorder *rec, int gauge, int64_t value);
+
+/**
+ * An event of the node's system monitor (@kind: enum fpd_trigger_kind,
+ * trigger.h) with @value on @pid, for the flight recorder's triggers.
+ */
+void
+fpd_recorder_event(struct fpd_recorder *rec, int kind, int64_t value,
+		   const char *pid);
 
 /** The counts since the recorder was made. */
 const struct fpd_recorder_stats *

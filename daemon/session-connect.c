@@ -184,6 +184,8 @@ fpd_session_connect(struct fpd_session *s, uint64_t now)
 
 	attach_janitor(s);
 	rc = fpd_targets_check_pins(s, timeout_ms(s));
+	if (rc == 0)
+		rc = fpd_session_start_watcher(s);
 	if (rc)
 		return rc;
 	if (fp_node_fd(s->node) < 0) {

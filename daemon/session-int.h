@@ -28,6 +28,7 @@
 #include "fp/perf-script.h"
 #include "fp/sample.h"
 #include "fp/select.h"
+#include "fp/watcher.h"
 
 /*
  * A request that timed out is late: forgotten by whoever waits for it,
@@ -126,6 +127,12 @@ struct fpd_session {
 	void (*on_peer)(const char *name, void *data);	/* ... its reply */
 	void *peer_data;
 	unsigned runq_limit;
+
+	/* the node's watcher, for the triggers that need it (fp/watcher.h) */
+	struct fp_watch_config watch;
+	bool watch_wanted;
+	uint64_t watch_dropped;		/* events the watcher dropped */
+	uint64_t watch_said_dropped;	/* ... as last logged */
 
 	struct targets t;
 	struct sampling sm;
@@ -273,6 +280,22 @@ fpd_session_send_health(struct fpd_session *s, uint64_t now);
  * exit code when giving up for good. */
 int
 fpd_session_connect(struct fpd_session *s, uint64_t now);
+
+/* session-watch.c */
+
+/**
+ * At connect, the node's watcher for the triggers that need it; a
+ * system monitor that is held is said and left alone.
+ * @return 0, or FPD_EXIT_CONFIG when, at the first connect, the node's
+ *         monitor lacks an event a trigger names.
+ */
+int
+fpd_session_start_watcher(struct fpd_session *s);
+
+/** A message of the node's watcher: its events and gauges go to the
+ * recorder, its time on the node to the cost budget. */
+void
+fpd_session_on_watch(struct fpd_session *s, const struct fp_reply *reply);
 
 /** Leave the janitor now rather than when the connection closes, so
  * that the flag is back before we exit. */

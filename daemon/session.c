@@ -298,6 +298,10 @@ dispatch(struct fpd_session *s, struct fp_reply *reply, uint64_t now)
 {
 	if (fpd_sampling_on_reply(s, reply, now))
 		return;
+	if (reply->id && reply->id == fp_node_watch_id(s->node)) {
+		fpd_session_on_watch(s, reply);
+		return;
+	}
 	for (size_t i = 0; i < sizeof(requests) / sizeof(requests[0]); i++) {
 		if (fpd_request_take(s, request_at(s, i), &requests[i].kind,
 				     reply, now))
@@ -622,6 +626,8 @@ fpd_session_new(const struct fpd_options *o, const char *cookie,
 	fpd_targets_init(s);
 	fpd_sampling_init(s);
 	s->trace = fpd_trace_new(o, rec, &s->cost);
+	s->watch_wanted = fpd_trigger_watch(o->triggers, o->ntriggers,
+					    o->every_us, &s->watch);
 	s->backoff_us = BACKOFF_MIN_US;
 	return s;
 }

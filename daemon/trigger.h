@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 struct fp_sample;
+struct fp_watch_config;
 
 #define FPD_TRIGGER_TEXT_MAX 64		/* an expression's canonical text */
 #define FPD_TRIGGERS_MAX 16		/* --trigger given at most this often */
@@ -23,6 +24,15 @@ enum fpd_trigger_kind {
 	FPD_TRIGGER_RUN_QUEUE,	/* the node's total run queue lengths */
 	FPD_TRIGGER_APPEARS,	/* a sampled process of a registered name,
 				 * initial call or label */
+	/* the node's system monitor, through its watcher (fp/watcher.h) */
+	FPD_TRIGGER_LONG_GC,	/* a garbage collection's ms */
+	FPD_TRIGGER_LONG_SCHEDULE,	/* a process or port ran this many ms */
+	FPD_TRIGGER_LARGE_HEAP,	/* a heap's bytes after a collection */
+	FPD_TRIGGER_LONG_MESSAGE_QUEUE,	/* a message queue's length */
+	/* what the watcher reads each --every */
+	FPD_TRIGGER_NODE_MEMORY,	/* erlang:memory(total) */
+	FPD_TRIGGER_NODE_MEMORY_GROWTH,	/* ... grown by this much in /DUR */
+	FPD_TRIGGER_SCHED_UTIL,	/* scheduler utilisation, percent */
 	FPD_TRIGGER_KINDS,
 };
 
@@ -30,6 +40,18 @@ enum fpd_trigger_kind {
  * anyway (the breaker's health probe, once per --every). */
 enum fpd_gauge {
 	FPD_GAUGE_RUN_QUEUE,	/* erlang:statistics(total_run_queue_lengths) */
+	/* read by the node's watcher each --every (fp/watcher.h) */
+	FPD_GAUGE_NODE_MEMORY,	/* erlang:memory(total), bytes */
+	FPD_GAUGE_SCHED_UTIL,	/* busy share of the schedulers' wall time, % */
+};
+
+/* node.memory+: the lowest reading of each sixteenth of its /DUR, so
+ * that growth is measured from the lowest of the last DUR. */
+#define FPD_GROWTH_SLOTS 16
+
+struct fpd_growth {
+	int64_t low[FPD_GROWTH_SLOTS];	/* -1: no reading */
+	uint64_t slot;			/* now_us / (DUR / SLOTS) of the last */
 };
 
 /* One --trigger, parsed. */
@@ -66,6 +88,38 @@ bool
 fpd_trigger_gauge(const struct fpd_trigger *t, enum fpd_gauge g,
 		  int64_t value, uint64_t now_us, uint64_t *since,
 		  int64_t *fired);
+
+/**
+ * Whether a growth gauge @g read @value at @now_us fires @t: it grew by
+ * more than the threshold since the lowest reading of the last t->for_us
+ * (@st, zeroed at first, keeps those readings). The growth is put in
+ * *@fired then, and the readings start again from @value.
+ */
+bool
+fpd_trigger_growth(const struct fpd_trigger *t, enum fpd_gauge g,
+		   int64_t value, uint64_t now_us, struct fpd_growth *st,
+		   int64_t *fired);
+
+/**
+ * Whether the node's watcher's event of @kind (one of the system
+ * monitor's: FPD_TRIGGER_LONG_GC ...) with @value fires @t.
+ */
+bool
+fpd_trigger_event(const struct fpd_trigger *t, enum fpd_trigger_kind kind,
+		  int64_t value);
+
+/**
+ * What the node's watcher must watch for @ts (@n of them), ticking every
+ * @every_us, into @c (zeroed here).
+ * @return whether any of them needs the watcher.
+ */
+bool
+fpd_trigger_watch(const struct fpd_trigger *ts, size_t n, uint64_t every_us,
+		  struct fp_watch_config *c);
+
+/** The trigger kind of the watcher's event @e (enum fp_watch_event). */
+enum fpd_trigger_kind
+fpd_trigger_of_event(int e);
 
 /** The kind's name as --trigger spells it ("mailbox"). */
 const char *

@@ -110,8 +110,9 @@ fp_node_disconnect(struct fp_node *node)
 		ei_close_connection(node->fd);
 	node->fd = -1;
 	node->broken = false;
-	/* the janitor sees the connection go */
+	/* the janitor and the watcher see the connection go */
 	node->depth_attached = false;
+	node->watch_id = 0;
 }
 
 int
@@ -355,6 +356,8 @@ fp_node_receive(struct fp_node *node, unsigned timeout_ms,
 		return -ECONNRESET;
 	}
 	if (msg.msgtype == ERL_EXIT || msg.msgtype == ERL_EXIT2) {
+		if (node_watcher_exited(node, &msg.from))
+			return 0;
 		/* the processes a path started on the node are linked to us:
 		 * whether one's end ends the connection is the path's call */
 		if (node->ops && node->ops->exited &&

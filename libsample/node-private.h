@@ -87,7 +87,17 @@ struct fp_node {
 	bool helper_stopping;	/* ... asked to stop */
 	bool helper_exited;	/* ... ended unasked: unload its module */
 	uint64_t helper_id;	/* the id its batches come under */
+
+	/* watcher.c: the id the watcher's messages come under (0: none),
+	 * and the watcher */
+	uint64_t watch_id;
+	erlang_pid watcher;
 };
+
+/* watcher.c: an exit signal from the watcher (said, and its messages
+ * no longer expected)? */
+bool
+node_watcher_exited(struct fp_node *node, const erlang_pid *from);
 
 /* The name the node answers to, once known; the one we were given before
  * (fp_node_name()). */

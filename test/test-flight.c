@@ -20,7 +20,10 @@
 #include "../daemon/trigger.h"
 #include "../daemon/util.h"
 #include "fp/term.h"
+#include "fp/watcher.h"
 #include "util-buf.h"
+
+#include <ei.h>
 
 #define SEC 1000000ull
 
@@ -359,6 +362,35 @@ static const struct {
 	{ "cpu>5", -EINVAL, 0, 0, NULL, 0 },
 	{ "mailboxes>5", -EINVAL, 0, 0, NULL, 0 },
 	{ "memory>lots", -EINVAL, 0, 0, NULL, 0 },
+	/* the node's system monitor */
+	{ "long_gc>50", 0, FPD_TRIGGER_LONG_GC, 50, "long_gc>50", 0 },
+	{ "long_gc>0", 0, FPD_TRIGGER_LONG_GC, 0, "long_gc>0", 0 },
+	{ "long_gc>50/5s", -EINVAL, 0, 0, NULL, 0 },
+	{ "long_gc>50ms", -EINVAL, 0, 0, NULL, 0 },
+	{ "long_gc>2147483647", -EINVAL, 0, 0, NULL, 0 },
+	{ "long_schedule>100", 0, FPD_TRIGGER_LONG_SCHEDULE, 100,
+	  "long_schedule>100", 0 },
+	{ "large_heap>256M", 0, FPD_TRIGGER_LARGE_HEAP, 268435456,
+	  "large_heap>268435456", 0 },
+	{ "large_heap>64G", -EINVAL, 0, 0, NULL, 0 },
+	{ "long_message_queue>10000", 0, FPD_TRIGGER_LONG_MESSAGE_QUEUE, 10000,
+	  "long_message_queue>10000", 0 },
+	{ "long_message_queue>1k", -EINVAL, 0, 0, NULL, 0 },
+	/* what the watcher reads each --every */
+	{ "node.memory>2G", 0, FPD_TRIGGER_NODE_MEMORY, 2147483648,
+	  "node.memory>2147483648", 0 },
+	{ "node.memory>2G/30s", 0, FPD_TRIGGER_NODE_MEMORY, 2147483648,
+	  "node.memory>2147483648/30s", 30 * SEC },
+	{ "node.memory+>256M/30s", 0, FPD_TRIGGER_NODE_MEMORY_GROWTH, 268435456,
+	  "node.memory+>268435456/30s", 30 * SEC },
+	{ "node.memory+>256M", -EINVAL, 0, 0, NULL, 0 },
+	{ "node.memory->256M/30s", -EINVAL, 0, 0, NULL, 0 },
+	{ "node.mem>1G", -EINVAL, 0, 0, NULL, 0 },
+	{ "sched_util>90", 0, FPD_TRIGGER_SCHED_UTIL, 90, "sched_util>90", 0 },
+	{ "sched_util>90/10s", 0, FPD_TRIGGER_SCHED_UTIL, 90, "sched_util>90/10s",
+	  10 * SEC },
+	{ "sched_util>100", -EINVAL, 0, 0, NULL, 0 },
+	{ "sched_util>90%", -EINVAL, 0, 0, NULL, 0 },
 };
 
 START_TEST(parse)
@@ -460,6 +492,180 @@ START_TEST(check)
 }
 END_TEST
 
+START_TEST(growth)
+{
+	struct fpd_trigger t, level;
+	struct fpd_growth st = { .slot = 0 };
+	uint64_t since = 0, t0 = 1700000000 * SEC;
+	const char *why;
+	int64_t v = -1;
+
+	fp_assert_int_eq(fpd_trigger_parse("node.memory+>100M/16s", &t, &why), 0);
+	fp_assert_int_eq(fpd_trigger_parse("node.memory>1G", &level, &why), 0);
+	/* neither reads the other's gauge, nor the run queue */
+	fp_assert(!fpd_trigger_growth(&level, FPD_GAUGE_NODE_MEMORY, 1, t0, &st, &v));
+	fp_assert(!fpd_trigger_gauge(&t, FPD_GAUGE_NODE_MEMORY, 2LL << 30, t0,
+				     &since, &v));
+	fp_assert(!fpd_trigger_growth(&t, FPD_GAUGE_RUN_QUEUE, 1, t0, &st, &v));
+	/* slow growth, 10M a second: never 100M within 16 s... */
+	for (int i = 0; i < 8; i++)
+		fp_assert(!fpd_trigger_growth(&t, FPD_GAUGE_NODE_MEMORY,
+					      (500 + 10 * i) << 20,
+					      t0 + (uint64_t)i * SEC, &st, &v));
+	/* ...a jump of 150M over the lowest of the last 16 s fires */
+	fp_assert(fpd_trigger_growth(&t, FPD_GAUGE_NODE_MEMORY, 720 << 20,
+				     t0 + 8 * SEC, &st, &v));
+	fp_assert(v == (720 - 500) << 20);
+	/* measured from there on, not again for the same growth */
+	fp_assert(!fpd_trigger_growth(&t, FPD_GAUGE_NODE_MEMORY, 730 << 20,
+				      t0 + 9 * SEC, &st, &v));
+	/* a low reading more than 16 s old is forgotten */
+	fp_assert(!fpd_trigger_growth(&t, FPD_GAUGE_NODE_MEMORY, 100 << 20,
+				      t0 + 10 * SEC, &st, &v));
+	fp_assert(!fpd_trigger_growth(&t, FPD_GAUGE_NODE_MEMORY, 300 << 20,
+				      t0 + 40 * SEC, &st, &v));
+	fp_assert(!fpd_trigger_growth(&t, FPD_GAUGE_NODE_MEMORY, 350 << 20,
+				      t0 + 41 * SEC, &st, &v));
+	fp_assert(fpd_trigger_growth(&t, FPD_GAUGE_NODE_MEMORY, 401 << 20,
+				     t0 + 42 * SEC, &st, &v));
+	fp_assert(v == 101 << 20);
+	/* the level kind: over 1G at once */
+	fp_assert(fpd_trigger_gauge(&level, FPD_GAUGE_NODE_MEMORY, (1LL << 30) + 1,
+				    t0, &since, &v));
+}
+END_TEST
+
+START_TEST(events)
+{
+	struct fpd_trigger gc, gc2, heap, mq, util, mbox;
+	struct fp_watch_config c;
+	const char *why;
+
+	fp_assert_int_eq(fpd_trigger_parse("long_gc>100", &gc, &why), 0);
+	fp_assert_int_eq(fpd_trigger_parse("long_gc>20", &gc2, &why), 0);
+	fp_assert_int_eq(fpd_trigger_parse("large_heap>1M", &heap, &why), 0);
+	fp_assert_int_eq(fpd_trigger_parse("long_message_queue>500", &mq, &why), 0);
+	fp_assert_int_eq(fpd_trigger_parse("sched_util>80/5s", &util, &why), 0);
+	fp_assert_int_eq(fpd_trigger_parse("mailbox>5", &mbox, &why), 0);
+	/* each trigger checks its own threshold of its own kind */
+	fp_assert(fpd_trigger_event(&gc, FPD_TRIGGER_LONG_GC, 101));
+	fp_assert(!fpd_trigger_event(&gc, FPD_TRIGGER_LONG_GC, 100));
+	fp_assert(!fpd_trigger_event(&gc, FPD_TRIGGER_LONG_SCHEDULE, 500));
+	fp_assert(fpd_trigger_event(&gc2, FPD_TRIGGER_LONG_GC, 21));
+	fp_assert(!fpd_trigger_event(&mbox, FPD_TRIGGER_MAILBOX, 500));
+	fp_assert_int_eq(fpd_trigger_of_event(FP_WATCH_LONG_GC), FPD_TRIGGER_LONG_GC);
+	fp_assert_int_eq(fpd_trigger_of_event(FP_WATCH_LONG_MESSAGE_QUEUE),
+			 FPD_TRIGGER_LONG_MESSAGE_QUEUE);
+	fp_assert_int_eq(fpd_trigger_of_event(FP_WATCH_EVENTS), FPD_TRIGGER_KINDS);
+
+	/* the watcher: only for the kinds that need it; the lowest threshold
+	 * of a kind goes to the node */
+	fp_assert(!fpd_trigger_watch(&mbox, 1, SEC, &c));
+	{
+		struct fpd_trigger ts[] = { mbox, gc, heap, gc2, mq };
+
+		fp_assert(fpd_trigger_watch(ts, 5, 2 * SEC, &c));
+		fp_assert_int_eq(c.every_ms, 2000);
+		fp_assert(c.want[FP_WATCH_LONG_GC] && c.over[FP_WATCH_LONG_GC] == 20);
+		fp_assert(c.want[FP_WATCH_LARGE_HEAP] &&
+			  c.over[FP_WATCH_LARGE_HEAP] == 1 << 20);
+		fp_assert(c.want[FP_WATCH_LONG_MESSAGE_QUEUE] &&
+			  c.over[FP_WATCH_LONG_MESSAGE_QUEUE] == 500);
+		fp_assert(!c.want[FP_WATCH_LONG_SCHEDULE]);
+		fp_assert(!c.memory && !c.util);
+	}
+	fp_assert(fpd_trigger_watch(&util, 1, SEC, &c));
+	fp_assert(c.util && !c.memory && !c.want[FP_WATCH_LONG_GC]);
+}
+END_TEST
+
+/* A message of the watcher as the node sends it: {Tag, Payload}. */
+static int
+watch_decode(void (*payload)(ei_x_buff *x), struct fp_watch_msg *m)
+{
+	struct fp_reply r = { .checked = true };
+	ei_x_buff x;
+	int rc;
+
+	ei_x_new_with_version(&x);
+	payload(&x);
+	r.buf = x.buff;
+	r.len = (size_t)x.index;
+	r.index = 1;
+	rc = fp_node_watch_decode(&r, m);
+	ei_x_free(&x);
+	return rc;
+}
+
+static void
+tick_msg(ei_x_buff *x)
+{
+	ei_x_encode_tuple_header(x, 5);
+	ei_x_encode_atom(x, "tick");
+	ei_x_encode_long(x, 123456789);
+	ei_x_encode_atom(x, "undefined");
+	ei_x_encode_long(x, 3);
+	ei_x_encode_long(x, 250);
+}
+
+static void
+gc_msg(ei_x_buff *x)
+{
+	ei_x_encode_tuple_header(x, 4);
+	ei_x_encode_atom(x, "sysmon");
+	ei_x_encode_atom(x, "long_gc");
+	ei_x_encode_binary(x, "<0.88.0>", strlen("<0.88.0>"));
+	ei_x_encode_long(x, 42);
+}
+
+static void
+port_msg(ei_x_buff *x)
+{
+	ei_x_encode_tuple_header(x, 4);
+	ei_x_encode_atom(x, "sysmon");
+	ei_x_encode_atom(x, "long_schedule");
+	ei_x_encode_binary(x, "#Port<0.7>", strlen("#Port<0.7>"));
+	ei_x_encode_long(x, 150);
+}
+
+static void
+escape_msg(ei_x_buff *x)
+{
+	ei_x_encode_tuple_header(x, 4);
+	ei_x_encode_atom(x, "sysmon");
+	ei_x_encode_atom(x, "long_gc");
+	ei_x_encode_binary(x, "<0.1.0>\033[2J", strlen("<0.1.0>\033[2J"));
+	ei_x_encode_long(x, 42);
+}
+
+static void
+unknown_msg(ei_x_buff *x)
+{
+	ei_x_encode_tuple_header(x, 4);
+	ei_x_encode_atom(x, "sysmon");
+	ei_x_encode_atom(x, "busy_port");
+	ei_x_encode_binary(x, "<0.1.0>", strlen("<0.1.0>"));
+	ei_x_encode_long(x, 1);
+}
+
+START_TEST(watch_messages)
+{
+	struct fp_watch_msg m;
+
+	fp_assert_int_eq(watch_decode(tick_msg, &m), 0);
+	fp_assert(m.tick && m.memory == 123456789 && m.util == -1);
+	fp_assert(m.dropped == 3 && m.work_us == 250);
+	fp_assert_int_eq(watch_decode(gc_msg, &m), 0);
+	fp_assert(!m.tick && m.event == FP_WATCH_LONG_GC && m.value == 42);
+	fp_assert_str_eq(m.pid, "<0.88.0>");
+	fp_assert_int_eq(watch_decode(port_msg, &m), 0);
+	fp_assert_str_eq(m.pid, "#Port<0.7>");
+	/* only what pid_to_list/1 and port_to_list/1 print is taken */
+	fp_assert_int_eq(watch_decode(escape_msg, &m), -EBADMSG);
+	fp_assert_int_eq(watch_decode(unknown_msg, &m), -EBADMSG);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -478,6 +684,9 @@ suite(void)
 	tcase_add_test(tc, check);
 	tcase_add_test(tc, gauge);
 	tcase_add_test(tc, appears);
+	tcase_add_test(tc, growth);
+	tcase_add_test(tc, events);
+	tcase_add_test(tc, watch_messages);
 	suite_add_tcase(s, tc);
 	return s;
 }

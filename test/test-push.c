@@ -507,17 +507,24 @@ suite(void)
 	Suite *s = suite_create("push");
 	TCase *tc = tcase_create("sending");
 
+	/* Each case waits up to 15 s for the pusher's thread (wait_stat()):
+	 * on a loaded host check's 4 s default can end a case that would
+	 * have passed. */
+
 	tcase_add_test(tc, sent_then_removed);
 	tcase_add_test(tc, refused_dropped);
 	tcase_add_test(tc, retried_after_5xx);
+	tcase_set_timeout(tc, 60);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("spool");
 	tcase_add_test(tc, spool_bounded_then_sent_next_run);
 	tcase_add_test(tc, finished_unspooled_taken_up);
+	tcase_set_timeout(tc, 60);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("configuration");
 	tcase_add_test(tc, header_file);
 	tcase_add_loop_test(tc, url, 0, sizeof(urls) / sizeof(urls[0]));
+	tcase_set_timeout(tc, 60);
 	suite_add_tcase(s, tc);
 	return s;
 }

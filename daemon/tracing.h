@@ -47,7 +47,7 @@ int
 fpd_trace_start(struct fpd_trace *tr, struct fp_node *node,
 		unsigned timeout_ms);
 
-/** Whether a request for the tracer's aggregate is due at @now. */
+/** Whether a request for the tracer's events is due at @now. */
 bool
 fpd_trace_due(const struct fpd_trace *tr, uint64_t now);
 

@@ -257,6 +257,8 @@ fpd_options_check_fleet(struct fpd_options *o)
 	}
 	if (o->npids)
 		return refuse_for_fleet("--pid names a process of one node");
+	if (o->ntraces)
+		return refuse_for_fleet("--trace names a process of one node");
 	if (o->perf_pid || o->perf_auto)
 		return refuse_for_fleet("--perf samples the OS process of one node");
 	if (o->connect_host)
@@ -327,6 +329,23 @@ fpd_option_name(struct fpd_options *o, const char *arg)
 		return fpd_option_bad_value("--name", arg,
 				 "expected a registered name (1 to 255 bytes), an Elixir alias or :atom");
 	append(&o->names, &o->nnames, arg);
+	return 0;
+}
+
+/* ---- tracing ------------------------------------------------------------ */
+
+int
+fpd_option_trace(struct fpd_options *o, const char *arg)
+{
+	char cand[2][FP_NAME_MAX], node[NODE_NAME_MAX];
+	struct fp_pid pid;
+	uint32_t creation;
+
+	if (fp_pid_parse_full(arg, &pid, node, sizeof(node), &creation) < 0 &&
+	    fp_name_candidates(arg, cand) < 0)
+		return fpd_option_bad_value("--trace", arg,
+				 "expected a pid like '<0.123.0>' or a registered name");
+	append(&o->traces, &o->ntraces, arg);
 	return 0;
 }
 

@@ -369,6 +369,24 @@ static const struct option_spec options[] = {
 	  DURATION(push_timeout_us, 100000, 600000000,
 		   "expected a duration from 100ms to 10m, e.g. 10s") },
 	{ .help = "\n" },
+	{ .help = "Tracing (docs/OPERATIONS.md, Tracing):\n" },
+	{ "trace", 0, required_argument, .parse = fpd_option_trace,
+	  .help = "      --trace PID|NAME      trace the process: every call and return and its\n"
+	  "                            scheduling, as exact stacks of status traced\n"
+	  "                            (repeatable; opt-in: it costs the node far more\n"
+	  "                            than sampling)\n" },
+	{ "trace-for", 0, required_argument,
+	  .help = "      --trace-for DUR       end the trace after DUR (default 10s)\n",
+	  DURATION(trace_for_us, 100000, 3600000000ull,
+		   "expected a duration from 100ms to 1h, e.g. 10s") },
+	{ "trace-max-events", 0, required_argument,
+	  .help = "      --trace-max-events N  stop the trace after N events (default 1000000)\n",
+	  UINT(trace_max_events, 1, 100000000, "expected a whole number from 1 to 100000000") },
+	{ "trace-max-rate", 0, required_argument,
+	  .help = "      --trace-max-rate N    stop the trace when a second holds more than N\n"
+	  "                            events (default 20000)\n",
+	  UINT(trace_max_rate, 1, 10000000, "expected a whole number from 1 to 10000000") },
+	{ .help = "\n" },
 	{ .help = "Run:\n" },
 	{ "duration", 'd', required_argument,
 	  .help = "  -d, --duration DUR        stop after DUR, leaving complete files (default: run\n"
@@ -446,9 +464,11 @@ static const char usage_tail[] =
 "Exit status:\n"
 "   0  finished (--duration over, or stopped by SIGINT/SIGTERM)\n"
 "  64  bad command line: unknown flag, bad value, bad node name, a --perf\n"
-"      OSPID that is no process, --perf auto with --user, --pid, --perf\n"
-"      or --connect with several nodes, or --push-header-file or\n"
-"      --push-service without --push\n"
+"      OSPID that is no process, --perf auto with --user, --pid, --perf,\n"
+"      --connect or --trace with several nodes, or --push-header-file or\n"
+"      --push-service without --push; a --trace target that is no process\n"
+"      of the node, or a trace refused to leave another tracer's flags and\n"
+"      patterns as they are\n"
 "  65  a --duration run took no sample at all\n"
 "  66  cookie file missing, unreadable, empty, readable by others or not a\n"
 "      regular file (a FIFO, a device); the same for --push-header-file, or\n"
@@ -507,6 +527,9 @@ set_defaults(struct fpd_options *o)
 		.push_spool_max = PUSH_SPOOL_MAX_DEFAULT,
 		.push_timeout_us = PUSH_TIMEOUT_DEFAULT_US,
 		.max_captures_per_hour = FPD_FLIGHT_PER_HOUR_DEFAULT,
+		.trace_for_us = 10000000,
+		.trace_max_events = 1000000,
+		.trace_max_rate = 20000,
 	};
 }
 
@@ -597,7 +620,13 @@ check_together(struct fpd_options *o)
 			o->push_header_file ? "--push-header-file" : "--push-service");
 		return FPD_EXIT_USAGE;
 	}
-	if (o->top == 0 && !o->npids && !o->nnames) {
+	if (o->ntraces && o->flight_us) {
+		fprintf(stderr, "flame_profd: error: --trace writes files: it cannot be used with --flight-recorder\n");
+		return FPD_EXIT_USAGE;
+	}
+	if (o->ntraces && !o->top_set && !o->npids && !o->nnames)
+		o->top = 0;
+	if (o->top == 0 && !o->npids && !o->nnames && !o->ntraces) {
 		fprintf(stderr, "flame_profd: error: nothing to sample: --top 0 and no --pid or --name\n");
 		return FPD_EXIT_USAGE;
 	}
@@ -651,6 +680,7 @@ fpd_options_release(struct fpd_options *o)
 	free(o->node_cookie_files);
 	free(o->pids);
 	free(o->names);
+	free(o->traces);
 	free(o->keys);
 	free(o->logger_keys);
 	free(o->key_names);

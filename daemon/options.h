@@ -106,6 +106,11 @@ struct fpd_options {
 	uint64_t push_timeout_us;	/* --push-timeout */
 	struct fpd_push *push;		/* the run's pusher (made by main
 					 * from the above), or NULL */
+	const char **traces;	/* --trace PID|NAME, as given */
+	size_t ntraces;
+	uint64_t trace_for_us;	/* --trace-for */
+	unsigned trace_max_events;	/* --trace-max-events */
+	unsigned trace_max_rate;	/* --trace-max-rate, events/s */
 	uid_t uid;
 	gid_t gid;
 };

@@ -196,6 +196,10 @@ fpd_session_connect(struct fpd_session *s, uint64_t now)
 		return 0;
 	}
 
+	rc = fpd_trace_start(s->trace, s->node, timeout_ms(s));
+	if (rc)
+		return rc;
+
 	rc = fp_node_scan_prepare(s->node, timeout_ms(s));
 	if (rc < 0)
 		fpd_warn("cannot prepare the selection scan on %s (%s): only pinned processes are sampled",

@@ -22,6 +22,7 @@
 #include "report.h"
 #include "sampling.h"
 #include "session.h"
+#include "tracing.h"
 #include "util.h"
 #include "fp/node.h"
 #include "fp/perf-script.h"
@@ -135,6 +136,8 @@ struct fpd_session {
 
 	struct targets t;
 	struct sampling sm;
+	struct fpd_trace *trace;	/* --trace, or NULL */
+	struct request req_trace;
 };
 
 /* The most processes sampled at once: --top (or --burst-top, if more),

@@ -60,6 +60,8 @@ fpd_session_settle(struct fpd_source *src)
 	fpd_targets_reset(s);
 	s->req_health.active = s->req_health.late = false;
 	s->req_peers.active = s->req_peers.late = false;
+	s->req_trace.active = s->req_trace.late = false;
+	fpd_trace_lost(s->trace);
 	s->cost.breaker.open = s->cost.breaker.probing = false;
 	s->timeouts = 0;
 	s->backoff_us = BACKOFF_MIN_US;
@@ -236,6 +238,15 @@ on_initial_calls(struct fpd_session *s, struct request *r,
 	fpd_targets_on_initial_calls(s, reply);
 }
 
+static void
+on_trace(struct fpd_session *s, struct request *r, struct fp_reply *reply,
+	 uint64_t now)
+{
+	(void)r;
+	(void)now;
+	fpd_trace_on_reply(s->trace, reply);
+}
+
 /*
  * The session's own requests, beside the sampler's. Only the scan's
  * timeout trips the breaker: the others are small, and the health
@@ -255,6 +266,8 @@ static const struct {
 	  { "is_process_alive request", on_alive, .trip = FPD_TRIP_NEVER } },
 	{ offsetof(struct fpd_session, req_peers),
 	  { "nodes request", on_peers, .trip = FPD_TRIP_NEVER } },
+	{ offsetof(struct fpd_session, req_trace),
+	  { "trace request", on_trace, .trip = FPD_TRIP_NEVER } },
 	{ offsetof(struct fpd_session, req_health),
 	  { "health probe", on_health, .on_late = health_late,
 	    .trip = FPD_TRIP_PROBE } },
@@ -461,12 +474,30 @@ tick(struct fpd_source *src, uint64_t now)
 	fpd_targets_ask_initial_calls(s, now);
 	if (!live(s))
 		return;
+	if (!s->req_trace.active && fpd_trace_due(s->trace, now)) {
+		uint64_t id;
+		int rc = fpd_trace_send(s->trace, s->node, false, now, &id);
+
+		if (rc == 0)
+			request_sent(&s->req_trace, id, now);
+		else
+			fpd_session_check_send(s, rc, "a trace request");
+		if (!live(s))
+			return;
+	}
 	budget_tick(s, now);
 	fpd_sampling_sync(s);
 
 	if (now - s->report.interval_mono >= s->o->every_us)
 		interval_report(s, now);
 	fpd_output_tick(s->out, now);
+	/* a run that only traces ends with its trace */
+	if (!s->run->stopping && fpd_trace_over(s->trace) && s->o->top == 0 &&
+	    !s->o->npids && !s->o->nnames) {
+		fpd_info("the trace is over: stopping");
+		s->run->stopping = true;
+		s->run->stop_mono = now;
+	}
 }
 
 /* ---- the source ---------------------------------------------------------- */
@@ -508,13 +539,28 @@ fd(struct fpd_source *src)
 static void
 drain(struct fpd_source *src, uint64_t now)
 {
-	fpd_sampling_drain((struct fpd_session *)src, now);
+	struct fpd_session *s = (struct fpd_session *)src;
+
+	fpd_sampling_drain(s, now);
+	/* the trace is stopped with the samples, not after them: its
+	 * undoing and hand-over then have the drain's time */
+	if (live(s) && !s->req_trace.active && fpd_trace_stoppable(s->trace)) {
+		uint64_t id;
+		int rc = fpd_trace_send(s->trace, s->node, true, now, &id);
+
+		if (rc == 0)
+			request_sent(&s->req_trace, id, now);
+		else
+			fpd_session_check_send(s, rc, "the trace's stop");
+	}
 }
 
 static bool
 in_flight(struct fpd_source *src)
 {
-	return fpd_sampling_in_flight((struct fpd_session *)src);
+	struct fpd_session *s = (struct fpd_session *)src;
+
+	return fpd_sampling_in_flight(s) || (live(s) && s->req_trace.active);
 }
 
 static void
@@ -579,6 +625,7 @@ fpd_session_new(const struct fpd_options *o, const char *cookie,
 	fpd_cost_init(&s->cost, o, now, cpu_us);
 	fpd_targets_init(s);
 	fpd_sampling_init(s);
+	s->trace = fpd_trace_new(o, rec, &s->cost);
 	s->watch_wanted = fpd_trigger_watch(o->triggers, o->ntriggers,
 					    o->every_us, &s->watch);
 	s->backoff_us = BACKOFF_MIN_US;
@@ -646,6 +693,7 @@ fpd_session_destroy(struct fpd_session *s)
 	fp_node_destroy(s->node);
 	fpd_targets_release(&s->t);
 	fpd_sampling_release(s);
+	fpd_trace_destroy(s->trace);
 	free(s);
 }
 
@@ -657,6 +705,8 @@ fpd_session_close(struct fpd_session *s, int exit_code, bool duration_over)
 	if (s->connected) {
 		interval_report(s, fpd_now_mono_us());
 		fpd_session_settle(&s->source);
+		if (s->connected)
+			fpd_trace_stop(s->trace, s->node, timeout_ms(s));
 		fpd_session_restore_node(s);
 	}
 	fpd_recorder_note(s->rec, "stopped after %llu samples",

@@ -388,7 +388,7 @@ static const struct fpp_option_row rows[] = {
 	{ "status", 0, "LIST", ALL, FPP_SEC_SELECTION, PARSE(opt_status),
 	  .help = "only samples with these statuses (comma-separated:\n"
 	  "running, runnable, waiting, garbage_collecting,\n"
-	  "suspended, exiting, free, unknown, cpu)" },
+	  "suspended, exiting, free, unknown, cpu, traced)" },
 	{ "pid", 0, "PID", ALL, FPP_SEC_SELECTION, PARSE(opt_pid),
 	  .help = "only this process, '<0.123.0>' or 0.123.0\n"
 	  "(repeatable, or comma-separated)" },

@@ -18,7 +18,7 @@
 
 static const char *const status_names[] = {
 	"running", "runnable", "waiting", "garbage_collecting",
-	"suspended", "exiting", "free", "unknown", "cpu",
+	"suspended", "exiting", "free", "unknown", "cpu", "traced",
 };
 
 /* ---- field parsers over [p, end) ---- */

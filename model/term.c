@@ -17,6 +17,7 @@ static const char *const status_names[FP_STATUS_COUNT] = {
 	[FP_STATUS_EXITING] = "exiting",
 	[FP_STATUS_FREE] = "free",
 	[FP_STATUS_CPU] = "cpu",
+	[FP_STATUS_TRACED] = "traced",
 };
 
 static const struct {

@@ -5,7 +5,7 @@
  * through the envelope parser as real traffic does, and its bytes, taken
  * as a bare result, through every decoder: a sample batch, a selection, a
  * pid list, an initial-call list, a timer:tc pair, a helper batch and its
- * rows. Unchecked first (sample
+ * rows, a --trace hand-over (its events into the stacks). Unchecked first (sample
  * batches arrive unchecked, so every decoder must check what it reads),
  * then, if they pass the arrival check, checked.
  */
@@ -18,9 +18,11 @@
 
 #include "fp/sample.h"
 #include "fp/select.h"
+#include "fp/trace.h"
 #include "conn.h"
 #include "etf.h"
 #include "node-private.h"
+#include "trace-agg.h"
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -35,6 +37,14 @@ count_peer(const char *name, void *data)
 	size_t *peers = data;
 
 	*peers += strlen(name) > 0;
+}
+
+static void
+count_stack(const struct fp_trace_stack *st, void *data)
+{
+	size_t *frames = data;
+
+	*frames += st->nframes + (size_t)(st->units > 0);
 }
 
 static void
@@ -103,6 +113,18 @@ decode_all(struct fp_reply *reply, int n)
 						  row.n, row.time_us, 8);
 		}
 		fp_sampler_destroy(s);
+	}
+	{
+		struct fp_trace *t = fp_trace_new();
+		struct fp_trace_result tres;
+
+		/* not started: refused; then twice into one aggregate, the
+		 * second hand-over over the first's stacks and remainders */
+		fp_trace_decode(t, reply, &tres, count_stack, &peers);
+		trace_attach(t, 4, 100);
+		fp_trace_decode(t, reply, &tres, count_stack, &peers);
+		fp_trace_decode(t, reply, &tres, count_stack, &peers);
+		fp_trace_destroy(t);
 	}
 	fp_node_decode_whereis(reply, out, found, 8);
 	fp_node_decode_peers(reply, count_peer, &peers);

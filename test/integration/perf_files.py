@@ -10,7 +10,7 @@ import subprocess
 import time
 
 STATUSES = ("running", "runnable", "waiting", "garbage_collecting",
-            "suspended", "exiting", "cpu")
+            "suspended", "exiting", "cpu", "traced")
 METRICS = ("reductions", "memory", "message_queue_len", "total_heap_size",
            "heap_size", "stack_size", "binary_bytes", "minor_gcs")
 

@@ -88,6 +88,9 @@ enum fp_status {
 	/* not a process status: a sample of the node's OS threads on a
 	 * CPU, read with perf (no Erlang process is known) */
 	FP_STATUS_CPU,
+	/* not a process status: time of a traced process (--trace), its
+	 * count in proportion to that time (docs/FORMAT.md) */
+	FP_STATUS_TRACED,
 	FP_STATUS_COUNT,
 };
 

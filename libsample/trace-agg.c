@@ -1,0 +1,350 @@
+/*
+ * flame_profd — the aggregate of --trace (trace-agg.h).
+ *
+ * The stack rules are those of the traced code as call trace shows it:
+ * call pushes its function, except one already on the stack, which cuts
+ * the stack back to it (a tail call or a loop re-entering it, where no
+ * return_to comes); return_to cuts back to the function returned to,
+ * however many frames an exception or a chain of tail calls skipped, and
+ * a function not on the stack (the trace started below it) becomes the
+ * whole stack; in with an empty stack starts it at the function
+ * scheduled in. The first event of a process only sets its clock: the
+ * time before it belongs to no known stack.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "trace-agg.h"
+#include "util-hash.h"
+#include "util-mem.h"
+
+struct frame {
+	char *module;
+	char *function;
+	uint32_t arity;
+	uint64_t hash;
+};
+
+struct proc {
+	struct fp_pid pid;
+	bool on;
+	int64_t t0;
+	uint32_t n;
+	uint32_t stack[FP_TRACE_DEPTH_MAX];	/* root first */
+};
+
+/* key: pid.num, pid.serial, on, then the frames root first */
+#define KEY_HEAD 3u
+
+struct entry {
+	uint32_t *key;
+	uint32_t keylen;
+	uint64_t hash;
+	uint64_t time;
+	uint64_t calls;
+};
+
+struct trace_agg {
+	unsigned depth;
+	uint64_t unit;
+	struct frame *frames;
+	uint32_t nframes, frames_cap;
+	uint32_t *fidx;			/* open addressing, UINT32_MAX empty */
+	uint32_t fidx_cap;
+	struct proc *procs;
+	uint32_t nprocs, procs_cap;
+	struct entry *entries;
+	uint32_t nentries, entries_cap;
+	uint32_t *eidx;
+	uint32_t eidx_cap;
+	struct fp_frame out[FP_TRACE_DEPTH_MAX];
+};
+
+static uint32_t *
+index_new(uint32_t cap)
+{
+	uint32_t *idx = xzalloc(cap * sizeof(*idx));
+
+	memset(idx, 0xff, cap * sizeof(*idx));
+	return idx;
+}
+
+struct trace_agg *
+trace_agg_new(unsigned depth, uint64_t unit)
+{
+	struct trace_agg *a = xzalloc(sizeof(*a));
+
+	a->depth = depth < 1 ? 1 : depth > FP_TRACE_DEPTH_MAX ?
+		   FP_TRACE_DEPTH_MAX : depth;
+	a->unit = unit ? unit : 1;
+	a->fidx_cap = a->eidx_cap = 64;
+	a->fidx = index_new(a->fidx_cap);
+	a->eidx = index_new(a->eidx_cap);
+	return a;
+}
+
+void
+trace_agg_destroy(struct trace_agg *a)
+{
+	if (!a)
+		return;
+	for (uint32_t i = 0; i < a->nframes; i++) {
+		free(a->frames[i].module);
+		free(a->frames[i].function);
+	}
+	for (uint32_t i = 0; i < a->nentries; i++)
+		free(a->entries[i].key);
+	free(a->frames);
+	free(a->fidx);
+	free(a->procs);
+	free(a->entries);
+	free(a->eidx);
+	free(a);
+}
+
+static uint64_t
+frame_hash(const char *module, const char *function, uint32_t arity)
+{
+	uint64_t h = fnv1a_str(FNV1A_BASIS, module);
+
+	h = fnv1a_update(h, ":", 1);
+	h = fnv1a_str(h, function);
+	return fnv1a_update(h, &arity, sizeof(arity));
+}
+
+static void
+frames_rehash(struct trace_agg *a)
+{
+	uint32_t cap = a->fidx_cap * 2;
+
+	free(a->fidx);
+	a->fidx = index_new(cap);
+	a->fidx_cap = cap;
+	for (uint32_t i = 0; i < a->nframes; i++) {
+		uint32_t j = (uint32_t)a->frames[i].hash & (cap - 1);
+
+		while (a->fidx[j] != UINT32_MAX)
+			j = (j + 1) & (cap - 1);
+		a->fidx[j] = i;
+	}
+}
+
+uint32_t
+trace_agg_frame(struct trace_agg *a, const char *module, const char *function,
+		uint32_t arity)
+{
+	uint64_t h = frame_hash(module, function, arity);
+	uint32_t j = (uint32_t)h & (a->fidx_cap - 1);
+	struct frame *f;
+
+	for (; a->fidx[j] != UINT32_MAX; j = (j + 1) & (a->fidx_cap - 1)) {
+		f = &a->frames[a->fidx[j]];
+		if (f->hash == h && f->arity == arity &&
+		    strcmp(f->module, module) == 0 &&
+		    strcmp(f->function, function) == 0)
+			return a->fidx[j];
+	}
+	if (a->nframes == a->frames_cap) {
+		a->frames_cap = a->frames_cap ? a->frames_cap * 2 : 64;
+		a->frames = xrealloc(a->frames,
+				     a->frames_cap * sizeof(*a->frames));
+	}
+	a->frames[a->nframes] = (struct frame){
+		.module = xstrdup(module),
+		.function = xstrdup(function),
+		.arity = arity,
+		.hash = h,
+	};
+	a->fidx[j] = a->nframes;
+	if (++a->nframes * 2 > a->fidx_cap)
+		frames_rehash(a);
+	return a->nframes - 1;
+}
+
+static struct proc *
+proc_find(struct trace_agg *a, const struct fp_pid *pid)
+{
+	/* a handful of traced processes: a scan is enough */
+	for (uint32_t i = 0; i < a->nprocs; i++)
+		if (a->procs[i].pid.num == pid->num &&
+		    a->procs[i].pid.serial == pid->serial)
+			return &a->procs[i];
+	return NULL;
+}
+
+static void
+entries_rehash(struct trace_agg *a)
+{
+	uint32_t cap = a->eidx_cap * 2;
+
+	free(a->eidx);
+	a->eidx = index_new(cap);
+	a->eidx_cap = cap;
+	for (uint32_t i = 0; i < a->nentries; i++) {
+		uint32_t j = (uint32_t)a->entries[i].hash & (cap - 1);
+
+		while (a->eidx[j] != UINT32_MAX)
+			j = (j + 1) & (cap - 1);
+		a->eidx[j] = i;
+	}
+}
+
+/* Charge @time and @calls to @p's stack as it is, on or off a scheduler. */
+static void
+add(struct trace_agg *a, const struct proc *p, bool on, uint64_t time,
+    uint64_t calls)
+{
+	uint32_t key[KEY_HEAD + FP_TRACE_DEPTH_MAX];
+	uint32_t keylen = KEY_HEAD + p->n, j;
+	struct entry *e;
+	uint64_t h;
+
+	key[0] = p->pid.num;
+	key[1] = p->pid.serial;
+	key[2] = on;
+	memcpy(key + KEY_HEAD, p->stack, p->n * sizeof(*key));
+	h = hash_bytes(key, keylen * sizeof(*key));
+	for (j = (uint32_t)h & (a->eidx_cap - 1); a->eidx[j] != UINT32_MAX;
+	     j = (j + 1) & (a->eidx_cap - 1)) {
+		e = &a->entries[a->eidx[j]];
+		if (e->hash == h && e->keylen == keylen &&
+		    memcmp(e->key, key, keylen * sizeof(*key)) == 0) {
+			e->time += time;
+			e->calls += calls;
+			return;
+		}
+	}
+	if (a->nentries == a->entries_cap) {
+		a->entries_cap = a->entries_cap ? a->entries_cap * 2 : 64;
+		a->entries = xrealloc(a->entries,
+				      a->entries_cap * sizeof(*a->entries));
+	}
+	e = &a->entries[a->nentries];
+	*e = (struct entry){
+		.key = xzalloc(keylen * sizeof(*key)),
+		.keylen = keylen,
+		.hash = h,
+		.time = time,
+		.calls = calls,
+	};
+	memcpy(e->key, key, keylen * sizeof(*key));
+	a->eidx[j] = a->nentries;
+	if (++a->nentries * 2 > a->eidx_cap)
+		entries_rehash(a);
+}
+
+/* Cut @p's stack back to its innermost @frame; false if not on it. */
+static bool
+cut(struct proc *p, uint32_t frame)
+{
+	for (uint32_t i = p->n; i-- > 0;)
+		if (p->stack[i] == frame) {
+			p->n = i + 1;
+			return true;
+		}
+	return false;
+}
+
+static void
+push(struct trace_agg *a, struct proc *p, uint32_t frame)
+{
+	if (p->n >= a->depth) {
+		/* keep the innermost frames */
+		memmove(p->stack, p->stack + (p->n - a->depth + 1),
+			(a->depth - 1) * sizeof(*p->stack));
+		p->n = a->depth - 1;
+	}
+	p->stack[p->n++] = frame;
+}
+
+void
+trace_agg_event(struct trace_agg *a, const struct fp_pid *pid,
+		enum trace_ev ev, uint32_t frame, int64_t ts)
+{
+	struct proc *p = proc_find(a, pid);
+	bool has = frame != TRACE_NO_FRAME && frame < a->nframes;
+
+	if (!p) {
+		if (a->nprocs == a->procs_cap) {
+			a->procs_cap = a->procs_cap ? a->procs_cap * 2 : 4;
+			a->procs = xrealloc(a->procs,
+					    a->procs_cap * sizeof(*a->procs));
+		}
+		p = &a->procs[a->nprocs++];
+		*p = (struct proc){ .pid = *pid, .on = ev != TRACE_EV_IN,
+				    .t0 = ts };
+		if (has)
+			p->stack[p->n++] = frame;
+	}
+	if (ts > p->t0) {
+		add(a, p, p->on, (uint64_t)ts - (uint64_t)p->t0, 0);
+		p->t0 = ts;
+	}
+	switch (ev) {
+	case TRACE_EV_CALL:
+		if (has && !cut(p, frame))
+			push(a, p, frame);
+		add(a, p, true, 0, 1);
+		break;
+	case TRACE_EV_RETURN_TO:
+		if (has && !cut(p, frame)) {
+			p->stack[0] = frame;
+			p->n = 1;
+		}
+		break;
+	case TRACE_EV_IN:
+		if (p->n == 0 && has)
+			p->stack[p->n++] = frame;
+		p->on = true;
+		break;
+	case TRACE_EV_OUT:
+		p->on = false;
+		break;
+	case TRACE_EV_OTHER:
+		break;
+	}
+}
+
+void
+trace_agg_flush(struct trace_agg *a, bool final,
+		void (*each)(const struct fp_trace_stack *stack, void *data),
+		void *data)
+{
+	for (uint32_t i = 0; i < a->nentries; i++) {
+		struct entry *e = &a->entries[i];
+		uint64_t units = final ? (e->time + a->unit / 2) / a->unit :
+				 e->time / a->unit;
+		struct fp_trace_stack st;
+		uint32_t n = e->keylen - KEY_HEAD;
+
+		if (units == 0)
+			continue;
+		for (uint32_t k = 0; k < n; k++) {
+			/* leaf first */
+			const struct frame *f = &a->frames[e->key[e->keylen - 1 - k]];
+
+			a->out[k] = (struct fp_frame){
+				.module = f->module,
+				.function = f->function,
+				.arity = f->arity,
+			};
+		}
+		st = (struct fp_trace_stack){
+			.pid = { .num = e->key[0], .serial = e->key[1] },
+			.on_cpu = e->key[2] != 0,
+			.frames = a->out,
+			.nframes = n,
+			.units = units,
+			.calls = e->calls,
+		};
+		each(&st, data);
+		e->time = units * a->unit > e->time ? 0 : e->time - units * a->unit;
+		e->calls = 0;
+	}
+	if (final) {
+		for (uint32_t i = 0; i < a->nentries; i++)
+			free(a->entries[i].key);
+		a->nentries = 0;
+		memset(a->eidx, 0xff, a->eidx_cap * sizeof(*a->eidx));
+	}
+}

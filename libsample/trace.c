@@ -1,0 +1,583 @@
+/*
+ * flame_profd — exact traces of chosen processes (fp/trace.h).
+ *
+ * The tracer is Erlang source the node's erl_eval runs (eval.c), as the
+ * janitor is. It only forwards: each trace message is consed, as it
+ * came, onto the list the daemon's next request takes (every
+ * DUMP_EVERY_US in daemon/tracing.c), and the stacks are built here, in
+ * C (trace-agg.c). erl_eval interprets every expression and merges every
+ * binding in scope into each call, so the per-event path (Fast) is one
+ * receive clause, four deep so that a call takes four events, in a scope
+ * that holds only the list and a count; the caps and the queue are
+ * checked once per batch of up to 65 events (Loop). Fast's receive has no guard: where no clause matches,
+ * erl_eval's receive tries every message in the mailbox, so a guard that
+ * ends a batch would scan a queue of thousands once per batch. The
+ * modules the tracer itself runs through (erl_eval and what it calls)
+ * get no trace pattern: every call of theirs would pass a breakpoint,
+ * and their time shows in the caller's frame.
+ *
+ * Caps: a total of events, events in any second of the trace's own
+ * timestamps, and trace messages waiting in the tracer's queue (it
+ * cannot keep up: stopped at once, before its queue grows). Any of
+ * them, the duration, or the daemon's stop removes the flags and
+ * patterns (or destroys the session), drops the messages still queued
+ * and hands the events it holds to the next request; a tracer stopped
+ * on its own answers requests until 10 s pass without one, then exits.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conn.h"
+#include "etf.h"
+#include "eval.h"
+#include "fp/log.h"
+#include "fp/trace.h"
+#include "node-private.h"
+#include "trace-agg.h"
+#include "util-mem.h"
+
+/* Bindings: A = {Daemon, Targets, UnitUs, ForMs, MaxEvents, MaxRate,
+ * Depth, MaxQueue}. Value: {started, Tracer, Mode, Pids, NativePerSec}
+ * or {refused, Why}. */
+static const char start_source[] =
+	"(fun() ->\n"
+	"Fast = fun Fast(Acc, 0) -> {Acc, 0};\n"
+	"           Fast(Acc, K) ->\n"
+	"             receive\n"
+	"               {trace_ts, _, _, _, _} = M1 ->\n"
+	"                 receive\n"
+	"                   {trace_ts, _, _, _, _} = M2 ->\n"
+	"                     receive\n"
+	"                       {trace_ts, _, _, _, _} = M3 ->\n"
+	"                         receive\n"
+	"                           {trace_ts, _, _, _, _} = M4 -> Fast([M4, M3, M2, M1 | Acc], K - 4)\n"
+	"                         after 0 -> {[M3, M2, M1 | Acc], K - 3}\n"
+	"                         end\n"
+	"                     after 0 -> {[M2, M1 | Acc], K - 2}\n"
+	"                     end\n"
+	"                 after 0 -> {[M1 | Acc], K - 1}\n"
+	"                 end\n"
+	"             after 0 -> {Acc, K}\n"
+	"             end\n"
+	"       end,\n"
+	"MkLoop = fun(Stop, Stopped, Undo, Daemon, MaxEvents, MaxRate, MaxQueue, Sec) ->\n"
+	"fun Loop(Acc, N, WinT, WinN) ->\n"
+	"        receive\n"
+	"          {trace_ts, _, _, _, _} = Msg ->\n"
+	"            Room = min(64, (MaxEvents - N - 1) div 4 * 4),\n"
+	"            {Acc1, K} = Fast([Msg | Acc], Room),\n"
+	"            Took = 1 + Room - K,\n"
+	"            TS = element(5, hd(Acc1)),\n"
+	"            {WinT1, WinN1} = case TS - WinT >= Sec of\n"
+	"                               true -> {TS, Took};\n"
+	"                               false -> {WinT, WinN + Took}\n"
+	"                             end,\n"
+	"            {message_queue_len, Q} = process_info(self(), message_queue_len),\n"
+	"            if\n"
+	"              N + Took >= MaxEvents -> Stopped(Stop(total_cap), N + Took, Acc1);\n"
+	"              WinN1 > MaxRate -> Stopped(Stop(rate_cap), N + Took, Acc1);\n"
+	"              Q > MaxQueue -> Stopped(Stop(behind), N + Took, Acc1);\n"
+	"              true -> Loop(Acc1, N + Took, WinT1, WinN1)\n"
+	"            end;\n"
+	"          {dump, From, DTag} ->\n"
+	"            From ! {DTag, {running, N, lists:reverse(Acc)}},\n"
+	"            Loop([], N, WinT, WinN);\n"
+	"          {stop, From, DTag} ->\n"
+	"            St = Stop(stopped),\n"
+	"            From ! {DTag, {St, N, lists:reverse(Acc)}};\n"
+	"          {flame_profd_trace, duration} ->\n"
+	"            Stopped(Stop(duration), N, Acc);\n"
+	"          {'EXIT', Daemon, _} -> Undo();\n"
+	"          _ -> Loop(Acc, N, WinT, WinN)\n"
+	"        end\n"
+	"      end\n"
+	"end,\n"
+	"(fun(Daemon, Targets, UnitUs, ForMs, MaxEvents, MaxRate, Depth, MaxQueue) ->\n"
+	"Self = self(),\n"
+	"Tag = make_ref(),\n"
+	"Resolve = fun({pid, S}) ->\n"
+	"                case catch erlang:list_to_pid(S) of\n"
+	"                  P when is_pid(P) ->\n"
+	"                    case is_process_alive(P) of\n"
+	"                      true -> {ok, P};\n"
+	"                      false -> {error, {not_alive, S}}\n"
+	"                    end;\n"
+	"                  _ -> {error, {not_alive, S}}\n"
+	"                end;\n"
+	"             ({name, Given, Bins}) ->\n"
+	"                As = [At || B <- Bins, At <- [catch binary_to_existing_atom(B, utf8)], is_atom(At)],\n"
+	"                case [P || At <- As, P <- [whereis(At)], is_pid(P)] of\n"
+	"                  [P | _] -> {ok, P};\n"
+	"                  [] -> {error, {not_registered, Given}}\n"
+	"                end\n"
+	"          end,\n"
+	"Tracer = fun() ->\n"
+	"  process_flag(trap_exit, true),\n"
+	"  process_flag(priority, high),\n"
+	"  link(Daemon),\n"
+	"  Res = [Resolve(T) || T <- Targets],\n"
+	"  Pids = lists:usort([P || {ok, P} <- Res]),\n"
+	"  Flags = [call, return_to, running, arity, monotonic_timestamp],\n"
+	"  Skip = [erl_eval, prim_eval, orddict, ordsets, lists, maps, erlang, erts_internal, erl_internal, proplists],\n"
+	"  Mods = [Mod || {Mod, _} <- code:all_loaded(), not lists:member(Mod, Skip)],\n"
+	"  HasSession = code:ensure_loaded(trace) =:= {module, trace} andalso\n"
+	"               erlang:function_exported(trace, session_create, 3),\n"
+	"  Setup =\n"
+	"    case [E || {error, E} <- Res] of\n"
+	"      [E1 | _] -> {refused, E1};\n"
+	"      [] when HasSession ->\n"
+	"        S = trace:session_create(flame_profd_trace, self(), []),\n"
+	"        [trace:function(S, {Mod, '_', '_'}, true, [local]) || Mod <- Mods],\n"
+	"        [trace:process(S, P, true, Flags) || P <- Pids],\n"
+	"        {ok, session, fun() -> catch trace:session_destroy(S), ok end};\n"
+	"      [] ->\n"
+	"        Held = [P || P <- Pids, erlang:trace_info(P, tracer) =/= {tracer, []}],\n"
+	"        CallTraced = fun(P) -> case erlang:trace_info(P, flags) of\n"
+	"                                 {flags, Fl} -> lists:member(call, Fl);\n"
+	"                                 _ -> false\n"
+	"                               end end,\n"
+	"        Patterned = fun Any([]) -> false;\n"
+	"                        Any([{M, _} | Ms]) ->\n"
+	"                          Fs = try erlang:get_module_info(M, functions) catch _:_ -> [] end,\n"
+	"                          case lists:any(fun({F, Ar}) -> element(2, erlang:trace_info({M, F, Ar}, traced)) =/= false end, Fs) of\n"
+	"                            true -> {true, M};\n"
+	"                            false -> Any(Ms)\n"
+	"                          end\n"
+	"                    end,\n"
+	"        case Held of\n"
+	"          [H | _] -> {refused, {traced_by_other, H}};\n"
+	"          [] ->\n"
+	"            case [P || P <- erlang:processes(), P =/= self(), CallTraced(P)] of\n"
+	"              [Ct | _] -> {refused, {call_traced_process, Ct}};\n"
+	"              [] ->\n"
+	"                case element(2, erlang:trace_info(on_load, traced)) =/= false orelse\n"
+	"                     Patterned(code:all_loaded()) of\n"
+	"                  false ->\n"
+	"                    [erlang:trace_pattern({Mod, '_', '_'}, true, [local]) || Mod <- Mods],\n"
+	"                    [erlang:trace(P, true, Flags) || P <- Pids],\n"
+	"                    {ok, legacy,\n"
+	"                     fun() ->\n"
+	"                       [catch erlang:trace(P, false, [all]) || P <- Pids],\n"
+	"                       catch erlang:trace_pattern({'_', '_', '_'}, false, [local]),\n"
+	"                       ok\n"
+	"                     end};\n"
+	"                  true -> {refused, {trace_pattern, on_load}};\n"
+	"                  {true, M} -> {refused, {trace_pattern, M}}\n"
+	"                end\n"
+	"            end\n"
+	"        end\n"
+	"    end,\n"
+	"  case Setup of\n"
+	"    {refused, Why} -> Self ! {Tag, {refused, Why}};\n"
+	"    {ok, Mode, Undo0} ->\n"
+	"      Undo = fun() ->\n"
+	"               case get(flame_profd_undone) of\n"
+	"                 true -> ok;\n"
+	"                 _ -> put(flame_profd_undone, true), Undo0()\n"
+	"               end\n"
+	"             end,\n"
+	"      Self ! {Tag, {started, Mode, Pids}},\n"
+	"      erlang:send_after(ForMs, self(), {flame_profd_trace, duration}),\n"
+	"      Stop = fun(Why) ->\n"
+	"               Undo(),\n"
+	"               Flush = fun F(K) -> receive {trace_ts, _, _, _, _} -> F(K + 1) after 0 -> K end end,\n"
+	"               {stopped, Why, Flush(0)}\n"
+	"             end,\n"
+	"      Stopped = fun Stopped(Status, N, Agg) ->\n"
+	"                  receive\n"
+	"                    {dump, From, DTag} ->\n"
+	"                      From ! {DTag, {Status, N, lists:reverse(Agg)}},\n"
+	"                      Stopped(Status, N, []);\n"
+	"                    {stop, From, DTag} ->\n"
+	"                      From ! {DTag, {Status, N, lists:reverse(Agg)}};\n"
+	"                    {'EXIT', Daemon, _} -> ok;\n"
+	"                    {trace_ts, _, _, _, _} -> Stopped(Status, N, Agg);\n"
+	"                    _ -> Stopped(Status, N, Agg)\n"
+	"                  after 10000 -> ok\n"
+	"                  end\n"
+	"                end,\n"
+	"      Loop = MkLoop(Stop, Stopped, Undo, Daemon, MaxEvents, MaxRate, MaxQueue,\n"
+	"                    erlang:convert_time_unit(1, second, native)),\n"
+	"      try Loop([], 0, erlang:monotonic_time(), 0)\n"
+	"      after Undo()\n"
+	"      end\n"
+	"  end\n"
+	"end,\n"
+	"T = spawn(Tracer),\n"
+	"M = erlang:monitor(process, T),\n"
+	"receive\n"
+	"  {Tag, {started, Mode, Pids}} -> erlang:demonitor(M, [flush]),\n"
+	"                                   {started, T, Mode, Pids, erlang:convert_time_unit(1, second, native)};\n"
+	"  {Tag, R} -> erlang:demonitor(M, [flush]), R;\n"
+	"  {'DOWN', M, process, _, Why} -> {refused, {crashed, Why}}\n"
+	"after 30000 -> exit(T, kill), {refused, timeout}\n"
+	"end\n"
+	"end)(element(1, A), element(2, A), element(3, A), element(4, A), element(5, A), element(6, A), element(7, A), element(8, A))\n"
+	"end)().\n";
+
+/* Bindings: T (the tracer), Op (dump or stop). Value: the tracer's
+ * {Status, EventCount, [TraceMessage]} (oldest first), gone, or
+ * timeout. */
+static const char op_source[] =
+	"case is_process_alive(T) of "
+	"  false -> gone; "
+	"  true -> "
+	"    M = erlang:monitor(process, T), "
+	"    Tag = make_ref(), "
+	"    T ! {Op, self(), Tag}, "
+	"    receive "
+	"      {Tag, R} -> erlang:demonitor(M, [flush]), R; "
+	"      {'DOWN', M, process, _, _} -> gone "
+	"    after 4000 -> erlang:demonitor(M, [flush]), timeout "
+	"    end "
+	"end.";
+
+struct fp_trace {
+	bool started;
+	erlang_pid tracer;
+	ei_x_buff op;			/* op_source, parsed */
+	struct trace_agg *agg;		/* from the start on */
+};
+
+struct fp_trace *
+fp_trace_new(void)
+{
+	struct fp_trace *t = xzalloc(sizeof(*t));
+
+	ei_x_new(&t->op);
+	return t;
+}
+
+void
+fp_trace_destroy(struct fp_trace *t)
+{
+	if (!t)
+		return;
+	ei_x_free(&t->op);
+	trace_agg_destroy(t->agg);
+	free(t);
+}
+
+void
+trace_attach(struct fp_trace *t, unsigned depth, uint64_t unit)
+{
+	trace_agg_destroy(t->agg);
+	t->agg = trace_agg_new(depth, unit);
+}
+
+bool
+fp_trace_active(const struct fp_trace *t)
+{
+	return t->started;
+}
+
+/* {pid, "<0.N.S>"} or {name, Given, [Candidate binaries]} */
+static int
+encode_target(struct fp_node *node, ei_x_buff *x, const char *given,
+	      char *why, size_t whylen)
+{
+	char other[MAXNODELEN + 1], cand[2][FP_NAME_MAX], text[64];
+	struct fp_pid pid;
+	uint32_t creation;
+	int rc, n;
+
+	rc = fp_pid_parse_full(given, &pid, other, sizeof(other), &creation);
+	if (rc == 1 && strcmp(other, fp_node_name(node)) != 0) {
+		snprintf(why, whylen, "%s is a process of another node", given);
+		return -EINVAL;
+	}
+	if (rc >= 0) {
+		snprintf(text, sizeof(text), "<0.%u.%u>", pid.num, pid.serial);
+		ei_x_encode_tuple_header(x, 2);
+		ei_x_encode_atom(x, "pid");
+		ei_x_encode_string(x, text);
+		return 0;
+	}
+	n = fp_name_candidates(given, cand);
+	if (n < 0) {
+		snprintf(why, whylen, "%s is no pid or registered name", given);
+		return -EINVAL;
+	}
+	ei_x_encode_tuple_header(x, 3);
+	ei_x_encode_atom(x, "name");
+	ei_x_encode_binary(x, given, (long)strlen(given));
+	ei_x_encode_list_header(x, n);
+	for (int i = 0; i < n; i++)
+		ei_x_encode_binary(x, cand[i], (long)strlen(cand[i]));
+	ei_x_encode_empty_list(x);
+	return 0;
+}
+
+int
+fp_trace_start(struct fp_trace *t, struct fp_node *node,
+	       const struct fp_trace_config *cfg, char *why, size_t whylen,
+	       char *mode, size_t modelen, unsigned timeout_ms)
+{
+	char atom[MAXATOMLEN_UTF8], *text;
+	struct fp_reply reply;
+	ei_x_buff bindings, exprs;
+	int rc, index, arity;
+
+	why[0] = mode[0] = '\0';
+	ei_x_new(&bindings);
+	ei_x_new(&exprs);
+	ei_x_encode_list_header(&bindings, 1);
+	ei_x_encode_tuple_header(&bindings, 2);
+	ei_x_encode_atom(&bindings, "A");
+	ei_x_encode_tuple_header(&bindings, 8);
+	ei_x_encode_pid(&bindings, ei_self(&node->ec));
+	ei_x_encode_list_header(&bindings, (long)cfg->ntargets);
+	for (size_t i = 0; i < cfg->ntargets; i++) {
+		rc = encode_target(node, &bindings, cfg->targets[i], why, whylen);
+		if (rc < 0)
+			goto out;
+	}
+	ei_x_encode_empty_list(&bindings);
+	ei_x_encode_ulong(&bindings, cfg->unit_us);
+	ei_x_encode_ulonglong(&bindings, cfg->for_ms);
+	ei_x_encode_ulonglong(&bindings, cfg->max_events);
+	ei_x_encode_ulonglong(&bindings, cfg->max_rate);
+	ei_x_encode_ulong(&bindings, cfg->depth);
+	ei_x_encode_ulong(&bindings, cfg->max_queue);
+	ei_x_encode_empty_list(&bindings);
+
+	rc = node_expr_parse(node, op_source, &t->op, timeout_ms);
+	if (rc < 0)
+		goto out;
+	rc = node_expr_parse(node, start_source, &exprs, timeout_ms);
+	if (rc < 0)
+		goto out;
+	rc = node_eval_call(node, &exprs, &bindings, timeout_ms, &reply);
+	if (rc < 0)
+		goto out;
+	index = reply.index;
+	rc = -EPROTO;
+	if (ei_decode_tuple_header(reply.buf, &index, &arity) < 0 ||
+	    etf_decode_atom(reply.buf, &index, atom) < 0)
+		goto out;
+	if (strcmp(atom, "started") == 0 && arity == 5) {
+		int64_t per_sec;
+
+		if (ei_decode_pid(reply.buf, &index, &t->tracer) < 0 ||
+		    etf_decode_atom(reply.buf, &index, atom) < 0 ||
+		    etf_skip_term(reply.buf, &index) < 0 ||
+		    etf_decode_int(reply.buf, &index, &per_sec) < 0 ||
+		    per_sec < 1000000 || per_sec > INT64_MAX / 1000000)
+			goto out;
+		snprintf(mode, modelen, "%s", atom);
+		/* native ticks per unit (the node's clock ticks at least
+		 * once a microsecond) */
+		trace_attach(t, cfg->depth,
+			     (uint64_t)per_sec / 1000000u * cfg->unit_us);
+		t->started = true;
+		rc = 0;
+	} else if (strcmp(atom, "refused") == 0 && arity == 2) {
+		int kind = index, karity;
+		char what[MAXATOMLEN_UTF8];
+
+		/* {not_alive | not_registered, _}: no such target */
+		rc = -EPERM;
+		if (ei_decode_tuple_header(reply.buf, &kind, &karity) == 0 &&
+		    etf_decode_atom(reply.buf, &kind, what) == 0 &&
+		    (strcmp(what, "not_alive") == 0 ||
+		     strcmp(what, "not_registered") == 0))
+			rc = -ESRCH;
+		text = etf_term_text(reply.buf, index, 200);
+		snprintf(why, whylen, "%s", text);
+		free(text);
+	}
+out:
+	ei_x_free(&bindings);
+	ei_x_free(&exprs);
+	return rc;
+}
+
+/* [{'T', Tracer}, {'Op', dump | stop}] */
+static void
+encode_op(const struct fp_trace *t, ei_x_buff *x, bool stop)
+{
+	ei_x_encode_list_header(x, 2);
+	ei_x_encode_tuple_header(x, 2);
+	ei_x_encode_atom(x, "T");
+	ei_x_encode_pid(x, &t->tracer);
+	ei_x_encode_tuple_header(x, 2);
+	ei_x_encode_atom(x, "Op");
+	ei_x_encode_atom(x, stop ? "stop" : "dump");
+	ei_x_encode_empty_list(x);
+}
+
+int
+fp_trace_send(struct fp_trace *t, struct fp_node *node, bool stop,
+	      uint64_t *id)
+{
+	ei_x_buff bindings;
+	int rc;
+
+	if (!t->started)
+		return -ENOENT;
+	ei_x_new(&bindings);
+	encode_op(t, &bindings, stop);
+	rc = node_eval_send(node, &t->op, &bindings, false, id);
+	ei_x_free(&bindings);
+	return rc;
+}
+
+/* {M, F, Arity} as a frame id, or anything else as none */
+static int
+decode_what(struct fp_trace *t, const char *buf, int *index, uint32_t *frame)
+{
+	char mod[MAXATOMLEN_UTF8], fun[MAXATOMLEN_UTF8];
+	int i = *index, n;
+	int64_t arity;
+
+	*frame = TRACE_NO_FRAME;
+	if (ei_decode_tuple_header(buf, &i, &n) == 0 && n == 3 &&
+	    etf_decode_atom(buf, &i, mod) == 0 &&
+	    etf_decode_atom(buf, &i, fun) == 0 &&
+	    etf_decode_int(buf, &i, &arity) == 0 && arity >= 0 && arity <= 255) {
+		*frame = trace_agg_frame(t->agg, mod, fun, (uint32_t)arity);
+		*index = i;
+		return 0;
+	}
+	return etf_skip_term(buf, index);
+}
+
+/* {trace_ts, Pid, Event, What, Timestamp} */
+static int
+decode_event(struct fp_trace *t, const char *buf, int *index)
+{
+	char atom[MAXATOMLEN_UTF8];
+	struct fp_pid pid;
+	enum trace_ev ev;
+	uint32_t frame;
+	int64_t ts;
+	int n;
+
+	if (ei_decode_tuple_header(buf, index, &n) < 0 || n != 5 ||
+	    etf_decode_atom(buf, index, atom) < 0 || strcmp(atom, "trace_ts") ||
+	    etf_decode_pid(buf, index, &pid) < 0 ||
+	    etf_decode_atom(buf, index, atom) < 0)
+		return -EPROTO;
+	ev = strcmp(atom, "call") == 0 ? TRACE_EV_CALL :
+	     strcmp(atom, "return_to") == 0 ? TRACE_EV_RETURN_TO :
+	     strcmp(atom, "in") == 0 ? TRACE_EV_IN :
+	     strcmp(atom, "out") == 0 ? TRACE_EV_OUT : TRACE_EV_OTHER;
+	if (decode_what(t, buf, index, &frame) < 0 ||
+	    etf_decode_int(buf, index, &ts) < 0)
+		return -EPROTO;
+	trace_agg_event(t->agg, &pid, ev, frame, ts);
+	return 0;
+}
+
+/* running, or {stopped, Why, Dropped} */
+static int
+decode_status(const char *buf, int *index, struct fp_trace_result *res)
+{
+	char atom[MAXATOMLEN_UTF8];
+	int64_t dropped;
+	int n;
+
+	if (etf_decode_atom(buf, index, atom) == 0) {
+		if (strcmp(atom, "running"))
+			return -EPROTO;
+		res->state = FP_TRACE_RUNNING;
+		return 0;
+	}
+	if (ei_decode_tuple_header(buf, index, &n) < 0 || n != 3 ||
+	    etf_decode_atom(buf, index, atom) < 0 || strcmp(atom, "stopped") ||
+	    etf_decode_atom(buf, index, atom) < 0 ||
+	    etf_decode_int(buf, index, &dropped) < 0 || dropped < 0)
+		return -EPROTO;
+	snprintf(res->why, sizeof(res->why), "%.63s", atom);
+	res->state = FP_TRACE_STOPPED;
+	res->dropped = (uint64_t)dropped;
+	return 0;
+}
+
+static int
+decode_value(struct fp_trace *t, const struct fp_reply *reply,
+	     struct fp_trace_result *res,
+	     void (*each)(const struct fp_trace_stack *stack, void *data),
+	     void *data);
+
+int
+fp_trace_decode(struct fp_trace *t, struct fp_reply *reply,
+		struct fp_trace_result *res,
+		void (*each)(const struct fp_trace_stack *stack, void *data),
+		void *data)
+{
+	int rc;
+
+	memset(res, 0, sizeof(*res));
+	rc = node_reply_eval_value(reply);
+	if (rc < 0)
+		return rc;
+	return decode_value(t, reply, res, each, data);
+}
+
+/* The reply, moved to the op's value */
+static int
+decode_value(struct fp_trace *t, const struct fp_reply *reply,
+	     struct fp_trace_result *res,
+	     void (*each)(const struct fp_trace_stack *stack, void *data),
+	     void *data)
+{
+	char atom[MAXATOMLEN_UTF8];
+	int64_t events;
+	int index, n, len;
+
+	index = reply->index;
+	if (etf_decode_atom(reply->buf, &index, atom) == 0) {
+		if (strcmp(atom, "gone") == 0) {
+			res->state = FP_TRACE_GONE;
+			t->started = false;
+			return 0;
+		}
+		/* busy past the wait: nothing this time */
+		return strcmp(atom, "timeout") == 0 ? 0 : -EPROTO;
+	}
+	if (ei_decode_tuple_header(reply->buf, &index, &n) < 0 || n != 3)
+		return -EPROTO;
+	if (decode_status(reply->buf, &index, res) < 0)
+		return -EPROTO;
+	if (etf_decode_int(reply->buf, &index, &events) < 0 || events < 0 ||
+	    ei_decode_list_header(reply->buf, &index, &len) < 0 || len < 0)
+		return -EPROTO;
+	res->events = (uint64_t)events;
+	if (!t->agg)
+		return -EPROTO;
+	/* the events before a malformed one still count */
+	for (int i = 0; i < len; i++)
+		if (decode_event(t, reply->buf, &index) < 0) {
+			trace_agg_flush(t->agg, false, each, data);
+			return -EPROTO;
+		}
+	trace_agg_flush(t->agg, res->state != FP_TRACE_RUNNING, each, data);
+	if (res->state != FP_TRACE_RUNNING)
+		t->started = false;
+	return 0;
+}
+
+int
+fp_trace_stop(struct fp_trace *t, struct fp_node *node,
+	      struct fp_trace_result *res,
+	      void (*each)(const struct fp_trace_stack *stack, void *data),
+	      void *data, unsigned timeout_ms)
+{
+	struct fp_reply reply;
+	ei_x_buff bindings;
+	int rc;
+
+	memset(res, 0, sizeof(*res));
+	if (!t->started)
+		return -ENOENT;
+	ei_x_new(&bindings);
+	encode_op(t, &bindings, true);
+	rc = node_eval_call(node, &t->op, &bindings, timeout_ms, &reply);
+	ei_x_free(&bindings);
+	if (rc < 0)
+		return rc;
+	return decode_value(t, &reply, res, each, data);
+}

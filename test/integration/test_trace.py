@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""--trace: exact stacks of a traced gen_server, bounded and undone.
+
+Against one real node (fp_demo, its server called by a paced client):
+- a trace for its --trace-for writes samples of status traced whose
+  stacks hold fp_demo:handle_call/3, some scheduled out (SLEEP), calls
+  counted in the reductions field; it ends by itself and says so;
+- --trace-max-events: the trace stops itself on the cap and says how many
+  events it saw;
+- after each of those, and after SIGKILL of the daemon mid-trace, the
+  server has no trace flags and no trace pattern of ours is left; a
+  process the node traced itself beforehand (another tracer, send
+  events) keeps its tracer and flags;
+- before OTP 27, where patterns are the node's, a trace pattern the node
+  set itself makes --trace refuse with a clear message (exit 64), and
+  that pattern is left as it was; on OTP 27 and later the trace runs in a
+  session of its own and the node's pattern is left as it was.
+"""
+import os
+import re
+import signal
+import sys
+import time
+
+sys.dont_write_bytecode = True     # keep __pycache__ out of the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness as h  # noqa: E402
+
+# before OTP 27, the flags and patterns of the one tracer; from 27 on, the
+# trace sessions that trace the server or the function (trace:session_info/1
+# lists the node's own legacy session too, when it has a say)
+FLAGS_25 = ("length(element(2, erlang:trace_info(whereis(fp_demo_server),"
+            " flags)))")
+PATTERN_25 = "element(2, erlang:trace_info({fp_demo, handle_call, 3}, traced))"
+FLAGS_27 = "length(trace:session_info(whereis(fp_demo_server)))"
+PATTERN_27 = ("case trace:session_info({fp_demo, handle_call, 3}) of "
+              "[] -> false; L -> L end")
+# the node's own tracer: fp_trace_watcher traces fp_trace_other's sends
+OTHER = ("erlang:trace_info(whereis(fp_trace_other), tracer) =:= "
+         "{tracer, whereis(fp_trace_watcher)} andalso "
+         "erlang:trace_info(whereis(fp_trace_other), flags) =:= {flags, [send]}")
+
+
+def undone(t, node, what, otp):
+    flags, pattern = (FLAGS_25, PATTERN_25) if otp < 27 else (FLAGS_27, PATTERN_27)
+    t.eq(node.wait_int(flags, 0), 0, "%s: the server has no trace flags" % what)
+    t.eq(node.eval(pattern).strip(), "false", "%s: no trace pattern left" % what)
+    t.eq(node.eval(OTHER).strip(), "true",
+         "%s: the node's own tracer and flags are as they were" % what)
+
+
+def main(t):
+    node = h.start_node(idle=20, busy=0,
+                        opts={"clients": 0, "sink": False, "bin": False,
+                              "quoted": False, "anon": False})
+    otp = int(node.eval_str("erlang:system_info(otp_release)"))
+    # a paced client: the server's work is handle_call's crunch/1
+    node.eval("register(fp_trace_client, spawn(fun L() -> "
+              "gen_server:call(fp_demo_server, {work, 100}), "
+              "receive after 20 -> ok end, L() end)), ok")
+    # the node's own tracer on another process
+    node.eval("W = spawn(fun L() -> receive _ -> L() end end), "
+              "register(fp_trace_watcher, W), "
+              "O = spawn(fun L() -> receive after 50 -> self() ! x end, "
+              "receive x -> ok end, L() end), "
+              "register(fp_trace_other, O), "
+              "1 = erlang:trace(O, true, [send, {tracer, W}]), ok")
+    t.eq(node.eval(OTHER).strip(), "true", "the node traces a process itself")
+    out = h.mkdtemp("out_")
+
+    # a pattern of the node's own, set beforehand
+    node.eval("erlang:trace_pattern({fp_demo, crunch, 1}, true, [local])")
+    rc, _, err = h.run_daemon(h.daemon_args(node, out, trace="fp_demo_server",
+                                            trace_for="2s", duration="3s"),
+                              timeout=60)
+    if otp < 27:
+        t.eq(rc, 64, "OTP %d: a node with a trace pattern of its own: exit 64" % otp)
+        t.check(re.search(r"--trace: refused on .*: \{trace_pattern, ?fp_demo\}", err),
+                "the refusal names the module with a pattern", err[-600:])
+    else:
+        t.eq(rc, 0, "OTP %d: traced in a session of its own beside the node's pattern" % otp)
+    t.eq(node.eval("element(2, erlang:trace_info({fp_demo, crunch, 1}, traced))").strip(),
+         "local", "the node's own pattern is as it was")
+    node.eval("erlang:trace_pattern({fp_demo, crunch, 1}, false, [local])")
+    undone(t, node, "after the first run", otp)
+
+    # a whole trace, ended by --trace-for
+    out = h.mkdtemp("out_")
+    t0 = time.time()
+    rc, _, err = h.run_daemon(h.daemon_args(node, out, trace="fp_demo_server",
+                                            trace_for="2s", duration="7s"),
+                              timeout=60)
+    t1 = time.time()
+    t.eq(rc, 0, "a trace run exits 0")
+    t.check(re.search(r"--trace: ended, its --trace-for ended: \d+ events", err),
+            "the trace says it ended with its duration", err[-800:])
+    files = h.check_output(t, out, node, t0, t1, min_samples=10)
+    samples = [s for s in h.all_samples(files) if s["status"] == "traced"]
+    t.check(len(samples) >= 10, "samples of status traced (%d)" % len(samples))
+    hc = [s for s in samples if "fp_demo:handle_call/3" in s["frames"]]
+    t.check(len(hc) >= 1, "stacks hold fp_demo:handle_call/3 (%d)" % len(hc))
+    sleep = [s for s in samples if s["frames"] and s["frames"][0] == "'SLEEP':scheduled_out/0"]
+    t.check(len(sleep) >= 1, "time scheduled out has a SLEEP frame (%d)" % len(sleep))
+    on_cpu = [s for s in samples if not (s["frames"] and s["frames"][0] == "'SLEEP':scheduled_out/0")]
+    t.check(len(on_cpu) >= 1, "time on a scheduler too (%d)" % len(on_cpu))
+    calls = sum(s["metrics"]["reductions"][0] for s in samples)
+    t.check(calls > 0, "calls counted in the reductions field (%d)" % calls)
+    undone(t, node, "after --trace-for", otp)
+
+    # the cap
+    out = h.mkdtemp("out_")
+    rc, _, err = h.run_daemon(h.daemon_args(node, out, trace="fp_demo_server",
+                                            trace_for="20s", trace_max_events=300,
+                                            duration="4s"),
+                              timeout=60)
+    t.check(re.search(r"--trace: stopped itself, it reached --trace-max-events: "
+                      r"300 events seen", err),
+            "the cap stops the trace, with how much it saw", err[-800:])
+    undone(t, node, "after the cap", otp)
+
+    # SIGKILL mid-trace
+    out = h.mkdtemp("out_")
+    d = h.start_daemon(h.daemon_args(node, out, trace="fp_demo_server",
+                                     trace_for="60s"))
+    d.wait_log(r"--trace: tracing 1 process", timeout=40)
+    t.check(node.wait_int("min(1, %s)" % (FLAGS_25 if otp < 27 else FLAGS_27), 1) == 1,
+            "traced while the daemon runs")
+    if otp >= 27:
+        t.check(node.eval(PATTERN_27).strip() != "false",
+                "... and handle_call has a pattern of the trace's session")
+    d.stop(signal.SIGKILL)
+    undone(t, node, "after SIGKILL", otp)
+    t.eq(node.eval_int("length([P || P <- processes(), "
+                       "{links, L} <- [erlang:process_info(P, links)], "
+                       "lists:any(fun(X) -> node(X) =/= node() end, L), "
+                       "P =/= whereis(flame_profd_janitor)])"), 0,
+         "no tracer left on the node")
+    node.eval("exit(whereis(fp_trace_client), kill), ok")
+
+
+if __name__ == "__main__":
+    h.run(main)

@@ -1,0 +1,332 @@
+/*
+ * flame_profd — unit tests: the --trace aggregate (trace-agg.h) on
+ * synthetic event sequences: the stack rules (calls, returns that skip
+ * frames or were never seen called, a trace that starts mid-stack, tail
+ * calls, the depth cap), the clock (on and off a scheduler, equal and
+ * earlier timestamps, several processes) and the units handed out
+ * (remainders and calls carried, the final rounding).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "fp-test.h"
+#include "trace-agg.h"
+
+#define MAX_SEEN 16
+
+/* What one flush handed out, each stack as "pid on|off leaf;...;root". */
+struct seen {
+	unsigned n;
+	char key[MAX_SEEN][256];
+	uint64_t units[MAX_SEEN], calls[MAX_SEEN];
+};
+
+static void
+each(const struct fp_trace_stack *st, void *data)
+{
+	struct seen *s = data;
+	unsigned i = s->n++;
+	size_t len;
+
+	fp_assert_int_lt(i, MAX_SEEN);
+	len = (size_t)snprintf(s->key[i], sizeof(s->key[i]), "%u %s",
+			       st->pid.num, st->on_cpu ? "on" : "off");
+	for (uint32_t k = 0; k < st->nframes; k++)
+		len += (size_t)snprintf(s->key[i] + len, sizeof(s->key[i]) - len,
+					"%s%s", k ? ";" : " ", st->frames[k].function);
+	s->units[i] = st->units;
+	s->calls[i] = st->calls;
+}
+
+/* The units (and calls through @calls) of @key, or -1 if not handed out. */
+static long
+units_of(const struct seen *s, const char *key, long *calls)
+{
+	for (unsigned i = 0; i < s->n; i++)
+		if (strcmp(s->key[i], key) == 0) {
+			if (calls)
+				*calls = (long)s->calls[i];
+			return (long)s->units[i];
+		}
+	return -1;
+}
+
+static const struct fp_pid P1 = { .num = 81 }, P2 = { .num = 82 };
+
+/* frame ids named by their function, all in module m */
+static uint32_t
+fr(struct trace_agg *a, const char *fun)
+{
+	return trace_agg_frame(a, "m", fun, 0);
+}
+
+static void
+ev(struct trace_agg *a, const struct fp_pid *p, enum trace_ev e,
+   const char *fun, int64_t ts)
+{
+	trace_agg_event(a, p, e, fun ? fr(a, fun) : TRACE_NO_FRAME, ts);
+}
+
+START_TEST(frames_interned)
+{
+	struct trace_agg *a = trace_agg_new(8, 100);
+	uint32_t x = trace_agg_frame(a, "m", "f", 1);
+
+	fp_assert_int_eq(trace_agg_frame(a, "m", "f", 1), x);
+	fp_assert_int_ne(trace_agg_frame(a, "m", "f", 2), x);
+	fp_assert_int_ne(trace_agg_frame(a, "n", "f", 1), x);
+	/* past the first table's size: every frame still found */
+	for (int i = 0; i < 500; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "f%d", i);
+		fp_assert_int_eq(trace_agg_frame(a, "m", name, 0),
+				 trace_agg_frame(a, "m", name, 0));
+	}
+	fp_assert_int_eq(trace_agg_frame(a, "m", "f", 1), x);
+	trace_agg_destroy(a);
+	trace_agg_destroy(NULL);
+}
+END_TEST
+
+/* call pushes, return_to cuts back; calls count for the stack entered */
+START_TEST(calls_and_returns)
+{
+	struct trace_agg *a = trace_agg_new(8, 100);
+	struct seen s = { 0 };
+	long calls = -1;
+
+	ev(a, &P1, TRACE_EV_CALL, "loop", 0);
+	ev(a, &P1, TRACE_EV_CALL, "handle", 100);
+	ev(a, &P1, TRACE_EV_CALL, "work", 300);
+	ev(a, &P1, TRACE_EV_RETURN_TO, "handle", 1000);
+	ev(a, &P1, TRACE_EV_RETURN_TO, "loop", 1100);
+	ev(a, &P1, TRACE_EV_CALL, "handle", 1200);
+	trace_agg_flush(a, false, each, &s);
+	fp_assert_int_eq(units_of(&s, "81 on loop", &calls), 2);
+	fp_assert_int_eq(calls, 1);
+	/* two calls entered handle, one of them after the flush's time */
+	fp_assert_int_eq(units_of(&s, "81 on handle;loop", &calls), 3);
+	fp_assert_int_eq(calls, 2);
+	fp_assert_int_eq(units_of(&s, "81 on work;handle;loop", &calls), 7);
+	fp_assert_int_eq(calls, 1);
+	fp_assert_int_eq(s.n, 3);
+	trace_agg_destroy(a);
+}
+END_TEST
+
+/* an exception (or tail calls) returns past several frames at once */
+START_TEST(return_skips_frames)
+{
+	struct trace_agg *a = trace_agg_new(8, 100);
+	struct seen s = { 0 };
+
+	ev(a, &P1, TRACE_EV_CALL, "a", 0);
+	ev(a, &P1, TRACE_EV_CALL, "b", 0);
+	ev(a, &P1, TRACE_EV_CALL, "c", 0);
+	ev(a, &P1, TRACE_EV_CALL, "d", 0);
+	ev(a, &P1, TRACE_EV_RETURN_TO, "a", 400);
+	ev(a, &P1, TRACE_EV_OTHER, NULL, 600);
+	trace_agg_flush(a, false, each, &s);
+	fp_assert_int_eq(units_of(&s, "81 on d;c;b;a", NULL), 4);
+	fp_assert_int_eq(units_of(&s, "81 on a", NULL), 2);
+	fp_assert_int_eq(s.n, 2);
+	trace_agg_destroy(a);
+}
+END_TEST
+
+/* The trace starts inside a stack: the first event only sets the clock,
+ * a return to a function never seen called becomes the whole stack, and
+ * return_to undefined keeps the stack. */
+START_TEST(starts_mid_stack)
+{
+	struct trace_agg *a = trace_agg_new(8, 100);
+	struct seen s = { 0 };
+	long calls = -1;
+
+	ev(a, &P1, TRACE_EV_RETURN_TO, "inner", 5000);
+	ev(a, &P1, TRACE_EV_RETURN_TO, "outer", 5300);
+	ev(a, &P1, TRACE_EV_RETURN_TO, NULL, 5500);
+	ev(a, &P1, TRACE_EV_CALL, "x", 5600);
+	ev(a, &P1, TRACE_EV_RETURN_TO, "outer", 5900);
+	trace_agg_flush(a, false, each, &s);
+	fp_assert_int_eq(units_of(&s, "81 on inner", NULL), 3);
+	fp_assert_int_eq(units_of(&s, "81 on outer", NULL), 3);
+	fp_assert_int_eq(units_of(&s, "81 on x;outer", &calls), 3);
+	fp_assert_int_eq(calls, 1);
+	fp_assert_int_eq(s.n, 3);
+	trace_agg_destroy(a);
+}
+END_TEST
+
+/* scheduled out and in with no call between: the time out is kept apart,
+ * on the stack the process left */
+START_TEST(out_in_without_calls)
+{
+	struct trace_agg *a = trace_agg_new(8, 100);
+	struct seen s = { 0 };
+
+	ev(a, &P1, TRACE_EV_OUT, "loop", 0);
+	ev(a, &P1, TRACE_EV_IN, "loop", 700);
+	ev(a, &P1, TRACE_EV_OUT, "loop", 900);
+	ev(a, &P1, TRACE_EV_IN, "loop", 1200);
+	trace_agg_flush(a, false, each, &s);
+	fp_assert_int_eq(units_of(&s, "81 off loop", NULL), 10);
+	fp_assert_int_eq(units_of(&s, "81 on loop", NULL), 2);
+	fp_assert_int_eq(s.n, 2);
+	trace_agg_destroy(a);
+
+	/* a first event of in: the time before it was scheduled out, and
+	 * in starts an empty stack at the function scheduled in */
+	a = trace_agg_new(8, 100);
+	memset(&s, 0, sizeof(s));
+	ev(a, &P1, TRACE_EV_IN, NULL, 0);
+	ev(a, &P1, TRACE_EV_OUT, NULL, 100);
+	ev(a, &P1, TRACE_EV_IN, "loop", 400);
+	ev(a, &P1, TRACE_EV_OUT, "loop", 600);
+	trace_agg_flush(a, false, each, &s);
+	fp_assert_int_eq(units_of(&s, "81 on", NULL), 1);
+	fp_assert_int_eq(units_of(&s, "81 off", NULL), 3);
+	fp_assert_int_eq(units_of(&s, "81 on loop", NULL), 2);
+	fp_assert_int_eq(s.n, 3);
+	trace_agg_destroy(a);
+}
+END_TEST
+
+/* equal timestamps charge nothing; an earlier one neither, and the
+ * clock stays where it was */
+START_TEST(timestamps_equal_or_earlier)
+{
+	struct trace_agg *a = trace_agg_new(8, 100);
+	struct seen s = { 0 };
+	long calls = -1;
+
+	ev(a, &P1, TRACE_EV_CALL, "a", -1000);
+	ev(a, &P1, TRACE_EV_CALL, "b", -1000);
+	ev(a, &P1, TRACE_EV_RETURN_TO, "a", -1000);
+	ev(a, &P1, TRACE_EV_CALL, "b", -1000);
+	ev(a, &P1, TRACE_EV_OTHER, NULL, -2000);
+	ev(a, &P1, TRACE_EV_OTHER, NULL, -800);
+	trace_agg_flush(a, true, each, &s);
+	fp_assert_int_eq(units_of(&s, "81 on b;a", &calls), 2);
+	fp_assert_int_eq(calls, 2);
+	fp_assert_int_eq(units_of(&s, "81 on a", NULL), -1);
+	fp_assert_int_eq(s.n, 1);
+	trace_agg_destroy(a);
+}
+END_TEST
+
+/* a function already on the stack cuts it back there (tail calls and
+ * loops re-enter without a return_to); deep stacks keep the innermost */
+START_TEST(reentry_and_depth)
+{
+	struct trace_agg *a = trace_agg_new(3, 100);
+	struct seen s = { 0 };
+
+	ev(a, &P1, TRACE_EV_CALL, "loop", 0);
+	ev(a, &P1, TRACE_EV_CALL, "step", 0);
+	ev(a, &P1, TRACE_EV_CALL, "loop", 100);
+	ev(a, &P1, TRACE_EV_CALL, "d1", 200);
+	ev(a, &P1, TRACE_EV_CALL, "d2", 200);
+	ev(a, &P1, TRACE_EV_CALL, "d3", 200);
+	ev(a, &P1, TRACE_EV_CALL, "d4", 200);
+	ev(a, &P1, TRACE_EV_OTHER, NULL, 700);
+	trace_agg_flush(a, false, each, &s);
+	fp_assert_int_eq(units_of(&s, "81 on step;loop", NULL), 1);
+	fp_assert_int_eq(units_of(&s, "81 on loop", NULL), 1);
+	fp_assert_int_eq(units_of(&s, "81 on d4;d3;d2", NULL), 5);
+	fp_assert_int_eq(s.n, 3);
+	trace_agg_destroy(a);
+}
+END_TEST
+
+/* each process has its own stack and clock */
+START_TEST(two_processes)
+{
+	struct trace_agg *a = trace_agg_new(8, 100);
+	struct seen s = { 0 };
+
+	ev(a, &P1, TRACE_EV_CALL, "a", 0);
+	ev(a, &P2, TRACE_EV_CALL, "b", 50);
+	ev(a, &P1, TRACE_EV_OUT, "a", 300);
+	ev(a, &P2, TRACE_EV_OUT, "b", 550);
+	trace_agg_flush(a, false, each, &s);
+	fp_assert_int_eq(units_of(&s, "81 on a", NULL), 3);
+	fp_assert_int_eq(units_of(&s, "82 on b", NULL), 5);
+	fp_assert_int_eq(s.n, 2);
+	trace_agg_destroy(a);
+}
+END_TEST
+
+/* Whole units out, the rest carried, with the calls of a stack that has
+ * no whole unit yet; the final flush rounds to the nearest and empties. */
+START_TEST(remainders)
+{
+	struct trace_agg *a = trace_agg_new(8, 100);
+	struct seen s = { 0 };
+	long calls = -1;
+
+	ev(a, &P1, TRACE_EV_CALL, "a", 0);
+	ev(a, &P1, TRACE_EV_CALL, "b", 150);
+	ev(a, &P1, TRACE_EV_RETURN_TO, "a", 190);
+	trace_agg_flush(a, false, each, &s);
+	fp_assert_int_eq(units_of(&s, "81 on a", &calls), 1);
+	fp_assert_int_eq(calls, 1);
+	fp_assert_int_eq(units_of(&s, "81 on b;a", NULL), -1);
+	fp_assert_int_eq(s.n, 1);
+
+	memset(&s, 0, sizeof(s));
+	ev(a, &P1, TRACE_EV_CALL, "b", 240);	/* a: 50 + 50 */
+	ev(a, &P1, TRACE_EV_RETURN_TO, "a", 290);	/* b: 40 + 50 */
+	trace_agg_flush(a, false, each, &s);
+	fp_assert_int_eq(units_of(&s, "81 on a", &calls), 1);
+	fp_assert_int_eq(calls, 0);
+	fp_assert_int_eq(units_of(&s, "81 on b;a", NULL), -1);
+	fp_assert_int_eq(s.n, 1);
+
+	memset(&s, 0, sizeof(s));
+	ev(a, &P1, TRACE_EV_OTHER, NULL, 339);	/* a: 49 */
+	trace_agg_flush(a, true, each, &s);
+	/* b;a: 90 rounds up, with both calls; a: 49 rounds down */
+	fp_assert_int_eq(units_of(&s, "81 on b;a", &calls), 1);
+	fp_assert_int_eq(calls, 2);
+	fp_assert_int_eq(s.n, 1);
+
+	memset(&s, 0, sizeof(s));
+	trace_agg_flush(a, true, each, &s);
+	fp_assert_int_eq(s.n, 0);
+	trace_agg_destroy(a);
+}
+END_TEST
+
+static Suite *
+trace_agg_suite(void)
+{
+	Suite *s = suite_create("trace-agg");
+	TCase *tc;
+
+	tc = tcase_create("stacks");
+	tcase_add_test(tc, frames_interned);
+	tcase_add_test(tc, calls_and_returns);
+	tcase_add_test(tc, return_skips_frames);
+	tcase_add_test(tc, starts_mid_stack);
+	tcase_add_test(tc, reentry_and_depth);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("clock");
+	tcase_add_test(tc, out_in_without_calls);
+	tcase_add_test(tc, timestamps_equal_or_earlier);
+	tcase_add_test(tc, two_processes);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("units");
+	tcase_add_test(tc, remainders);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int
+main(void)
+{
+	return fp_test_run(trace_agg_suite());
+}

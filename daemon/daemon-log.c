@@ -9,9 +9,15 @@
  * info and debug lines are periodic or asked for with -v; so do the
  * warnings of events each of which an operator must see (a lost
  * connection: one per reconnect, which backs off).
+ *
+ * Lines come from the event loop and from --push's thread: one lock
+ * keeps a line whole, the rate limits counted once and the stream open
+ * while a line is written to it (SIGHUP's reopen swaps it under the
+ * same lock). The node a line is of is the thread's own.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -28,6 +34,7 @@
 #define LIMIT_US 10000000u	/* one warning per kind per 10 s */
 #define LIMIT_KINDS 64
 
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static FILE *log_stream;
 static char *log_path;
 static int log_dirfd = -1;	/* the directory checked at start-up */
@@ -37,7 +44,8 @@ static char dir_why[4096 + 128];	/* why the log's directory was refused */
 static mode_t log_mode;
 static bool log_created;	/* the file was made by fpd_log_open() */
 static enum fp_log_priority log_threshold = FP_LOG_INFO;
-static const char *log_node;	/* the node a line is of (fpd_log_set_node()) */
+/* the node a line is of (fpd_log_set_node()), the calling thread's */
+static _Thread_local const char *log_node;
 
 /* A kind of warning: when one was last printed, how many were withheld
  * since. */
@@ -160,18 +168,33 @@ vlog_at(enum fp_log_priority priority, const char *format, va_list args,
 	uint64_t now_us)
 	__attribute__((format(printf, 2, 0)));
 
+/* A line, under log_lock. */
 static void
-vlog_at(enum fp_log_priority priority, const char *format, va_list args,
-	uint64_t now_us)
+vlog_locked(enum fp_log_priority priority, const char *format, va_list args,
+	    uint64_t now_us)
+	__attribute__((format(printf, 2, 0), noinline));
+
+static void
+vlog_locked(enum fp_log_priority priority, const char *format, va_list args,
+	    uint64_t now_us)
 {
 	uint64_t suppressed = 0;
 
-	if (priority < log_threshold)
-		return;
 	if (priority == FP_LOG_WARNING &&
 	    !limit_pass(format, now_us, &suppressed))
 		return;
 	print_line(priority, format, args, suppressed);
+}
+
+static void
+vlog_at(enum fp_log_priority priority, const char *format, va_list args,
+	uint64_t now_us)
+{
+	if (priority < log_threshold)
+		return;
+	pthread_mutex_lock(&log_lock);
+	vlog_locked(priority, format, args, now_us);
+	pthread_mutex_unlock(&log_lock);
 }
 
 static void
@@ -222,7 +245,9 @@ fpd_warn_event(const char *format, ...)
 	if (FP_LOG_WARNING < log_threshold)
 		return;
 	va_start(args, format);
+	pthread_mutex_lock(&log_lock);
 	print_line(FP_LOG_WARNING, format, args, 0);
+	pthread_mutex_unlock(&log_lock);
 	va_end(args);
 }
 
@@ -232,6 +257,7 @@ fpd_fatal(const char *format, ...)
 	va_list args;
 
 	va_start(args, format);
+	pthread_mutex_lock(&log_lock);
 	fputs("flame_profd: error: ", stderr);
 	vfprintf(stderr, format, args);
 	fputc('\n', stderr);
@@ -241,6 +267,7 @@ fpd_fatal(const char *format, ...)
 		print_line(FP_LOG_ERROR, format, args, 0);
 		va_end(args);
 	}
+	pthread_mutex_unlock(&log_lock);
 }
 
 /*
@@ -382,9 +409,11 @@ fpd_log_reopen(void)
 			fpd_err("log file %s %s: not reopened", log_path, why);
 		return rc;
 	}
+	pthread_mutex_lock(&log_lock);
 	if (log_stream)
 		fclose(log_stream);
 	log_stream = f;
+	pthread_mutex_unlock(&log_lock);
 	return 0;
 }
 
@@ -392,6 +421,7 @@ void
 fpd_log_close(void)
 {
 	/* what the last lines of each kind did not show */
+	pthread_mutex_lock(&log_lock);
 	for (size_t i = 0; i < LIMIT_KINDS; i++) {
 		if (limits[i].kind && limits[i].suppressed) {
 			struct limit gone = limits[i];
@@ -403,6 +433,7 @@ fpd_log_close(void)
 	if (log_stream)
 		fclose(log_stream);
 	log_stream = NULL;
+	pthread_mutex_unlock(&log_lock);
 	if (log_dirfd >= 0)
 		close(log_dirfd);
 	log_dirfd = -1;

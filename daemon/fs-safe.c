@@ -553,13 +553,11 @@ fpd_fs_bind_socket(int dirfd, const char *name, const struct fpd_trust *t,
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	size_t len = strlen(name);
 	struct stat st;
-	int fd = -1, cwd = -1, rc = 0;
-	mode_t mask;
+	int fd = -1, rc = 0;
 
 	*why = NULL;
 	if (len >= sizeof(sa.sun_path) || memchr(name, '/', len))
 		return -EINVAL;
-	memcpy(sa.sun_path, name, len + 1);
 	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
 		if (!S_ISSOCK(st.st_mode) || !owner_trusted(st.st_uid, t)) {
 			*why = "is taken by something other than a socket of "
@@ -574,20 +572,20 @@ fpd_fs_bind_socket(int dirfd, const char *name, const struct fpd_trust *t,
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	/* bind() takes a path, at most 107 bytes: it is given relative to
-	 * the checked directory (the process is single-threaded), and
-	 * fails on any name that is there again, never following it. The
-	 * mask makes it 0600 from its first moment. */
-	cwd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (cwd < 0 || fchdir(dirfd) < 0) {
-		rc = -errno;
+	/* bind() takes a path of at most 107 bytes: the checked directory
+	 * is named by its descriptor's /proc link, and bind() fails on any
+	 * name that is there again, never following it. Neither the working
+	 * directory nor the umask is touched: --push's thread makes files
+	 * meanwhile. The socket's own mode, set before bind(), is the mode
+	 * of the name bind() makes (less the umask): 0600 from its first
+	 * moment. */
+	if ((size_t)snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/%s",
+			     dirfd, name) >= sizeof(sa.sun_path)) {
+		rc = -ENAMETOOLONG;
 		goto out;
 	}
-	mask = umask(0177);
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-		rc = -errno;
-	umask(mask);
-	if (fchdir(cwd) < 0 && rc == 0)
+	if (fchmod(fd, 0600) < 0 ||
+	    bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
 		rc = -errno;
 	if (rc == 0 && fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		rc = -errno;
@@ -598,8 +596,6 @@ fpd_fs_bind_socket(int dirfd, const char *name, const struct fpd_trust *t,
 	if (rc == 0)
 		fpd_fs_made_of(&st, made);
 out:
-	if (cwd >= 0)
-		close(cwd);
 	if (rc < 0) {
 		close(fd);
 		return rc;

@@ -21,7 +21,9 @@
  * second go to the daemon, the rest are counted and dropped; a tick
  * every Every ms says the count, the node's memory, the schedulers'
  * utilisation and the watcher's own time since the last tick, which the
- * daemon counts against its budget. Its code is Erlang source run by
+ * daemon counts against its budget. It never waits on the connection:
+ * a send the busy distribution port would suspend it for is dropped and
+ * counted (nosuspend), so its mailbox cannot fill while it waits. Its code is Erlang source run by
  * the node's erl_eval (eval.c): nothing is loaded.
  */
 #include <errno.h>
@@ -127,6 +129,7 @@ static const char start_source[] =
 	"         false -> undefined "
 	"       end, "
 	"  Mono = fun() -> erlang:monotonic_time(microsecond) end, "
+	"  Send = fun(Msg) -> erlang:send(Daemon, Msg, [nosuspend, noconnect]) end, "
 	"  Loop = fun Loop(Win, Sent, Drop, Work, U) -> "
 	"    receive "
 	"      {monitor, P, K, Info} -> "
@@ -149,8 +152,10 @@ static const char start_source[] =
 	"                end, "
 	"            case V of "
 	"              none -> Loop(Win1, Sent1, Drop, Work + Mono() - T0, U); "
-	"              _ -> Daemon ! {Ref, {sysmon, K, Who(P), V}}, "
-	"                   Loop(Win1, Sent1 + 1, Drop, Work + Mono() - T0, U) "
+	"              _ -> case Send({Ref, {sysmon, K, Who(P), V}}) of "
+	"                     ok -> Loop(Win1, Sent1 + 1, Drop, Work + Mono() - T0, U); "
+	"                     _ -> Loop(Win1, Sent1, Drop + 1, Work + Mono() - T0, U) "
+	"                   end "
 	"            end "
 	"        end; "
 	"      {TRef, tick} -> "
@@ -163,9 +168,11 @@ static const char start_source[] =
 	"                false -> undefined "
 	"              end, "
 	"        {Pct, U1} = UtilOf(U), "
-	"        Daemon ! {Ref, {tick, Mem, Pct, Drop, Work + Mono() - T0}}, "
 	"        erlang:send_after(Every, Self, {TRef, tick}), "
-	"        Loop(Win, Sent, 0, 0, U1); "
+	"        case Send({Ref, {tick, Mem, Pct, Drop, Work + Mono() - T0}}) of "
+	"          ok -> Loop(Win, Sent, 0, 0, U1); "
+	"          _ -> Loop(Win, Sent, Drop, Work + Mono() - T0, U1) "
+	"        end; "
 	"      {'EXIT', Daemon, _} -> Clear(); "
 	"      _ -> Loop(Win, Sent, Drop, Work, U) "
 	"    end "

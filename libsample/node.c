@@ -279,6 +279,23 @@ out:
 }
 
 /* erlang:system_info(@what), checked */
+/* Whether @s, the node's otp_release, is what a release says ("25",
+ * "27.1", "29-rc1"): it is printed in log lines and the file header, and
+ * a node that says anything else is not one to trust. */
+static bool
+release_text_ok(const char *s)
+{
+	if (!*s)
+		return false;
+	for (; *s; s++) {
+		if (!((*s >= '0' && *s <= '9') || (*s >= 'A' && *s <= 'Z') ||
+		      (*s >= 'a' && *s <= 'z') || *s == '.' || *s == '-' ||
+		      *s == '_'))
+			return false;
+	}
+	return true;
+}
+
 static int
 system_info(struct fp_node *node, ei_x_buff *args, const char *what,
 	    unsigned timeout_ms, struct fp_reply *reply)
@@ -407,7 +424,8 @@ setup_calls(struct fp_node *node, unsigned timeout_ms)
 	i = reply.index;
 	if (ei_get_type(reply.buf, &i, &type, &size) < 0 ||
 	    type != ERL_STRING_EXT || size >= (int)sizeof(node->otp_release) ||
-	    ei_decode_string(reply.buf, &i, node->otp_release) < 0) {
+	    ei_decode_string(reply.buf, &i, node->otp_release) < 0 ||
+	    !release_text_ok(node->otp_release)) {
 		rc = -EPROTO;
 		goto out;
 	}

@@ -375,6 +375,11 @@ static const struct option_spec options[] = {
 	  "                            scheduling, as exact stacks of status traced\n"
 	  "                            (repeatable; opt-in: it costs the node far more\n"
 	  "                            than sampling)\n" },
+	{ "trace-follow", 0, no_argument,
+	  .help = "      --trace-follow        follow the request into the processes the traced\n"
+	  "                            ones spawn (Tasks, workers): their stacks, rooted\n"
+	  "                            at FOLLOWED:<pid>, are the request's\n",
+	  SET_TRUE(trace_follow) },
 	{ "trace-for", 0, required_argument,
 	  .help = "      --trace-for DUR       end the trace after DUR (default 10s)\n",
 	  DURATION(trace_for_us, 100000, 3600000000ull,
@@ -622,6 +627,10 @@ check_together(struct fpd_options *o)
 	}
 	if (o->ntraces && o->flight_us) {
 		fprintf(stderr, "flame_profd: error: --trace writes files: it cannot be used with --flight-recorder\n");
+		return FPD_EXIT_USAGE;
+	}
+	if (o->trace_follow && !o->ntraces) {
+		fprintf(stderr, "flame_profd: error: --trace-follow needs --trace PID|NAME (see --help)\n");
 		return FPD_EXIT_USAGE;
 	}
 	if (o->ntraces && !o->top_set && !o->npids && !o->nnames)

@@ -108,6 +108,7 @@ struct fpd_options {
 					 * from the above), or NULL */
 	const char **traces;	/* --trace PID|NAME, as given */
 	size_t ntraces;
+	bool trace_follow;	/* --trace-follow */
 	uint64_t trace_for_us;	/* --trace-for */
 	unsigned trace_max_events;	/* --trace-max-events */
 	unsigned trace_max_rate;	/* --trace-max-rate, events/s */

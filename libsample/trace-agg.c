@@ -10,6 +10,12 @@
  * whole stack; in with an empty stack starts it at the function
  * scheduled in. The first event of a process only sets its clock: the
  * time before it belongs to no known stack.
+ *
+ * Following (trace_agg_follow()): a process that is no target came into
+ * the trace by inheriting its flags on spawn, so its work is the
+ * request's; its stacks get the follow frame as their root, which names
+ * the request in every reader. Such processes are bounded: past
+ * TRACE_PROCS_MAX a new process's events are left out (and counted).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -25,15 +31,20 @@ struct frame {
 	uint64_t hash;
 };
 
+/* Processes whose stacks are kept; a traced process that spawns
+ * thousands must not make every event a long scan. */
+#define TRACE_PROCS_MAX 1024u
+
 struct proc {
 	struct fp_pid pid;
 	bool on;
+	bool followed;
 	int64_t t0;
 	uint32_t n;
 	uint32_t stack[FP_TRACE_DEPTH_MAX];	/* root first */
 };
 
-/* key: pid.num, pid.serial, on, then the frames root first */
+/* key: pid.num, pid.serial, on | followed << 1, then the frames root first */
 #define KEY_HEAD 3u
 
 struct entry {
@@ -53,11 +64,16 @@ struct trace_agg {
 	uint32_t fidx_cap;
 	struct proc *procs;
 	uint32_t nprocs, procs_cap;
+	uint32_t last;			/* the process of the last event */
+	struct fp_pid *targets;
+	uint32_t ntargets, targets_cap;
+	uint32_t follow;		/* root frame of followed processes */
+	uint64_t unkept;		/* events of processes past the cap */
 	struct entry *entries;
 	uint32_t nentries, entries_cap;
 	uint32_t *eidx;
 	uint32_t eidx_cap;
-	struct fp_frame out[FP_TRACE_DEPTH_MAX];
+	struct fp_frame out[FP_TRACE_DEPTH_MAX + 1];
 };
 
 static uint32_t *
@@ -77,6 +93,7 @@ trace_agg_new(unsigned depth, uint64_t unit)
 	a->depth = depth < 1 ? 1 : depth > FP_TRACE_DEPTH_MAX ?
 		   FP_TRACE_DEPTH_MAX : depth;
 	a->unit = unit ? unit : 1;
+	a->follow = TRACE_NO_FRAME;
 	a->fidx_cap = a->eidx_cap = 64;
 	a->fidx = index_new(a->fidx_cap);
 	a->eidx = index_new(a->eidx_cap);
@@ -97,6 +114,7 @@ trace_agg_destroy(struct trace_agg *a)
 	free(a->frames);
 	free(a->fidx);
 	free(a->procs);
+	free(a->targets);
 	free(a->entries);
 	free(a->eidx);
 	free(a);
@@ -161,15 +179,57 @@ trace_agg_frame(struct trace_agg *a, const char *module, const char *function,
 	return a->nframes - 1;
 }
 
+static bool
+pid_eq(const struct fp_pid *x, const struct fp_pid *y)
+{
+	return x->num == y->num && x->serial == y->serial;
+}
+
 static struct proc *
 proc_find(struct trace_agg *a, const struct fp_pid *pid)
 {
-	/* a handful of traced processes: a scan is enough */
+	/* events come in runs of one process: try the last one first; the
+	 * processes are capped, so a scan is enough */
+	if (a->last < a->nprocs && pid_eq(&a->procs[a->last].pid, pid))
+		return &a->procs[a->last];
 	for (uint32_t i = 0; i < a->nprocs; i++)
-		if (a->procs[i].pid.num == pid->num &&
-		    a->procs[i].pid.serial == pid->serial)
+		if (pid_eq(&a->procs[i].pid, pid)) {
+			a->last = i;
 			return &a->procs[i];
+		}
 	return NULL;
+}
+
+void
+trace_agg_target(struct trace_agg *a, const struct fp_pid *pid)
+{
+	if (a->ntargets == a->targets_cap) {
+		a->targets_cap = a->targets_cap ? a->targets_cap * 2 : 4;
+		a->targets = xrealloc(a->targets,
+				      a->targets_cap * sizeof(*a->targets));
+	}
+	a->targets[a->ntargets++] = *pid;
+}
+
+void
+trace_agg_follow(struct trace_agg *a, uint32_t root)
+{
+	a->follow = root < a->nframes ? root : TRACE_NO_FRAME;
+}
+
+uint64_t
+trace_agg_unkept(const struct trace_agg *a)
+{
+	return a->unkept;
+}
+
+static bool
+is_target(const struct trace_agg *a, const struct fp_pid *pid)
+{
+	for (uint32_t i = 0; i < a->ntargets; i++)
+		if (pid_eq(&a->targets[i], pid))
+			return true;
+	return false;
 }
 
 static void
@@ -201,7 +261,7 @@ add(struct trace_agg *a, const struct proc *p, bool on, uint64_t time,
 
 	key[0] = p->pid.num;
 	key[1] = p->pid.serial;
-	key[2] = on;
+	key[2] = (uint32_t)on | (uint32_t)p->followed << 1;
 	memcpy(key + KEY_HEAD, p->stack, p->n * sizeof(*key));
 	h = hash_bytes(key, keylen * sizeof(*key));
 	for (j = (uint32_t)h & (a->eidx_cap - 1); a->eidx[j] != UINT32_MAX;
@@ -265,6 +325,10 @@ trace_agg_event(struct trace_agg *a, const struct fp_pid *pid,
 	bool has = frame != TRACE_NO_FRAME && frame < a->nframes;
 
 	if (!p) {
+		if (a->nprocs >= TRACE_PROCS_MAX) {
+			a->unkept++;
+			return;
+		}
 		if (a->nprocs == a->procs_cap) {
 			a->procs_cap = a->procs_cap ? a->procs_cap * 2 : 4;
 			a->procs = xrealloc(a->procs,
@@ -272,7 +336,10 @@ trace_agg_event(struct trace_agg *a, const struct fp_pid *pid,
 		}
 		p = &a->procs[a->nprocs++];
 		*p = (struct proc){ .pid = *pid, .on = ev != TRACE_EV_IN,
-				    .t0 = ts };
+				    .t0 = ts,
+				    .followed = a->follow != TRACE_NO_FRAME &&
+						!is_target(a, pid) };
+		a->last = a->nprocs - 1;
 		if (has)
 			p->stack[p->n++] = frame;
 	}
@@ -316,6 +383,7 @@ trace_agg_flush(struct trace_agg *a, bool final,
 				 e->time / a->unit;
 		struct fp_trace_stack st;
 		uint32_t n = e->keylen - KEY_HEAD;
+		bool followed = (e->key[2] & 2u) != 0;
 
 		if (units == 0)
 			continue;
@@ -329,9 +397,19 @@ trace_agg_flush(struct trace_agg *a, bool final,
 				.arity = f->arity,
 			};
 		}
+		if (followed) {
+			const struct frame *f = &a->frames[a->follow];
+
+			a->out[n++] = (struct fp_frame){
+				.module = f->module,
+				.function = f->function,
+				.arity = f->arity,
+			};
+		}
 		st = (struct fp_trace_stack){
 			.pid = { .num = e->key[0], .serial = e->key[1] },
-			.on_cpu = e->key[2] != 0,
+			.on_cpu = (e->key[2] & 1u) != 0,
+			.followed = followed,
 			.frames = a->out,
 			.nframes = n,
 			.units = units,

@@ -39,7 +39,7 @@
 #include "util-mem.h"
 
 /* Bindings: A = {Daemon, Targets, UnitUs, ForMs, MaxEvents, MaxRate,
- * Depth, MaxQueue}. Value: {started, Tracer, Mode, Pids, NativePerSec}
+ * Depth, MaxQueue, Follow}. Value: {started, Tracer, Mode, Pids, NativePerSec}
  * or {refused, Why}. */
 static const char start_source[] =
 	"(fun() ->\n"
@@ -94,7 +94,7 @@ static const char start_source[] =
 	"        end\n"
 	"      end\n"
 	"end,\n"
-	"(fun(Daemon, Targets, UnitUs, ForMs, MaxEvents, MaxRate, Depth, MaxQueue) ->\n"
+	"(fun(Daemon, Targets, UnitUs, ForMs, MaxEvents, MaxRate, Depth, MaxQueue, Follow) ->\n"
 	"Self = self(),\n"
 	"Tag = make_ref(),\n"
 	"Resolve = fun({pid, S}) ->\n"
@@ -119,7 +119,8 @@ static const char start_source[] =
 	"  link(Daemon),\n"
 	"  Res = [Resolve(T) || T <- Targets],\n"
 	"  Pids = lists:usort([P || {ok, P} <- Res]),\n"
-	"  Flags = [call, return_to, running, arity, monotonic_timestamp],\n"
+	"  Flags = [call, return_to, running, arity, monotonic_timestamp] ++\n"
+	"          [set_on_spawn || Follow],\n"
 	"  Skip = [erl_eval, prim_eval, orddict, ordsets, lists, maps, erlang, erts_internal, erl_internal, proplists],\n"
 	"  Mods = [Mod || {Mod, _} <- code:all_loaded(), not lists:member(Mod, Skip)],\n"
 	"  HasSession = code:ensure_loaded(trace) =:= {module, trace} andalso\n"
@@ -160,6 +161,8 @@ static const char start_source[] =
 	"                    {ok, legacy,\n"
 	"                     fun() ->\n"
 	"                       [catch erlang:trace(P, false, [all]) || P <- Pids],\n"
+	"                       [catch erlang:trace(P, false, [all]) || Follow, P <- erlang:processes(),\n"
+	"                        erlang:trace_info(P, tracer) =:= {tracer, self()}],\n"
 	"                       catch erlang:trace_pattern({'_', '_', '_'}, false, [local]),\n"
 	"                       ok\n"
 	"                     end};\n"
@@ -214,7 +217,7 @@ static const char start_source[] =
 	"  {'DOWN', M, process, _, Why} -> {refused, {crashed, Why}}\n"
 	"after 30000 -> exit(T, kill), {refused, timeout}\n"
 	"end\n"
-	"end)(element(1, A), element(2, A), element(3, A), element(4, A), element(5, A), element(6, A), element(7, A), element(8, A))\n"
+	"end)(element(1, A), element(2, A), element(3, A), element(4, A), element(5, A), element(6, A), element(7, A), element(8, A), element(9, A))\n"
 	"end)().\n";
 
 /* Bindings: T (the tracer), Op (dump or stop). Value: the tracer's
@@ -310,6 +313,30 @@ encode_target(struct fp_node *node, ei_x_buff *x, const char *given,
 	return 0;
 }
 
+/* The started targets (a list of pids at @index) and the root frame of
+ * what they spawn: named after the target, when there is one. */
+static int
+attach_targets(struct fp_trace *t, const char *buf, int index)
+{
+	char name[64] = "traced";
+	struct fp_pid pid;
+	int n;
+
+	if (ei_decode_list_header(buf, &index, &n) < 0 || n < 0)
+		return -EPROTO;
+	for (int i = 0; i < n; i++) {
+		if (etf_decode_pid(buf, &index, &pid) < 0)
+			return -EPROTO;
+		trace_agg_target(t->agg, &pid);
+		if (n == 1)
+			snprintf(name, sizeof(name), "<0.%u.%u>", pid.num,
+				 pid.serial);
+	}
+	trace_agg_follow(t->agg, trace_agg_frame(t->agg, FP_TRACE_FOLLOW_MODULE,
+						  name, 0));
+	return 0;
+}
+
 int
 fp_trace_start(struct fp_trace *t, struct fp_node *node,
 	       const struct fp_trace_config *cfg, char *why, size_t whylen,
@@ -326,7 +353,7 @@ fp_trace_start(struct fp_trace *t, struct fp_node *node,
 	ei_x_encode_list_header(&bindings, 1);
 	ei_x_encode_tuple_header(&bindings, 2);
 	ei_x_encode_atom(&bindings, "A");
-	ei_x_encode_tuple_header(&bindings, 8);
+	ei_x_encode_tuple_header(&bindings, 9);
 	ei_x_encode_pid(&bindings, ei_self(&node->ec));
 	ei_x_encode_list_header(&bindings, (long)cfg->ntargets);
 	for (size_t i = 0; i < cfg->ntargets; i++) {
@@ -341,6 +368,7 @@ fp_trace_start(struct fp_trace *t, struct fp_node *node,
 	ei_x_encode_ulonglong(&bindings, cfg->max_rate);
 	ei_x_encode_ulong(&bindings, cfg->depth);
 	ei_x_encode_ulong(&bindings, cfg->max_queue);
+	ei_x_encode_boolean(&bindings, cfg->follow);
 	ei_x_encode_empty_list(&bindings);
 
 	rc = node_expr_parse(node, op_source, &t->op, timeout_ms);
@@ -359,10 +387,13 @@ fp_trace_start(struct fp_trace *t, struct fp_node *node,
 		goto out;
 	if (strcmp(atom, "started") == 0 && arity == 5) {
 		int64_t per_sec;
+		int pids;
 
 		if (ei_decode_pid(reply.buf, &index, &t->tracer) < 0 ||
-		    etf_decode_atom(reply.buf, &index, atom) < 0 ||
-		    etf_skip_term(reply.buf, &index) < 0 ||
+		    etf_decode_atom(reply.buf, &index, atom) < 0)
+			goto out;
+		pids = index;
+		if (etf_skip_term(reply.buf, &index) < 0 ||
 		    etf_decode_int(reply.buf, &index, &per_sec) < 0 ||
 		    per_sec < 1000000 || per_sec > INT64_MAX / 1000000)
 			goto out;
@@ -371,6 +402,8 @@ fp_trace_start(struct fp_trace *t, struct fp_node *node,
 		 * once a microsecond) */
 		trace_attach(t, cfg->depth,
 			     (uint64_t)per_sec / 1000000u * cfg->unit_us);
+		if (cfg->follow && attach_targets(t, reply.buf, pids) < 0)
+			goto out;
 		t->started = true;
 		rc = 0;
 	} else if (strcmp(atom, "refused") == 0 && arity == 2) {

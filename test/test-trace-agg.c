@@ -3,8 +3,9 @@
  * synthetic event sequences: the stack rules (calls, returns that skip
  * frames or were never seen called, a trace that starts mid-stack, tail
  * calls, the depth cap), the clock (on and off a scheduler, equal and
- * earlier timestamps, several processes) and the units handed out
- * (remainders and calls carried, the final rounding).
+ * earlier timestamps, several processes), following (spawned processes'
+ * stacks rooted at the follow frame, the cap on processes) and the units
+ * handed out (remainders and calls carried, the final rounding).
  */
 #include <stdio.h>
 #include <string.h>
@@ -258,6 +259,82 @@ START_TEST(two_processes)
 }
 END_TEST
 
+/* Following: a target's stacks are as they were, a spawned process's
+ * end with the follow frame as their root; without follow, none has it. */
+START_TEST(followed_rooted)
+{
+	struct trace_agg *a = trace_agg_new(8, 100);
+	struct seen s = { 0 };
+	long calls = 0;
+
+	trace_agg_target(a, &P1);
+	trace_agg_follow(a, trace_agg_frame(a, FP_TRACE_FOLLOW_MODULE,
+					    "<0.81.0>", 0));
+	ev(a, &P1, TRACE_EV_CALL, "a", 0);
+	ev(a, &P2, TRACE_EV_CALL, "task", 0);
+	ev(a, &P2, TRACE_EV_CALL, "work", 100);
+	ev(a, &P1, TRACE_EV_OUT, "a", 200);
+	ev(a, &P2, TRACE_EV_OUT, "work", 400);
+	trace_agg_flush(a, false, each, &s);
+	fp_assert_int_eq(units_of(&s, "81 on a", NULL), 2);
+	fp_assert_int_eq(units_of(&s, "82 on task;<0.81.0>", NULL), 1);
+	fp_assert_int_eq(units_of(&s, "82 on work;task;<0.81.0>", &calls), 3);
+	fp_assert_int_eq(calls, 1);
+	fp_assert_int_eq(s.n, 3);
+	trace_agg_destroy(a);
+
+	a = trace_agg_new(8, 100);
+	memset(&s, 0, sizeof(s));
+	trace_agg_target(a, &P1);
+	ev(a, &P2, TRACE_EV_CALL, "task", 0);
+	ev(a, &P2, TRACE_EV_OUT, "task", 100);
+	trace_agg_flush(a, false, each, &s);
+	fp_assert_int_eq(units_of(&s, "82 on task", NULL), 1);
+	trace_agg_destroy(a);
+}
+END_TEST
+
+/* A followed stack at the depth cap still ends with its root. */
+START_TEST(followed_depth)
+{
+	struct trace_agg *a = trace_agg_new(2, 100);
+	struct seen s = { 0 };
+
+	trace_agg_follow(a, trace_agg_frame(a, FP_TRACE_FOLLOW_MODULE,
+					    "traced", 0));
+	ev(a, &P2, TRACE_EV_CALL, "x", 0);
+	ev(a, &P2, TRACE_EV_CALL, "y", 0);
+	ev(a, &P2, TRACE_EV_CALL, "z", 0);
+	ev(a, &P2, TRACE_EV_OUT, "z", 100);
+	trace_agg_flush(a, true, each, &s);
+	fp_assert_int_eq(units_of(&s, "82 on z;y;traced", NULL), 1);
+	trace_agg_destroy(a);
+}
+END_TEST
+
+/* Processes past the cap are left out and counted, the kept ones go on. */
+START_TEST(followed_cap)
+{
+	struct trace_agg *a = trace_agg_new(8, 100);
+	struct seen s = { 0 };
+	struct fp_pid p;
+
+	trace_agg_follow(a, trace_agg_frame(a, FP_TRACE_FOLLOW_MODULE,
+					    "traced", 0));
+	for (uint32_t i = 0; i < 1100; i++) {
+		p = (struct fp_pid){ .num = 1000 + i };
+		ev(a, &p, TRACE_EV_CALL, "w", 0);
+	}
+	fp_assert_int_eq(trace_agg_unkept(a), 76);
+	p = (struct fp_pid){ .num = 1000 };
+	ev(a, &p, TRACE_EV_OUT, "w", 100);
+	trace_agg_flush(a, true, each, &s);
+	fp_assert_int_eq(units_of(&s, "1000 on w;traced", NULL), 1);
+	fp_assert_int_eq(s.n, 1);
+	trace_agg_destroy(a);
+}
+END_TEST
+
 /* Whole units out, the rest carried, with the calls of a stack that has
  * no whole unit yet; the final flush rounds to the nearest and empties. */
 START_TEST(remainders)
@@ -317,6 +394,12 @@ trace_agg_suite(void)
 	tcase_add_test(tc, out_in_without_calls);
 	tcase_add_test(tc, timestamps_equal_or_earlier);
 	tcase_add_test(tc, two_processes);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("follow");
+	tcase_add_test(tc, followed_rooted);
+	tcase_add_test(tc, followed_depth);
+	tcase_add_test(tc, followed_cap);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("units");

@@ -14,7 +14,11 @@ Against one real node (fp_demo, its server called by a paced client):
 - before OTP 27, where patterns are the node's, a trace pattern the node
   set itself makes --trace refuse with a clear message (exit 64), and
   that pattern is left as it was; on OTP 27 and later the trace runs in a
-  session of its own and the node's pattern is left as it was.
+  session of its own and the node's pattern is left as it was;
+- --trace-follow on a process that calls the server and spawns a Task
+  each round: the Tasks' stacks (their work, fp_demo's) are rooted
+  at FOLLOWED:<the traced pid>, the traced process's own are not; after
+  --trace-for and after SIGKILL no Task still alive holds trace flags.
 """
 import os
 import re
@@ -47,6 +51,72 @@ def undone(t, node, what, otp):
     t.eq(node.eval(pattern).strip(), "false", "%s: no trace pattern left" % what)
     t.eq(node.eval(OTHER).strip(), "true",
          "%s: the node's own tracer and flags are as they were" % what)
+
+
+# the tasks of fp_trace_req that are alive and hold trace flags (before OTP
+# 27) or a trace session (from 27 on)
+TASKS = ("begin fp_trace_tasks ! {get, self()}, "
+         "receive {tasks, Ts} -> ok after 5000 -> Ts = [] end, "
+         "length([P || P <- Ts, %s]) end")
+TASK_FLAGS_25 = ("case erlang:trace_info(P, flags) of {flags, [_ | _]} -> true; "
+                 "_ -> false end")
+TASK_FLAGS_27 = "case catch trace:session_info(P) of [_ | _] -> true; _ -> false end"
+
+
+def follow(t, node, otp):
+    """--trace-follow: a request process calls the server and runs a Task
+    each round; the Tasks' stacks are the request's, rooted at
+    FOLLOWED:<request pid>; no flags stay on the Tasks."""
+    flags = TASK_FLAGS_25 if otp < 27 else TASK_FLAGS_27
+    node.eval("register(fp_trace_tasks, spawn(fun() -> (fun L(Ts) -> receive "
+              "{t, P} -> L(lists:sublist([P | Ts], 200)); "
+              "{get, F} -> F ! {tasks, Ts}, L(Ts) end end)([]) end)), "
+              "register(fp_trace_req, spawn(fun L() -> "
+              "gen_server:call(fp_demo_server, {work, 100}), "
+              "spawn(fun() -> fp_trace_tasks ! {t, self()}, fp_demo:deep(3, 300), "
+              "receive after 3000 -> ok end end), "
+              "receive after 30 -> ok end, L() end)), ok")
+    req = node.eval_str("pid_to_list(whereis(fp_trace_req))").strip("<>")
+    out = h.mkdtemp("out_")
+    rc, _, err = h.run_daemon(h.daemon_args(node, out, trace="fp_trace_req",
+                                            trace_follow=True, trace_for="2s",
+                                            duration="4s"),
+                              timeout=60)
+    t.eq(rc, 0, "--trace-follow: the run exits 0")
+    t.check(re.search(r"--trace: tracing 1 process\(es\) and what they spawn", err),
+            "--trace-follow: the start says it follows spawns", err[-800:])
+    samples = [s for s in h.all_samples(h.check_output(t, out, node, min_samples=5))
+               if s["status"] == "traced"]
+    root = "'FOLLOWED':'<%s>'/0" % req
+    own = [s for s in samples if s["pid"] == req]
+    tasks = [s for s in samples if s["pid"] != req]
+    t.check(len(own) >= 1 and not any(root in s["frames"] for s in own),
+            "the request's own stacks, without the follow frame (%d)" % len(own))
+    t.check(any("gen_server:call/2" in s["frames"] for s in own),
+            "the request's stacks hold its gen_server:call")
+    t.check(len(tasks) >= 1 and all(s["frames"][-1] == root for s in tasks),
+            "the Tasks' stacks are rooted at %s (%d)" % (root, len(tasks)),
+            str([s["frames"] for s in tasks[:3]]))
+    t.check(any(f.startswith("fp_demo:") for s in tasks for f in s["frames"]),
+            "the Tasks' work is in the trace (fp_demo:deep/2 and crunch/1)",
+            str(sorted({";".join(s["frames"]) for s in tasks})[:8]))
+    t.check(len({s["pid"] for s in tasks}) >= 2,
+            "several Tasks followed (%d)" % len({s["pid"] for s in tasks}))
+    t.eq(node.wait_int(TASKS % flags, 0), 0,
+         "after --trace-for: no flags on the Tasks still alive")
+    undone(t, node, "after --trace-follow", otp)
+
+    # SIGKILL while following: the Tasks alive then keep no flags
+    out = h.mkdtemp("out_")
+    d = h.start_daemon(h.daemon_args(node, out, trace="fp_trace_req",
+                                     trace_follow=True, trace_for="60s"))
+    d.wait_log(r"--trace: tracing 1 process", timeout=40)
+    t.check(node.wait_int("min(1, %s)" % (TASKS % flags), 1) == 1,
+            "Tasks traced while the daemon runs")
+    d.stop(signal.SIGKILL)
+    t.eq(node.wait_int(TASKS % flags, 0), 0,
+         "after SIGKILL while following: no flags on the Tasks still alive")
+    node.eval("exit(whereis(fp_trace_req), kill), exit(whereis(fp_trace_tasks), kill), ok")
 
 
 def main(t):
@@ -117,6 +187,8 @@ def main(t):
                       r"300 events seen", err),
             "the cap stops the trace, with how much it saw", err[-800:])
     undone(t, node, "after the cap", otp)
+
+    follow(t, node, otp)
 
     # SIGKILL mid-trace
     out = h.mkdtemp("out_")

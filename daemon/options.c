@@ -473,7 +473,7 @@ static const char usage_tail[] =
 "      --connect or --trace with several nodes, or --push-header-file or\n"
 "      --push-service without --push; a --trace target that is no process\n"
 "      of the node, or a trace refused to leave another tracer's flags and\n"
-"      patterns as they are\n"
+"      patterns as they are, or --trace-follow without --trace\n"
 "  65  a --duration run took no sample at all\n"
 "  66  cookie file missing, unreadable, empty, readable by others or not a\n"
 "      regular file (a FIFO, a device); the same for --push-header-file, or\n"

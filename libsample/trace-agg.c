@@ -16,6 +16,15 @@
  * request's; its stacks get the follow frame as their root, which names
  * the request in every reader. Such processes are bounded: past
  * TRACE_PROCS_MAX a new process's events are left out (and counted).
+ * A server (trace_agg_server()) is traced whole, but only its work on
+ * the targets' calls is theirs: the tracer's pattern on the marker
+ * function (gen_server:try_handle_call/4) lets its call through only
+ * for a call from a target, so the server's time and calls count from
+ * that call until the server calls or returns to one of the frames
+ * that were below it (its loop takes the next message), and nothing
+ * else of it does. Not "while the marker is on the stack": a return to
+ * a function with no pattern (lists:foldl/3 running handle_call's fun)
+ * makes that function the whole stack.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -34,11 +43,18 @@ struct frame {
 /* Processes whose stacks are kept; a traced process that spawns
  * thousands must not make every event a long scan. */
 #define TRACE_PROCS_MAX 1024u
+/* Frames under a server's marker that end its span: gen_server's own
+ * few (handle_msg, loop, proc_lib's) are all within this. */
+#define SPAN_BELOW 8u
 
 struct proc {
 	struct fp_pid pid;
 	bool on;
 	bool followed;
+	bool server;
+	bool span;			/* a server, working for a target */
+	uint32_t nbelow;
+	uint32_t below[SPAN_BELOW];	/* frames under the marker */
 	int64_t t0;
 	uint32_t n;
 	uint32_t stack[FP_TRACE_DEPTH_MAX];	/* root first */
@@ -68,6 +84,9 @@ struct trace_agg {
 	struct fp_pid *targets;
 	uint32_t ntargets, targets_cap;
 	uint32_t follow;		/* root frame of followed processes */
+	struct fp_pid *servers;
+	uint32_t nservers, servers_cap;
+	uint32_t marker;		/* a server works for the request */
 	uint64_t unkept;		/* events of processes past the cap */
 	struct entry *entries;
 	uint32_t nentries, entries_cap;
@@ -94,6 +113,7 @@ trace_agg_new(unsigned depth, uint64_t unit)
 		   FP_TRACE_DEPTH_MAX : depth;
 	a->unit = unit ? unit : 1;
 	a->follow = TRACE_NO_FRAME;
+	a->marker = TRACE_NO_FRAME;
 	a->fidx_cap = a->eidx_cap = 64;
 	a->fidx = index_new(a->fidx_cap);
 	a->eidx = index_new(a->eidx_cap);
@@ -115,6 +135,7 @@ trace_agg_destroy(struct trace_agg *a)
 	free(a->fidx);
 	free(a->procs);
 	free(a->targets);
+	free(a->servers);
 	free(a->entries);
 	free(a->eidx);
 	free(a);
@@ -212,6 +233,19 @@ trace_agg_target(struct trace_agg *a, const struct fp_pid *pid)
 }
 
 void
+trace_agg_server(struct trace_agg *a, const struct fp_pid *pid,
+		 uint32_t marker)
+{
+	if (a->nservers == a->servers_cap) {
+		a->servers_cap = a->servers_cap ? a->servers_cap * 2 : 4;
+		a->servers = xrealloc(a->servers,
+				      a->servers_cap * sizeof(*a->servers));
+	}
+	a->servers[a->nservers++] = *pid;
+	a->marker = marker < a->nframes ? marker : TRACE_NO_FRAME;
+}
+
+void
 trace_agg_follow(struct trace_agg *a, uint32_t root)
 {
 	a->follow = root < a->nframes ? root : TRACE_NO_FRAME;
@@ -224,12 +258,42 @@ trace_agg_unkept(const struct trace_agg *a)
 }
 
 static bool
-is_target(const struct trace_agg *a, const struct fp_pid *pid)
+pid_in(const struct fp_pid *pids, uint32_t n, const struct fp_pid *pid)
 {
-	for (uint32_t i = 0; i < a->ntargets; i++)
-		if (pid_eq(&a->targets[i], pid))
+	for (uint32_t i = 0; i < n; i++)
+		if (pid_eq(&pids[i], pid))
 			return true;
 	return false;
+}
+
+/* A process that is no server always works for the trace; a server
+ * only while it handles a target's call. */
+static bool
+counts(const struct proc *p)
+{
+	return !p->server || p->span;
+}
+
+/* A server's span: it starts at the marker's call, the frames under
+ * it kept, and ends at a call of or return to one of those. */
+static void
+span_event(struct trace_agg *a, struct proc *p, enum trace_ev ev,
+	   uint32_t frame)
+{
+	if (ev != TRACE_EV_CALL && ev != TRACE_EV_RETURN_TO)
+		return;
+	if (ev == TRACE_EV_CALL && frame == a->marker) {
+		uint32_t under = p->n > 0 ? p->n - 1 : 0;
+		uint32_t from = under > SPAN_BELOW ? under - SPAN_BELOW : 0;
+
+		p->nbelow = under - from;
+		memcpy(p->below, p->stack + from, p->nbelow * sizeof(*p->below));
+		p->span = true;
+		return;
+	}
+	for (uint32_t i = 0; p->span && i < p->nbelow; i++)
+		if (p->below[i] == frame)
+			p->span = false;
 }
 
 static void
@@ -338,26 +402,33 @@ trace_agg_event(struct trace_agg *a, const struct fp_pid *pid,
 		*p = (struct proc){ .pid = *pid, .on = ev != TRACE_EV_IN,
 				    .t0 = ts,
 				    .followed = a->follow != TRACE_NO_FRAME &&
-						!is_target(a, pid) };
+						!pid_in(a->targets, a->ntargets, pid),
+				    .server = pid_in(a->servers, a->nservers, pid) };
 		a->last = a->nprocs - 1;
 		if (has)
 			p->stack[p->n++] = frame;
 	}
 	if (ts > p->t0) {
-		add(a, p, p->on, (uint64_t)ts - (uint64_t)p->t0, 0);
+		if (counts(p))
+			add(a, p, p->on, (uint64_t)ts - (uint64_t)p->t0, 0);
 		p->t0 = ts;
 	}
 	switch (ev) {
 	case TRACE_EV_CALL:
 		if (has && !cut(p, frame))
 			push(a, p, frame);
-		add(a, p, true, 0, 1);
+		if (p->server && has)
+			span_event(a, p, ev, frame);
+		if (counts(p))
+			add(a, p, true, 0, 1);
 		break;
 	case TRACE_EV_RETURN_TO:
 		if (has && !cut(p, frame)) {
 			p->stack[0] = frame;
 			p->n = 1;
 		}
+		if (p->server && has)
+			span_event(a, p, ev, frame);
 		break;
 	case TRACE_EV_IN:
 		if (p->n == 0 && has)

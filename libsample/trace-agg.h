@@ -80,6 +80,15 @@ trace_agg_target(struct trace_agg *a, const struct fp_pid *pid);
 void
 trace_agg_follow(struct trace_agg *a, uint32_t root);
 
+/**
+ * Name @pid as a server of the trace: its time and calls count only
+ * while frame @marker (an id from trace_agg_frame()) is on its stack.
+ * Call before its first event.
+ */
+void
+trace_agg_server(struct trace_agg *a, const struct fp_pid *pid,
+		 uint32_t marker);
+
 /** Events left out: they came from a new process past the cap of
  * processes an aggregate keeps. */
 uint64_t

@@ -4,7 +4,8 @@
  * frames or were never seen called, a trace that starts mid-stack, tail
  * calls, the depth cap), the clock (on and off a scheduler, equal and
  * earlier timestamps, several processes), following (spawned processes'
- * stacks rooted at the follow frame, the cap on processes) and the units
+ * stacks rooted at the follow frame, the cap on processes, a server's
+ * work counted only for the target's calls) and the units
  * handed out (remainders and calls carried, the final rounding).
  */
 #include <stdio.h>
@@ -312,6 +313,76 @@ START_TEST(followed_depth)
 }
 END_TEST
 
+/* A server counts only while the marker (the pattern lets its call
+ * through for a target's call only) is on its stack: its other work,
+ * before, between and after, is nobody's. */
+START_TEST(server_marked_only)
+{
+	struct trace_agg *a = trace_agg_new(8, 100);
+	struct seen s = { 0 };
+	long calls = 0;
+
+	trace_agg_target(a, &P1);
+	trace_agg_server(a, &P2, fr(a, "try"));
+	trace_agg_follow(a, trace_agg_frame(a, FP_TRACE_FOLLOW_MODULE,
+					    "<0.81.0>", 0));
+	/* another caller's call: no marker */
+	ev(a, &P2, TRACE_EV_CALL, "loop", 0);
+	ev(a, &P2, TRACE_EV_CALL, "handle_msg", 100);
+	ev(a, &P2, TRACE_EV_CALL, "handle_call", 100);
+	ev(a, &P2, TRACE_EV_RETURN_TO, "handle_msg", 400);
+	ev(a, &P2, TRACE_EV_CALL, "loop", 400);
+	ev(a, &P2, TRACE_EV_OUT, "loop", 500);
+	ev(a, &P2, TRACE_EV_IN, "loop", 1000);
+	/* the target's call */
+	ev(a, &P2, TRACE_EV_CALL, "handle_msg", 1000);
+	ev(a, &P2, TRACE_EV_CALL, "try", 1100);
+	ev(a, &P2, TRACE_EV_CALL, "handle_call", 1100);
+	ev(a, &P2, TRACE_EV_OUT, "handle_call", 1300);
+	ev(a, &P2, TRACE_EV_IN, "handle_call", 1400);
+	ev(a, &P2, TRACE_EV_RETURN_TO, "handle_msg", 1600);
+	ev(a, &P2, TRACE_EV_CALL, "loop", 1700);
+	ev(a, &P2, TRACE_EV_OUT, "loop", 1800);
+	ev(a, &P2, TRACE_EV_IN, "loop", 5000);
+	trace_agg_flush(a, true, each, &s);
+	fp_assert_int_eq(units_of(&s, "82 on handle_call;try;handle_msg;loop;<0.81.0>",
+				  &calls), 4);
+	fp_assert_int_eq(calls, 1);
+	fp_assert_int_eq(units_of(&s, "82 off handle_call;try;handle_msg;loop;<0.81.0>",
+				  NULL), 1);
+	fp_assert_int_eq(s.n, 2);
+	trace_agg_destroy(a);
+}
+END_TEST
+
+/* A return to a function with no pattern (lists:foldl/3 under
+ * handle_call) makes it the whole stack; the span goes on until the
+ * server is back under the marker. */
+START_TEST(server_span_through_unpatterned)
+{
+	struct trace_agg *a = trace_agg_new(8, 100);
+	struct seen s = { 0 };
+
+	trace_agg_target(a, &P1);
+	trace_agg_server(a, &P2, fr(a, "try"));
+	trace_agg_follow(a, trace_agg_frame(a, FP_TRACE_FOLLOW_MODULE,
+					    "<0.81.0>", 0));
+	ev(a, &P2, TRACE_EV_CALL, "loop", 0);
+	ev(a, &P2, TRACE_EV_CALL, "handle_msg", 0);
+	ev(a, &P2, TRACE_EV_CALL, "try", 0);
+	ev(a, &P2, TRACE_EV_CALL, "fun", 0);
+	ev(a, &P2, TRACE_EV_RETURN_TO, "foldl", 100);
+	ev(a, &P2, TRACE_EV_RETURN_TO, "handle_msg", 300);
+	ev(a, &P2, TRACE_EV_CALL, "other", 1000);
+	ev(a, &P2, TRACE_EV_OUT, "other", 2000);
+	trace_agg_flush(a, true, each, &s);
+	fp_assert_int_eq(units_of(&s, "82 on fun;try;handle_msg;loop;<0.81.0>", NULL), 1);
+	fp_assert_int_eq(units_of(&s, "82 on foldl;<0.81.0>", NULL), 2);
+	fp_assert_int_eq(s.n, 2);
+	trace_agg_destroy(a);
+}
+END_TEST
+
 /* Processes past the cap are left out and counted, the kept ones go on. */
 START_TEST(followed_cap)
 {
@@ -400,6 +471,8 @@ trace_agg_suite(void)
 	tcase_add_test(tc, followed_rooted);
 	tcase_add_test(tc, followed_depth);
 	tcase_add_test(tc, followed_cap);
+	tcase_add_test(tc, server_marked_only);
+	tcase_add_test(tc, server_span_through_unpatterned);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("units");

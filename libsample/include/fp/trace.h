@@ -26,6 +26,14 @@
  * targets). Before OTP 27 the tracer removes the flags of every process
  * it holds when the trace ends, not only the targets'.
  *
+ * Servers (fp_trace_config.servers): gen_servers traced whole (without
+ * set_on_spawn), with a pattern on gen_server:try_handle_call/4 whose
+ * guard lets through only calls from the targets; a server's time and
+ * calls count while that frame is on its stack, under the same root
+ * frame, and its work for other callers is left out. Before OTP 27 that
+ * pattern is the node's: a target that is itself a gen_server loses the
+ * frame for calls from others.
+ *
  * The tracer is linked to the daemon's connection: when the trace ends
  * (its duration, a cap, fp_trace_send(@stop)), the connection closes or
  * the daemon is killed, the flags and patterns (or the session) are
@@ -57,6 +65,8 @@ struct fp_trace_config {
 	unsigned max_queue;		/* trace messages waiting: behind */
 	unsigned depth;			/* <= FP_TRACE_DEPTH_MAX */
 	bool follow;			/* trace what the targets spawn */
+	const char *const *servers;	/* gen_servers the targets call */
+	size_t nservers;
 };
 
 /* What the tracer said of itself in a reply. */

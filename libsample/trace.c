@@ -43,7 +43,9 @@
  * NativePerSec, ServerPids} or {refused, Why}. A server's
  * gen_server:try_handle_call/4 pattern is a match spec whose guard lets
  * a call through only when its From is a target (the targets' pids are
- * literals in it). */
+ * literals in it). From is its third argument where the first is the
+ * callback module (OTP 25), its fourth where the first is the server's
+ * state record (OTP 29). */
 static const char start_source[] =
 	"(fun() ->\n"
 	"Fast = fun Fast(Acc, 0) -> {Acc, 0};\n"
@@ -125,8 +127,9 @@ static const char start_source[] =
 	"  SPids = lists:usort([P || {ok, P} <- lists:nthtail(length(Targets), Res)]) -- Pids,\n"
 	"  Flags0 = [call, return_to, running, arity, monotonic_timestamp],\n"
 	"  Flags = Flags0 ++ [set_on_spawn || Follow],\n"
-	"  CallMs = [{['_', '_', {'$1', '_'}, '_'],\n"
-	"             [list_to_tuple(['orelse', false | [{'=:=', '$1', P} || P <- Pids]])], []}],\n"
+	"  FromTarget = list_to_tuple(['orelse', false | [{'=:=', '$1', P} || P <- Pids]]),\n"
+	"  CallMs = [{['$2', '_', {'$1', '_'}, '_'], [{is_atom, '$2'}, FromTarget], []},\n"
+	"            {['$2', '_', '_', {'$1', '_'}], [{is_tuple, '$2'}, FromTarget], []}],\n"
 	"  Skip = [erl_eval, prim_eval, orddict, ordsets, lists, maps, erlang, erts_internal, erl_internal, proplists],\n"
 	"  Mods = [Mod || {Mod, _} <- code:all_loaded(), not lists:member(Mod, Skip)],\n"
 	"  HasSession = code:ensure_loaded(trace) =:= {module, trace} andalso\n"

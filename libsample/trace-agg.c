@@ -14,7 +14,9 @@
  * Following (trace_agg_follow()): a process that is no target came into
  * the trace by inheriting its flags on spawn, so its work is the
  * request's; its stacks get the follow frame as their root, which names
- * the request in every reader. Such processes are bounded: past
+ * the request in every reader, and with one target they are charged to
+ * the target's pid, so that many short Tasks add up to whole units
+ * instead of each rounding to none. Such processes are bounded: past
  * TRACE_PROCS_MAX a new process's events are left out (and counted).
  * A server (trace_agg_server()) is traced whole, but only its work on
  * the targets' calls is theirs: the tracer's pattern on the marker
@@ -323,8 +325,15 @@ add(struct trace_agg *a, const struct proc *p, bool on, uint64_t time,
 	struct entry *e;
 	uint64_t h;
 
-	key[0] = p->pid.num;
-	key[1] = p->pid.serial;
+	/* a spawned process of the one target is charged as the target:
+	 * a Task's 50 us would be below a unit under its own pid */
+	if (p->followed && !p->server && a->ntargets == 1) {
+		key[0] = a->targets[0].num;
+		key[1] = a->targets[0].serial;
+	} else {
+		key[0] = p->pid.num;
+		key[1] = p->pid.serial;
+	}
 	key[2] = (uint32_t)on | (uint32_t)p->followed << 1;
 	memcpy(key + KEY_HEAD, p->stack, p->n * sizeof(*key));
 	h = hash_bytes(key, keylen * sizeof(*key));

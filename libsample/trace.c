@@ -43,9 +43,9 @@
  * NativePerSec, ServerPids} or {refused, Why}. A server's
  * gen_server:try_handle_call/4 pattern is a match spec whose guard lets
  * a call through only when its From is a target (the targets' pids are
- * literals in it). From is its third argument where the first is the
- * callback module (OTP 25), its fourth where the first is the server's
- * state record (OTP 29). */
+ * literals in it). From is its fourth argument where the first is a
+ * server_data record (OTP 29), its third otherwise (the callback module
+ * on OTP 25, a callback_cache record on 27). */
 static const char start_source[] =
 	"(fun() ->\n"
 	"Fast = fun Fast(Acc, 0) -> {Acc, 0};\n"
@@ -128,8 +128,9 @@ static const char start_source[] =
 	"  Flags0 = [call, return_to, running, arity, monotonic_timestamp],\n"
 	"  Flags = Flags0 ++ [set_on_spawn || Follow],\n"
 	"  FromTarget = list_to_tuple(['orelse', false | [{'=:=', '$1', P} || P <- Pids]]),\n"
-	"  CallMs = [{['$2', '_', {'$1', '_'}, '_'], [{is_atom, '$2'}, FromTarget], []},\n"
-	"            {['$2', '_', '_', {'$1', '_'}], [{is_tuple, '$2'}, FromTarget], []}],\n"
+	"  Data = {'andalso', {is_tuple, '$2'}, {'==', {element, 1, '$2'}, server_data}},\n"
+	"  CallMs = [{['$2', '_', '_', {'$1', '_'}], [Data, FromTarget], []},\n"
+	"            {['$2', '_', {'$1', '_'}, '_'], [{'not', Data}, FromTarget], []}],\n"
 	"  Skip = [erl_eval, prim_eval, orddict, ordsets, lists, maps, erlang, erts_internal, erl_internal, proplists],\n"
 	"  Mods = [Mod || {Mod, _} <- code:all_loaded(), not lists:member(Mod, Skip)],\n"
 	"  HasSession = code:ensure_loaded(trace) =:= {module, trace} andalso\n"

@@ -278,8 +278,8 @@ START_TEST(followed_rooted)
 	ev(a, &P2, TRACE_EV_OUT, "work", 400);
 	trace_agg_flush(a, false, each, &s);
 	fp_assert_int_eq(units_of(&s, "81 on a", NULL), 2);
-	fp_assert_int_eq(units_of(&s, "82 on task;<0.81.0>", NULL), 1);
-	fp_assert_int_eq(units_of(&s, "82 on work;task;<0.81.0>", &calls), 3);
+	fp_assert_int_eq(units_of(&s, "81 on task;<0.81.0>", NULL), 1);
+	fp_assert_int_eq(units_of(&s, "81 on work;task;<0.81.0>", &calls), 3);
 	fp_assert_int_eq(calls, 1);
 	fp_assert_int_eq(s.n, 3);
 	trace_agg_destroy(a);
@@ -291,6 +291,29 @@ START_TEST(followed_rooted)
 	ev(a, &P2, TRACE_EV_OUT, "task", 100);
 	trace_agg_flush(a, false, each, &s);
 	fp_assert_int_eq(units_of(&s, "82 on task", NULL), 1);
+	trace_agg_destroy(a);
+}
+END_TEST
+
+/* Short Tasks of the one target: under its pid, their time adds up to
+ * whole units that each alone would not reach. */
+START_TEST(followed_tasks_add_up)
+{
+	struct trace_agg *a = trace_agg_new(8, 100);
+	struct seen s = { 0 };
+	struct fp_pid p;
+
+	trace_agg_target(a, &P1);
+	trace_agg_follow(a, trace_agg_frame(a, FP_TRACE_FOLLOW_MODULE,
+					    "<0.81.0>", 0));
+	for (uint32_t i = 0; i < 10; i++) {
+		p = (struct fp_pid){ .num = 500 + i };
+		ev(a, &p, TRACE_EV_CALL, "task", 1000 * i);
+		ev(a, &p, TRACE_EV_OUT, "task", 1000 * i + 40);
+	}
+	trace_agg_flush(a, true, each, &s);
+	fp_assert_int_eq(units_of(&s, "81 on task;<0.81.0>", NULL), 4);
+	fp_assert_int_eq(s.n, 1);
 	trace_agg_destroy(a);
 }
 END_TEST
@@ -400,6 +423,7 @@ START_TEST(followed_cap)
 	p = (struct fp_pid){ .num = 1000 };
 	ev(a, &p, TRACE_EV_OUT, "w", 100);
 	trace_agg_flush(a, true, each, &s);
+	/* no target named: each process under its own pid */
 	fp_assert_int_eq(units_of(&s, "1000 on w;traced", NULL), 1);
 	fp_assert_int_eq(s.n, 1);
 	trace_agg_destroy(a);
@@ -469,6 +493,7 @@ trace_agg_suite(void)
 
 	tc = tcase_create("follow");
 	tcase_add_test(tc, followed_rooted);
+	tcase_add_test(tc, followed_tasks_add_up);
 	tcase_add_test(tc, followed_depth);
 	tcase_add_test(tc, followed_cap);
 	tcase_add_test(tc, server_marked_only);

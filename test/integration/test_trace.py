@@ -102,11 +102,13 @@ def follow(t, node, otp):
     samples = [s for s in h.all_samples(h.check_output(t, out, node, min_samples=5))
                if s["status"] == "traced"]
     root = "'FOLLOWED':'<%s>'/0" % req
-    own = [s for s in samples if s["pid"] == req]
-    tasks = [s for s in samples if s["pid"] not in (req, server)]
+    # the Tasks' stacks are charged to the request's pid, under the root
+    own = [s for s in samples if s["pid"] == req and root not in s["frames"]]
+    tasks = [s for s in samples if s["pid"] == req and root in s["frames"]]
     served = [s for s in samples if s["pid"] == server]
-    t.check(len(own) >= 1 and not any(root in s["frames"] for s in own),
-            "the request's own stacks, without the follow frame (%d)" % len(own))
+    t.eq(sorted({s["pid"] for s in samples} - {req, server}), [],
+         "samples only of the request and the server")
+    t.check(len(own) >= 1, "the request's own stacks, without the follow frame (%d)" % len(own))
     t.check(any("gen_server:call/2" in s["frames"] for s in own),
             "the request's stacks hold its gen_server:call")
     t.check(len(tasks) >= 1 and all(s["frames"][-1] == root for s in tasks),
@@ -115,8 +117,6 @@ def follow(t, node, otp):
     t.check(any(f.startswith("fp_demo:") for s in tasks for f in s["frames"]),
             "the Tasks' work is in the trace (fp_demo:deep/2 and crunch/1)",
             str(sorted({";".join(s["frames"]) for s in tasks})[:8]))
-    t.check(len({s["pid"] for s in tasks}) >= 2,
-            "several Tasks followed (%d)" % len({s["pid"] for s in tasks}))
     t.check(len(served) >= 1 and all(s["frames"][-1] == root for s in served),
             "the server's work for the request is rooted at %s (%d)" % (root, len(served)),
             str([s["frames"] for s in served[:3]]))

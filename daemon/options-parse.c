@@ -349,6 +349,21 @@ fpd_option_trace(struct fpd_options *o, const char *arg)
 	return 0;
 }
 
+int
+fpd_option_trace_server(struct fpd_options *o, const char *arg)
+{
+	char cand[2][FP_NAME_MAX], node[NODE_NAME_MAX];
+	struct fp_pid pid;
+	uint32_t creation;
+
+	if (fp_pid_parse_full(arg, &pid, node, sizeof(node), &creation) < 0 &&
+	    fp_name_candidates(arg, cand) < 0)
+		return fpd_option_bad_value("--trace-server", arg,
+				 "expected a pid like '<0.123.0>' or a registered name");
+	append(&o->trace_servers, &o->ntrace_servers, arg);
+	return 0;
+}
+
 
 
 /* ---- sampling ----------------------------------------------------------- */

@@ -375,6 +375,16 @@ static const struct option_spec options[] = {
 	  "                            scheduling, as exact stacks of status traced\n"
 	  "                            (repeatable; opt-in: it costs the node far more\n"
 	  "                            than sampling)\n" },
+	{ "trace-follow", 0, no_argument,
+	  .help = "      --trace-follow        follow the request into the processes the traced\n"
+	  "                            ones spawn (Tasks, workers): their stacks, rooted\n"
+	  "                            at FOLLOWED:<pid>, are the request's\n",
+	  SET_TRUE(trace_follow) },
+	{ "trace-server", 0, required_argument, .parse = fpd_option_trace_server,
+	  .help = "      --trace-server PID|NAME  follow the request into this gen_server:\n"
+	  "                            its work on calls from the --trace processes,\n"
+	  "                            and no other caller's, rooted at FOLLOWED:<pid>\n"
+	  "                            (repeatable)\n" },
 	{ "trace-for", 0, required_argument,
 	  .help = "      --trace-for DUR       end the trace after DUR (default 10s)\n",
 	  DURATION(trace_for_us, 100000, 3600000000ull,
@@ -468,7 +478,8 @@ static const char usage_tail[] =
 "      --connect or --trace with several nodes, or --push-header-file or\n"
 "      --push-service without --push; a --trace target that is no process\n"
 "      of the node, or a trace refused to leave another tracer's flags and\n"
-"      patterns as they are\n"
+"      patterns as they are, or --trace-follow or --trace-server without\n"
+"      --trace\n"
 "  65  a --duration run took no sample at all\n"
 "  66  cookie file missing, unreadable, empty, readable by others or not a\n"
 "      regular file (a FIFO, a device); the same for --push-header-file, or\n"
@@ -624,6 +635,11 @@ check_together(struct fpd_options *o)
 		fprintf(stderr, "flame_profd: error: --trace writes files: it cannot be used with --flight-recorder\n");
 		return FPD_EXIT_USAGE;
 	}
+	if ((o->trace_follow || o->ntrace_servers) && !o->ntraces) {
+		fprintf(stderr, "flame_profd: error: %s needs --trace PID|NAME (see --help)\n",
+			o->trace_follow ? "--trace-follow" : "--trace-server");
+		return FPD_EXIT_USAGE;
+	}
 	if (o->ntraces && !o->top_set && !o->npids && !o->nnames)
 		o->top = 0;
 	if (o->top == 0 && !o->npids && !o->nnames && !o->ntraces) {
@@ -681,6 +697,7 @@ fpd_options_release(struct fpd_options *o)
 	free(o->pids);
 	free(o->names);
 	free(o->traces);
+	free(o->trace_servers);
 	free(o->keys);
 	free(o->logger_keys);
 	free(o->key_names);

@@ -108,6 +108,9 @@ struct fpd_options {
 					 * from the above), or NULL */
 	const char **traces;	/* --trace PID|NAME, as given */
 	size_t ntraces;
+	bool trace_follow;	/* --trace-follow */
+	const char **trace_servers;	/* --trace-server PID|NAME */
+	size_t ntrace_servers;
 	uint64_t trace_for_us;	/* --trace-for */
 	unsigned trace_max_events;	/* --trace-max-events */
 	unsigned trace_max_rate;	/* --trace-max-rate, events/s */

@@ -40,7 +40,7 @@ struct fpd_trace {
 	uint64_t events;	/* as the tracer last counted them */
 	uint64_t written;	/* samples */
 	uint64_t stacks;
-	struct fp_frame frames[FP_TRACE_DEPTH_MAX + 1];
+	struct fp_frame frames[FP_TRACE_DEPTH_MAX + 2];
 };
 
 struct fpd_trace *
@@ -89,14 +89,20 @@ fpd_trace_start(struct fpd_trace *tr, struct fp_node *node,
 		.max_queue = MAX_QUEUE,
 		.depth = tr->o->backtrace_depth < FP_TRACE_DEPTH_MAX ?
 			 tr->o->backtrace_depth : FP_TRACE_DEPTH_MAX,
+		.follow = tr->o->trace_follow,
+		.servers = tr->o->trace_servers,
+		.nservers = tr->o->ntrace_servers,
 	};
 	/* the checks before OTP 27 read every loaded function */
 	rc = fp_trace_start(tr->t, node, &cfg, why, sizeof(why), mode,
 			    sizeof(mode), timeout_ms < 30000 ? 30000 : timeout_ms);
 	switch (rc) {
 	case 0:
-		fpd_info("--trace: tracing %zu process(es) on %s for %.1f s (%s; at most %u events, %u a second)",
-			 tr->o->ntraces, fp_node_name(node),
+		fpd_info("--trace: tracing %zu process(es)%s%s on %s for %.1f s (%s; at most %u events, %u a second)",
+			 tr->o->ntraces,
+			 tr->o->trace_follow ? " and what they spawn" : "",
+			 tr->o->ntrace_servers ? ", and their calls to the servers" : "",
+			 fp_node_name(node),
 			 (double)tr->o->trace_for_us / 1e6,
 			 strcmp(mode, "session") == 0 ? "a trace session of its own" :
 			 "no other tracer on the node",

@@ -10,6 +10,23 @@
  * whole stack; in with an empty stack starts it at the function
  * scheduled in. The first event of a process only sets its clock: the
  * time before it belongs to no known stack.
+ *
+ * Following (trace_agg_follow()): a process that is no target came into
+ * the trace by inheriting its flags on spawn, so its work is the
+ * request's; its stacks get the follow frame as their root, which names
+ * the request in every reader, and with one target they are charged to
+ * the target's pid, so that many short Tasks add up to whole units
+ * instead of each rounding to none. Such processes are bounded: past
+ * TRACE_PROCS_MAX a new process's events are left out (and counted).
+ * A server (trace_agg_server()) is traced whole, but only its work on
+ * the targets' calls is theirs: the tracer's pattern on the marker
+ * function (gen_server:try_handle_call/4) lets its call through only
+ * for a call from a target, so the server's time and calls count from
+ * that call until the server calls or returns to one of the frames
+ * that were below it (its loop takes the next message), and nothing
+ * else of it does. Not "while the marker is on the stack": a return to
+ * a function with no pattern (lists:foldl/3 running handle_call's fun)
+ * makes that function the whole stack.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -25,15 +42,27 @@ struct frame {
 	uint64_t hash;
 };
 
+/* Processes whose stacks are kept; a traced process that spawns
+ * thousands must not make every event a long scan. */
+#define TRACE_PROCS_MAX 1024u
+/* Frames under a server's marker that end its span: gen_server's own
+ * few (handle_msg, loop, proc_lib's) are all within this. */
+#define SPAN_BELOW 8u
+
 struct proc {
 	struct fp_pid pid;
 	bool on;
+	bool followed;
+	bool server;
+	bool span;			/* a server, working for a target */
+	uint32_t nbelow;
+	uint32_t below[SPAN_BELOW];	/* frames under the marker */
 	int64_t t0;
 	uint32_t n;
 	uint32_t stack[FP_TRACE_DEPTH_MAX];	/* root first */
 };
 
-/* key: pid.num, pid.serial, on, then the frames root first */
+/* key: pid.num, pid.serial, on | followed << 1, then the frames root first */
 #define KEY_HEAD 3u
 
 struct entry {
@@ -53,11 +82,19 @@ struct trace_agg {
 	uint32_t fidx_cap;
 	struct proc *procs;
 	uint32_t nprocs, procs_cap;
+	uint32_t last;			/* the process of the last event */
+	struct fp_pid *targets;
+	uint32_t ntargets, targets_cap;
+	uint32_t follow;		/* root frame of followed processes */
+	struct fp_pid *servers;
+	uint32_t nservers, servers_cap;
+	uint32_t marker;		/* a server works for the request */
+	uint64_t unkept;		/* events of processes past the cap */
 	struct entry *entries;
 	uint32_t nentries, entries_cap;
 	uint32_t *eidx;
 	uint32_t eidx_cap;
-	struct fp_frame out[FP_TRACE_DEPTH_MAX];
+	struct fp_frame out[FP_TRACE_DEPTH_MAX + 1];
 };
 
 static uint32_t *
@@ -77,6 +114,8 @@ trace_agg_new(unsigned depth, uint64_t unit)
 	a->depth = depth < 1 ? 1 : depth > FP_TRACE_DEPTH_MAX ?
 		   FP_TRACE_DEPTH_MAX : depth;
 	a->unit = unit ? unit : 1;
+	a->follow = TRACE_NO_FRAME;
+	a->marker = TRACE_NO_FRAME;
 	a->fidx_cap = a->eidx_cap = 64;
 	a->fidx = index_new(a->fidx_cap);
 	a->eidx = index_new(a->eidx_cap);
@@ -97,6 +136,8 @@ trace_agg_destroy(struct trace_agg *a)
 	free(a->frames);
 	free(a->fidx);
 	free(a->procs);
+	free(a->targets);
+	free(a->servers);
 	free(a->entries);
 	free(a->eidx);
 	free(a);
@@ -161,15 +202,100 @@ trace_agg_frame(struct trace_agg *a, const char *module, const char *function,
 	return a->nframes - 1;
 }
 
+static bool
+pid_eq(const struct fp_pid *x, const struct fp_pid *y)
+{
+	return x->num == y->num && x->serial == y->serial;
+}
+
 static struct proc *
 proc_find(struct trace_agg *a, const struct fp_pid *pid)
 {
-	/* a handful of traced processes: a scan is enough */
+	/* events come in runs of one process: try the last one first; the
+	 * processes are capped, so a scan is enough */
+	if (a->last < a->nprocs && pid_eq(&a->procs[a->last].pid, pid))
+		return &a->procs[a->last];
 	for (uint32_t i = 0; i < a->nprocs; i++)
-		if (a->procs[i].pid.num == pid->num &&
-		    a->procs[i].pid.serial == pid->serial)
+		if (pid_eq(&a->procs[i].pid, pid)) {
+			a->last = i;
 			return &a->procs[i];
+		}
 	return NULL;
+}
+
+void
+trace_agg_target(struct trace_agg *a, const struct fp_pid *pid)
+{
+	if (a->ntargets == a->targets_cap) {
+		a->targets_cap = a->targets_cap ? a->targets_cap * 2 : 4;
+		a->targets = xrealloc(a->targets,
+				      a->targets_cap * sizeof(*a->targets));
+	}
+	a->targets[a->ntargets++] = *pid;
+}
+
+void
+trace_agg_server(struct trace_agg *a, const struct fp_pid *pid,
+		 uint32_t marker)
+{
+	if (a->nservers == a->servers_cap) {
+		a->servers_cap = a->servers_cap ? a->servers_cap * 2 : 4;
+		a->servers = xrealloc(a->servers,
+				      a->servers_cap * sizeof(*a->servers));
+	}
+	a->servers[a->nservers++] = *pid;
+	a->marker = marker < a->nframes ? marker : TRACE_NO_FRAME;
+}
+
+void
+trace_agg_follow(struct trace_agg *a, uint32_t root)
+{
+	a->follow = root < a->nframes ? root : TRACE_NO_FRAME;
+}
+
+uint64_t
+trace_agg_unkept(const struct trace_agg *a)
+{
+	return a->unkept;
+}
+
+static bool
+pid_in(const struct fp_pid *pids, uint32_t n, const struct fp_pid *pid)
+{
+	for (uint32_t i = 0; i < n; i++)
+		if (pid_eq(&pids[i], pid))
+			return true;
+	return false;
+}
+
+/* A process that is no server always works for the trace; a server
+ * only while it handles a target's call. */
+static bool
+counts(const struct proc *p)
+{
+	return !p->server || p->span;
+}
+
+/* A server's span: it starts at the marker's call, the frames under
+ * it kept, and ends at a call of or return to one of those. */
+static void
+span_event(struct trace_agg *a, struct proc *p, enum trace_ev ev,
+	   uint32_t frame)
+{
+	if (ev != TRACE_EV_CALL && ev != TRACE_EV_RETURN_TO)
+		return;
+	if (ev == TRACE_EV_CALL && frame == a->marker) {
+		uint32_t under = p->n > 0 ? p->n - 1 : 0;
+		uint32_t from = under > SPAN_BELOW ? under - SPAN_BELOW : 0;
+
+		p->nbelow = under - from;
+		memcpy(p->below, p->stack + from, p->nbelow * sizeof(*p->below));
+		p->span = true;
+		return;
+	}
+	for (uint32_t i = 0; p->span && i < p->nbelow; i++)
+		if (p->below[i] == frame)
+			p->span = false;
 }
 
 static void
@@ -199,9 +325,16 @@ add(struct trace_agg *a, const struct proc *p, bool on, uint64_t time,
 	struct entry *e;
 	uint64_t h;
 
-	key[0] = p->pid.num;
-	key[1] = p->pid.serial;
-	key[2] = on;
+	/* a spawned process of the one target is charged as the target:
+	 * a Task's 50 us would be below a unit under its own pid */
+	if (p->followed && !p->server && a->ntargets == 1) {
+		key[0] = a->targets[0].num;
+		key[1] = a->targets[0].serial;
+	} else {
+		key[0] = p->pid.num;
+		key[1] = p->pid.serial;
+	}
+	key[2] = (uint32_t)on | (uint32_t)p->followed << 1;
 	memcpy(key + KEY_HEAD, p->stack, p->n * sizeof(*key));
 	h = hash_bytes(key, keylen * sizeof(*key));
 	for (j = (uint32_t)h & (a->eidx_cap - 1); a->eidx[j] != UINT32_MAX;
@@ -265,6 +398,10 @@ trace_agg_event(struct trace_agg *a, const struct fp_pid *pid,
 	bool has = frame != TRACE_NO_FRAME && frame < a->nframes;
 
 	if (!p) {
+		if (a->nprocs >= TRACE_PROCS_MAX) {
+			a->unkept++;
+			return;
+		}
 		if (a->nprocs == a->procs_cap) {
 			a->procs_cap = a->procs_cap ? a->procs_cap * 2 : 4;
 			a->procs = xrealloc(a->procs,
@@ -272,25 +409,35 @@ trace_agg_event(struct trace_agg *a, const struct fp_pid *pid,
 		}
 		p = &a->procs[a->nprocs++];
 		*p = (struct proc){ .pid = *pid, .on = ev != TRACE_EV_IN,
-				    .t0 = ts };
+				    .t0 = ts,
+				    .followed = a->follow != TRACE_NO_FRAME &&
+						!pid_in(a->targets, a->ntargets, pid),
+				    .server = pid_in(a->servers, a->nservers, pid) };
+		a->last = a->nprocs - 1;
 		if (has)
 			p->stack[p->n++] = frame;
 	}
 	if (ts > p->t0) {
-		add(a, p, p->on, (uint64_t)ts - (uint64_t)p->t0, 0);
+		if (counts(p))
+			add(a, p, p->on, (uint64_t)ts - (uint64_t)p->t0, 0);
 		p->t0 = ts;
 	}
 	switch (ev) {
 	case TRACE_EV_CALL:
 		if (has && !cut(p, frame))
 			push(a, p, frame);
-		add(a, p, true, 0, 1);
+		if (p->server && has)
+			span_event(a, p, ev, frame);
+		if (counts(p))
+			add(a, p, true, 0, 1);
 		break;
 	case TRACE_EV_RETURN_TO:
 		if (has && !cut(p, frame)) {
 			p->stack[0] = frame;
 			p->n = 1;
 		}
+		if (p->server && has)
+			span_event(a, p, ev, frame);
 		break;
 	case TRACE_EV_IN:
 		if (p->n == 0 && has)
@@ -316,6 +463,7 @@ trace_agg_flush(struct trace_agg *a, bool final,
 				 e->time / a->unit;
 		struct fp_trace_stack st;
 		uint32_t n = e->keylen - KEY_HEAD;
+		bool followed = (e->key[2] & 2u) != 0;
 
 		if (units == 0)
 			continue;
@@ -329,9 +477,19 @@ trace_agg_flush(struct trace_agg *a, bool final,
 				.arity = f->arity,
 			};
 		}
+		if (followed) {
+			const struct frame *f = &a->frames[a->follow];
+
+			a->out[n++] = (struct fp_frame){
+				.module = f->module,
+				.function = f->function,
+				.arity = f->arity,
+			};
+		}
 		st = (struct fp_trace_stack){
 			.pid = { .num = e->key[0], .serial = e->key[1] },
-			.on_cpu = e->key[2] != 0,
+			.on_cpu = (e->key[2] & 1u) != 0,
+			.followed = followed,
 			.frames = a->out,
 			.nframes = n,
 			.units = units,

@@ -65,6 +65,35 @@ trace_agg_flush(struct trace_agg *a, bool final,
 		void (*each)(const struct fp_trace_stack *stack, void *data),
 		void *data);
 
+/**
+ * Name @pid as a target of the trace: its stacks get no follow frame.
+ * Call before its first event.
+ */
+void
+trace_agg_target(struct trace_agg *a, const struct fp_pid *pid);
+
+/**
+ * Follow: the stacks of every process not named by trace_agg_target()
+ * (one that inherited its flags on spawn) get frame @root (an id from
+ * trace_agg_frame()) as their root. Call before the first event.
+ */
+void
+trace_agg_follow(struct trace_agg *a, uint32_t root);
+
+/**
+ * Name @pid as a server of the trace: its time and calls count only
+ * while frame @marker (an id from trace_agg_frame()) is on its stack.
+ * Call before its first event.
+ */
+void
+trace_agg_server(struct trace_agg *a, const struct fp_pid *pid,
+		 uint32_t marker);
+
+/** Events left out: they came from a new process past the cap of
+ * processes an aggregate keeps. */
+uint64_t
+trace_agg_unkept(const struct trace_agg *a);
+
 struct fp_trace;
 
 /**

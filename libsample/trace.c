@@ -39,8 +39,13 @@
 #include "util-mem.h"
 
 /* Bindings: A = {Daemon, Targets, UnitUs, ForMs, MaxEvents, MaxRate,
- * Depth, MaxQueue}. Value: {started, Tracer, Mode, Pids, NativePerSec}
- * or {refused, Why}. */
+ * Depth, MaxQueue, Follow, Servers}. Value: {started, Tracer, Mode, Pids,
+ * NativePerSec, ServerPids} or {refused, Why}. A server's
+ * gen_server:try_handle_call/4 pattern is a match spec whose guard lets
+ * a call through only when its From is a target (the targets' pids are
+ * literals in it). From is its fourth argument where the first is a
+ * server_data record (OTP 29), its third otherwise (the callback module
+ * on OTP 25, a callback_cache record on 27). */
 static const char start_source[] =
 	"(fun() ->\n"
 	"Fast = fun Fast(Acc, 0) -> {Acc, 0};\n"
@@ -94,7 +99,7 @@ static const char start_source[] =
 	"        end\n"
 	"      end\n"
 	"end,\n"
-	"(fun(Daemon, Targets, UnitUs, ForMs, MaxEvents, MaxRate, Depth, MaxQueue) ->\n"
+	"(fun(Daemon, Targets, UnitUs, ForMs, MaxEvents, MaxRate, Depth, MaxQueue, Follow, Servers) ->\n"
 	"Self = self(),\n"
 	"Tag = make_ref(),\n"
 	"Resolve = fun({pid, S}) ->\n"
@@ -117,9 +122,15 @@ static const char start_source[] =
 	"  process_flag(trap_exit, true),\n"
 	"  process_flag(priority, high),\n"
 	"  link(Daemon),\n"
-	"  Res = [Resolve(T) || T <- Targets],\n"
-	"  Pids = lists:usort([P || {ok, P} <- Res]),\n"
-	"  Flags = [call, return_to, running, arity, monotonic_timestamp],\n"
+	"  Res = [Resolve(T) || T <- Targets ++ Servers],\n"
+	"  Pids = lists:usort([P || {ok, P} <- lists:sublist(Res, length(Targets))]),\n"
+	"  SPids = lists:usort([P || {ok, P} <- lists:nthtail(length(Targets), Res)]) -- Pids,\n"
+	"  Flags0 = [call, return_to, running, arity, monotonic_timestamp],\n"
+	"  Flags = Flags0 ++ [set_on_spawn || Follow],\n"
+	"  FromTarget = list_to_tuple(['orelse', false | [{'=:=', '$1', P} || P <- Pids]]),\n"
+	"  Data = {'andalso', {is_tuple, '$2'}, {'==', {element, 1, '$2'}, server_data}},\n"
+	"  CallMs = [{['$2', '_', '_', {'$1', '_'}], [Data, FromTarget], []},\n"
+	"            {['$2', '_', {'$1', '_'}, '_'], [{'not', Data}, FromTarget], []}],\n"
 	"  Skip = [erl_eval, prim_eval, orddict, ordsets, lists, maps, erlang, erts_internal, erl_internal, proplists],\n"
 	"  Mods = [Mod || {Mod, _} <- code:all_loaded(), not lists:member(Mod, Skip)],\n"
 	"  HasSession = code:ensure_loaded(trace) =:= {module, trace} andalso\n"
@@ -130,10 +141,12 @@ static const char start_source[] =
 	"      [] when HasSession ->\n"
 	"        S = trace:session_create(flame_profd_trace, self(), []),\n"
 	"        [trace:function(S, {Mod, '_', '_'}, true, [local]) || Mod <- Mods],\n"
+	"        [trace:function(S, {gen_server, try_handle_call, 4}, CallMs, [local]) || SPids =/= []],\n"
 	"        [trace:process(S, P, true, Flags) || P <- Pids],\n"
+	"        [trace:process(S, P, true, Flags0) || P <- SPids],\n"
 	"        {ok, session, fun() -> catch trace:session_destroy(S), ok end};\n"
 	"      [] ->\n"
-	"        Held = [P || P <- Pids, erlang:trace_info(P, tracer) =/= {tracer, []}],\n"
+	"        Held = [P || P <- Pids ++ SPids, erlang:trace_info(P, tracer) =/= {tracer, []}],\n"
 	"        CallTraced = fun(P) -> case erlang:trace_info(P, flags) of\n"
 	"                                 {flags, Fl} -> lists:member(call, Fl);\n"
 	"                                 _ -> false\n"
@@ -156,10 +169,14 @@ static const char start_source[] =
 	"                     Patterned(code:all_loaded()) of\n"
 	"                  false ->\n"
 	"                    [erlang:trace_pattern({Mod, '_', '_'}, true, [local]) || Mod <- Mods],\n"
+	"                    [erlang:trace_pattern({gen_server, try_handle_call, 4}, CallMs, [local]) || SPids =/= []],\n"
 	"                    [erlang:trace(P, true, Flags) || P <- Pids],\n"
+	"                    [erlang:trace(P, true, Flags0) || P <- SPids],\n"
 	"                    {ok, legacy,\n"
 	"                     fun() ->\n"
-	"                       [catch erlang:trace(P, false, [all]) || P <- Pids],\n"
+	"                       [catch erlang:trace(P, false, [all]) || P <- Pids ++ SPids],\n"
+	"                       [catch erlang:trace(P, false, [all]) || Follow, P <- erlang:processes(),\n"
+	"                        erlang:trace_info(P, tracer) =:= {tracer, self()}],\n"
 	"                       catch erlang:trace_pattern({'_', '_', '_'}, false, [local]),\n"
 	"                       ok\n"
 	"                     end};\n"
@@ -178,7 +195,7 @@ static const char start_source[] =
 	"                 _ -> put(flame_profd_undone, true), Undo0()\n"
 	"               end\n"
 	"             end,\n"
-	"      Self ! {Tag, {started, Mode, Pids}},\n"
+	"      Self ! {Tag, {started, Mode, Pids, SPids}},\n"
 	"      erlang:send_after(ForMs, self(), {flame_profd_trace, duration}),\n"
 	"      Stop = fun(Why) ->\n"
 	"               Undo(),\n"
@@ -208,13 +225,13 @@ static const char start_source[] =
 	"T = spawn(Tracer),\n"
 	"M = erlang:monitor(process, T),\n"
 	"receive\n"
-	"  {Tag, {started, Mode, Pids}} -> erlang:demonitor(M, [flush]),\n"
-	"                                   {started, T, Mode, Pids, erlang:convert_time_unit(1, second, native)};\n"
+	"  {Tag, {started, Mode, Pids, SPids}} -> erlang:demonitor(M, [flush]),\n"
+	"                                   {started, T, Mode, Pids, erlang:convert_time_unit(1, second, native), SPids};\n"
 	"  {Tag, R} -> erlang:demonitor(M, [flush]), R;\n"
 	"  {'DOWN', M, process, _, Why} -> {refused, {crashed, Why}}\n"
 	"after 30000 -> exit(T, kill), {refused, timeout}\n"
 	"end\n"
-	"end)(element(1, A), element(2, A), element(3, A), element(4, A), element(5, A), element(6, A), element(7, A), element(8, A))\n"
+	"end)(element(1, A), element(2, A), element(3, A), element(4, A), element(5, A), element(6, A), element(7, A), element(8, A), element(9, A), element(10, A))\n"
 	"end)().\n";
 
 /* Bindings: T (the tracer), Op (dump or stop). Value: the tracer's
@@ -310,6 +327,44 @@ encode_target(struct fp_node *node, ei_x_buff *x, const char *given,
 	return 0;
 }
 
+/* The started targets (a list of pids at @index, the native rate and
+ * the servers' pids after it) and the root frame of what they spawn and
+ * the servers' work for them: named after the target, when there is
+ * one. */
+static int
+attach_targets(struct fp_trace *t, const char *buf, int index)
+{
+	char name[64] = "traced";
+	struct fp_pid pid;
+	uint32_t marker;
+	int n;
+
+	if (ei_decode_list_header(buf, &index, &n) < 0 || n < 0)
+		return -EPROTO;
+	for (int i = 0; i < n; i++) {
+		if (etf_decode_pid(buf, &index, &pid) < 0)
+			return -EPROTO;
+		trace_agg_target(t->agg, &pid);
+		if (n == 1)
+			snprintf(name, sizeof(name), "<0.%u.%u>", pid.num,
+				 pid.serial);
+	}
+	if (n > 0 && ei_decode_list_header(buf, &index, &n) < 0)
+		return -EPROTO;
+	if (etf_skip_term(buf, &index) < 0 ||
+	    ei_decode_list_header(buf, &index, &n) < 0 || n < 0)
+		return -EPROTO;
+	marker = trace_agg_frame(t->agg, "gen_server", "try_handle_call", 4);
+	for (int i = 0; i < n; i++) {
+		if (etf_decode_pid(buf, &index, &pid) < 0)
+			return -EPROTO;
+		trace_agg_server(t->agg, &pid, marker);
+	}
+	trace_agg_follow(t->agg, trace_agg_frame(t->agg, FP_TRACE_FOLLOW_MODULE,
+						  name, 0));
+	return 0;
+}
+
 int
 fp_trace_start(struct fp_trace *t, struct fp_node *node,
 	       const struct fp_trace_config *cfg, char *why, size_t whylen,
@@ -326,7 +381,7 @@ fp_trace_start(struct fp_trace *t, struct fp_node *node,
 	ei_x_encode_list_header(&bindings, 1);
 	ei_x_encode_tuple_header(&bindings, 2);
 	ei_x_encode_atom(&bindings, "A");
-	ei_x_encode_tuple_header(&bindings, 8);
+	ei_x_encode_tuple_header(&bindings, 10);
 	ei_x_encode_pid(&bindings, ei_self(&node->ec));
 	ei_x_encode_list_header(&bindings, (long)cfg->ntargets);
 	for (size_t i = 0; i < cfg->ntargets; i++) {
@@ -341,6 +396,16 @@ fp_trace_start(struct fp_trace *t, struct fp_node *node,
 	ei_x_encode_ulonglong(&bindings, cfg->max_rate);
 	ei_x_encode_ulong(&bindings, cfg->depth);
 	ei_x_encode_ulong(&bindings, cfg->max_queue);
+	ei_x_encode_boolean(&bindings, cfg->follow);
+	/* a list header of 0 is the empty list itself */
+	ei_x_encode_list_header(&bindings, (long)cfg->nservers);
+	for (size_t i = 0; i < cfg->nservers; i++) {
+		rc = encode_target(node, &bindings, cfg->servers[i], why, whylen);
+		if (rc < 0)
+			goto out;
+	}
+	if (cfg->nservers)
+		ei_x_encode_empty_list(&bindings);
 	ei_x_encode_empty_list(&bindings);
 
 	rc = node_expr_parse(node, op_source, &t->op, timeout_ms);
@@ -357,12 +422,15 @@ fp_trace_start(struct fp_trace *t, struct fp_node *node,
 	if (ei_decode_tuple_header(reply.buf, &index, &arity) < 0 ||
 	    etf_decode_atom(reply.buf, &index, atom) < 0)
 		goto out;
-	if (strcmp(atom, "started") == 0 && arity == 5) {
+	if (strcmp(atom, "started") == 0 && arity == 6) {
 		int64_t per_sec;
+		int pids;
 
 		if (ei_decode_pid(reply.buf, &index, &t->tracer) < 0 ||
-		    etf_decode_atom(reply.buf, &index, atom) < 0 ||
-		    etf_skip_term(reply.buf, &index) < 0 ||
+		    etf_decode_atom(reply.buf, &index, atom) < 0)
+			goto out;
+		pids = index;
+		if (etf_skip_term(reply.buf, &index) < 0 ||
 		    etf_decode_int(reply.buf, &index, &per_sec) < 0 ||
 		    per_sec < 1000000 || per_sec > INT64_MAX / 1000000)
 			goto out;
@@ -371,6 +439,9 @@ fp_trace_start(struct fp_trace *t, struct fp_node *node,
 		 * once a microsecond) */
 		trace_attach(t, cfg->depth,
 			     (uint64_t)per_sec / 1000000u * cfg->unit_us);
+		if ((cfg->follow || cfg->nservers) &&
+		    attach_targets(t, reply.buf, pids) < 0)
+			goto out;
 		t->started = true;
 		rc = 0;
 	} else if (strcmp(atom, "refused") == 0 && arity == 2) {

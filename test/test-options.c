@@ -27,6 +27,8 @@ static const struct options_case cases[] = {
 	{ { "--node", "a@b", "--key", "k", "--logger-key", "m", "--callers" }, 0 },
 	{ { NULL }, FPD_EXIT_USAGE },				/* no --node */
 	{ { "--nope" }, FPD_EXIT_USAGE },
+	{ { "--node", "a@b", "--trace-follow" }, FPD_EXIT_USAGE },	/* no --trace */
+	{ { "--node", "a@b", "--trace-server", "s" }, FPD_EXIT_USAGE },
 	{ { "--node" }, FPD_EXIT_USAGE },			/* no value */
 	{ { "--node", "a@b", "extra" }, FPD_EXIT_USAGE },
 	{ { "--node", "a@b", "--top", "0" }, FPD_EXIT_USAGE },	/* nothing */

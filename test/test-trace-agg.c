@@ -3,8 +3,10 @@
  * synthetic event sequences: the stack rules (calls, returns that skip
  * frames or were never seen called, a trace that starts mid-stack, tail
  * calls, the depth cap), the clock (on and off a scheduler, equal and
- * earlier timestamps, several processes) and the units handed out
- * (remainders and calls carried, the final rounding).
+ * earlier timestamps, several processes), following (spawned processes'
+ * stacks rooted at the follow frame, the cap on processes, a server's
+ * work counted only for the target's calls) and the units
+ * handed out (remainders and calls carried, the final rounding).
  */
 #include <stdio.h>
 #include <string.h>
@@ -258,6 +260,176 @@ START_TEST(two_processes)
 }
 END_TEST
 
+/* Following: a target's stacks are as they were, a spawned process's
+ * end with the follow frame as their root; without follow, none has it. */
+START_TEST(followed_rooted)
+{
+	struct trace_agg *a = trace_agg_new(8, 100);
+	struct seen s = { 0 };
+	long calls = 0;
+
+	trace_agg_target(a, &P1);
+	trace_agg_follow(a, trace_agg_frame(a, FP_TRACE_FOLLOW_MODULE,
+					    "<0.81.0>", 0));
+	ev(a, &P1, TRACE_EV_CALL, "a", 0);
+	ev(a, &P2, TRACE_EV_CALL, "task", 0);
+	ev(a, &P2, TRACE_EV_CALL, "work", 100);
+	ev(a, &P1, TRACE_EV_OUT, "a", 200);
+	ev(a, &P2, TRACE_EV_OUT, "work", 400);
+	trace_agg_flush(a, false, each, &s);
+	fp_assert_int_eq(units_of(&s, "81 on a", NULL), 2);
+	fp_assert_int_eq(units_of(&s, "81 on task;<0.81.0>", NULL), 1);
+	fp_assert_int_eq(units_of(&s, "81 on work;task;<0.81.0>", &calls), 3);
+	fp_assert_int_eq(calls, 1);
+	fp_assert_int_eq(s.n, 3);
+	trace_agg_destroy(a);
+
+	a = trace_agg_new(8, 100);
+	memset(&s, 0, sizeof(s));
+	trace_agg_target(a, &P1);
+	ev(a, &P2, TRACE_EV_CALL, "task", 0);
+	ev(a, &P2, TRACE_EV_OUT, "task", 100);
+	trace_agg_flush(a, false, each, &s);
+	fp_assert_int_eq(units_of(&s, "82 on task", NULL), 1);
+	trace_agg_destroy(a);
+}
+END_TEST
+
+/* Short Tasks of the one target: under its pid, their time adds up to
+ * whole units that each alone would not reach. */
+START_TEST(followed_tasks_add_up)
+{
+	struct trace_agg *a = trace_agg_new(8, 100);
+	struct seen s = { 0 };
+	struct fp_pid p;
+
+	trace_agg_target(a, &P1);
+	trace_agg_follow(a, trace_agg_frame(a, FP_TRACE_FOLLOW_MODULE,
+					    "<0.81.0>", 0));
+	for (uint32_t i = 0; i < 10; i++) {
+		p = (struct fp_pid){ .num = 500 + i };
+		ev(a, &p, TRACE_EV_CALL, "task", 1000 * i);
+		ev(a, &p, TRACE_EV_OUT, "task", 1000 * i + 40);
+	}
+	trace_agg_flush(a, true, each, &s);
+	fp_assert_int_eq(units_of(&s, "81 on task;<0.81.0>", NULL), 4);
+	fp_assert_int_eq(s.n, 1);
+	trace_agg_destroy(a);
+}
+END_TEST
+
+/* A followed stack at the depth cap still ends with its root. */
+START_TEST(followed_depth)
+{
+	struct trace_agg *a = trace_agg_new(2, 100);
+	struct seen s = { 0 };
+
+	trace_agg_follow(a, trace_agg_frame(a, FP_TRACE_FOLLOW_MODULE,
+					    "traced", 0));
+	ev(a, &P2, TRACE_EV_CALL, "x", 0);
+	ev(a, &P2, TRACE_EV_CALL, "y", 0);
+	ev(a, &P2, TRACE_EV_CALL, "z", 0);
+	ev(a, &P2, TRACE_EV_OUT, "z", 100);
+	trace_agg_flush(a, true, each, &s);
+	fp_assert_int_eq(units_of(&s, "82 on z;y;traced", NULL), 1);
+	trace_agg_destroy(a);
+}
+END_TEST
+
+/* A server counts only while the marker (the pattern lets its call
+ * through for a target's call only) is on its stack: its other work,
+ * before, between and after, is nobody's. */
+START_TEST(server_marked_only)
+{
+	struct trace_agg *a = trace_agg_new(8, 100);
+	struct seen s = { 0 };
+	long calls = 0;
+
+	trace_agg_target(a, &P1);
+	trace_agg_server(a, &P2, fr(a, "try"));
+	trace_agg_follow(a, trace_agg_frame(a, FP_TRACE_FOLLOW_MODULE,
+					    "<0.81.0>", 0));
+	/* another caller's call: no marker */
+	ev(a, &P2, TRACE_EV_CALL, "loop", 0);
+	ev(a, &P2, TRACE_EV_CALL, "handle_msg", 100);
+	ev(a, &P2, TRACE_EV_CALL, "handle_call", 100);
+	ev(a, &P2, TRACE_EV_RETURN_TO, "handle_msg", 400);
+	ev(a, &P2, TRACE_EV_CALL, "loop", 400);
+	ev(a, &P2, TRACE_EV_OUT, "loop", 500);
+	ev(a, &P2, TRACE_EV_IN, "loop", 1000);
+	/* the target's call */
+	ev(a, &P2, TRACE_EV_CALL, "handle_msg", 1000);
+	ev(a, &P2, TRACE_EV_CALL, "try", 1100);
+	ev(a, &P2, TRACE_EV_CALL, "handle_call", 1100);
+	ev(a, &P2, TRACE_EV_OUT, "handle_call", 1300);
+	ev(a, &P2, TRACE_EV_IN, "handle_call", 1400);
+	ev(a, &P2, TRACE_EV_RETURN_TO, "handle_msg", 1600);
+	ev(a, &P2, TRACE_EV_CALL, "loop", 1700);
+	ev(a, &P2, TRACE_EV_OUT, "loop", 1800);
+	ev(a, &P2, TRACE_EV_IN, "loop", 5000);
+	trace_agg_flush(a, true, each, &s);
+	fp_assert_int_eq(units_of(&s, "82 on handle_call;try;handle_msg;loop;<0.81.0>",
+				  &calls), 4);
+	fp_assert_int_eq(calls, 1);
+	fp_assert_int_eq(units_of(&s, "82 off handle_call;try;handle_msg;loop;<0.81.0>",
+				  NULL), 1);
+	fp_assert_int_eq(s.n, 2);
+	trace_agg_destroy(a);
+}
+END_TEST
+
+/* A return to a function with no pattern (lists:foldl/3 under
+ * handle_call) makes it the whole stack; the span goes on until the
+ * server is back under the marker. */
+START_TEST(server_span_through_unpatterned)
+{
+	struct trace_agg *a = trace_agg_new(8, 100);
+	struct seen s = { 0 };
+
+	trace_agg_target(a, &P1);
+	trace_agg_server(a, &P2, fr(a, "try"));
+	trace_agg_follow(a, trace_agg_frame(a, FP_TRACE_FOLLOW_MODULE,
+					    "<0.81.0>", 0));
+	ev(a, &P2, TRACE_EV_CALL, "loop", 0);
+	ev(a, &P2, TRACE_EV_CALL, "handle_msg", 0);
+	ev(a, &P2, TRACE_EV_CALL, "try", 0);
+	ev(a, &P2, TRACE_EV_CALL, "fun", 0);
+	ev(a, &P2, TRACE_EV_RETURN_TO, "foldl", 100);
+	ev(a, &P2, TRACE_EV_RETURN_TO, "handle_msg", 300);
+	ev(a, &P2, TRACE_EV_CALL, "other", 1000);
+	ev(a, &P2, TRACE_EV_OUT, "other", 2000);
+	trace_agg_flush(a, true, each, &s);
+	fp_assert_int_eq(units_of(&s, "82 on fun;try;handle_msg;loop;<0.81.0>", NULL), 1);
+	fp_assert_int_eq(units_of(&s, "82 on foldl;<0.81.0>", NULL), 2);
+	fp_assert_int_eq(s.n, 2);
+	trace_agg_destroy(a);
+}
+END_TEST
+
+/* Processes past the cap are left out and counted, the kept ones go on. */
+START_TEST(followed_cap)
+{
+	struct trace_agg *a = trace_agg_new(8, 100);
+	struct seen s = { 0 };
+	struct fp_pid p;
+
+	trace_agg_follow(a, trace_agg_frame(a, FP_TRACE_FOLLOW_MODULE,
+					    "traced", 0));
+	for (uint32_t i = 0; i < 1100; i++) {
+		p = (struct fp_pid){ .num = 1000 + i };
+		ev(a, &p, TRACE_EV_CALL, "w", 0);
+	}
+	fp_assert_int_eq(trace_agg_unkept(a), 76);
+	p = (struct fp_pid){ .num = 1000 };
+	ev(a, &p, TRACE_EV_OUT, "w", 100);
+	trace_agg_flush(a, true, each, &s);
+	/* no target named: each process under its own pid */
+	fp_assert_int_eq(units_of(&s, "1000 on w;traced", NULL), 1);
+	fp_assert_int_eq(s.n, 1);
+	trace_agg_destroy(a);
+}
+END_TEST
+
 /* Whole units out, the rest carried, with the calls of a stack that has
  * no whole unit yet; the final flush rounds to the nearest and empties. */
 START_TEST(remainders)
@@ -317,6 +489,15 @@ trace_agg_suite(void)
 	tcase_add_test(tc, out_in_without_calls);
 	tcase_add_test(tc, timestamps_equal_or_earlier);
 	tcase_add_test(tc, two_processes);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("follow");
+	tcase_add_test(tc, followed_rooted);
+	tcase_add_test(tc, followed_tasks_add_up);
+	tcase_add_test(tc, followed_depth);
+	tcase_add_test(tc, followed_cap);
+	tcase_add_test(tc, server_marked_only);
+	tcase_add_test(tc, server_span_through_unpatterned);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("units");

@@ -14,7 +14,14 @@ Against one real node (fp_demo, its server called by a paced client):
 - before OTP 27, where patterns are the node's, a trace pattern the node
   set itself makes --trace refuse with a clear message (exit 64), and
   that pattern is left as it was; on OTP 27 and later the trace runs in a
-  session of its own and the node's pattern is left as it was.
+  session of its own and the node's pattern is left as it was;
+- --trace-follow and --trace-server on a process that calls the server
+  and spawns a Task each round: the Tasks' stacks (fp_demo's work) and
+  the server's handle_call for the request are rooted at
+  FOLLOWED:<the traced pid>, the traced process's own are not, and the
+  other client's calls before the request's first are not in it; after
+  --trace-for and after SIGKILL no Task still alive and not the server
+  holds trace flags.
 """
 import os
 import re
@@ -47,6 +54,97 @@ def undone(t, node, what, otp):
     t.eq(node.eval(pattern).strip(), "false", "%s: no trace pattern left" % what)
     t.eq(node.eval(OTHER).strip(), "true",
          "%s: the node's own tracer and flags are as they were" % what)
+
+
+# the tasks of fp_trace_req that are alive and hold trace flags (before OTP
+# 27) or a trace session (from 27 on)
+TASKS = ("begin fp_trace_tasks ! {get, self()}, "
+         "receive {tasks, Ts} -> ok after 5000 -> Ts = [] end, "
+         "length([P || P <- Ts, %s]) end")
+TASK_FLAGS_25 = ("case erlang:trace_info(P, flags) of {flags, [_ | _]} -> true; "
+                 "_ -> false end")
+TASK_FLAGS_27 = "case catch trace:session_info(P) of [_ | _] -> true; _ -> false end"
+
+
+def follow(t, node, otp):
+    """--trace-follow and --trace-server: a request process calls the
+    server and runs a Task each round, once told to go; the paced client
+    calls the server throughout. The Tasks' stacks and the server's work
+    on the request's calls are the request's, rooted at
+    FOLLOWED:<request pid>; the client's calls before the go are not; no
+    flags stay on the Tasks or the server."""
+    flags = TASK_FLAGS_25 if otp < 27 else TASK_FLAGS_27
+    node.eval("register(fp_trace_tasks, spawn(fun() -> (fun L(Ts) -> receive "
+              "{t, P} -> L(lists:sublist([P | Ts], 200)); "
+              "{get, F} -> F ! {tasks, Ts}, L(Ts) end end)([]) end)), "
+              "register(fp_trace_req, spawn(fun() -> receive go -> ok end, "
+              "(fun L() -> "
+              "gen_server:call(fp_demo_server, {work, 100}), "
+              "spawn(fun() -> fp_trace_tasks ! {t, self()}, fp_demo:deep(3, 300), "
+              "receive after 3000 -> ok end end), "
+              "receive after 30 -> ok end, L() end)() end)), ok")
+    req = node.eval_str("pid_to_list(whereis(fp_trace_req))").strip("<>")
+    server = node.eval_str("pid_to_list(whereis(fp_demo_server))").strip("<>")
+    out = h.mkdtemp("out_")
+    d = h.start_daemon(h.daemon_args(node, out, trace="fp_trace_req",
+                                     trace_follow=True, trace_server="fp_demo_server",
+                                     trace_for="2500ms", duration="3500ms"))
+    d.wait_log(r"--trace: tracing 1 process", timeout=40)
+    time.sleep(1.0)
+    t_go = time.time()
+    node.eval("fp_trace_req ! go, ok")
+    rc = d.wait(timeout=60)
+    err = d.read_stderr()
+    t.eq(rc, 0, "--trace-follow: the run exits 0")
+    t.check(re.search(r"--trace: tracing 1 process\(es\) and what they spawn, "
+                      r"and their calls to the servers", err),
+            "--trace-follow: the start says it follows spawns and calls", err[-800:])
+    samples = [s for s in h.all_samples(h.check_output(t, out, node, min_samples=5))
+               if s["status"] == "traced"]
+    root = "'FOLLOWED':'<%s>'/0" % req
+    # the Tasks' stacks are charged to the request's pid, under the root
+    own = [s for s in samples if s["pid"] == req and root not in s["frames"]]
+    tasks = [s for s in samples if s["pid"] == req and root in s["frames"]]
+    served = [s for s in samples if s["pid"] == server]
+    t.eq(sorted({s["pid"] for s in samples} - {req, server}), [],
+         "samples only of the request and the server")
+    t.check(len(own) >= 1, "the request's own stacks, without the follow frame (%d)" % len(own))
+    t.check(any("gen_server:call/2" in s["frames"] for s in own),
+            "the request's stacks hold its gen_server:call")
+    t.check(len(tasks) >= 1 and all(s["frames"][-1] == root for s in tasks),
+            "the Tasks' stacks are rooted at %s (%d)" % (root, len(tasks)),
+            str([s["frames"] for s in tasks[:3]]))
+    t.check(any(f.startswith("fp_demo:") for s in tasks for f in s["frames"]),
+            "the Tasks' work is in the trace (fp_demo:deep/2 and crunch/1)",
+            str(sorted({";".join(s["frames"]) for s in tasks})[:8]))
+    t.check(len(served) >= 1 and all(s["frames"][-1] == root for s in served),
+            "the server's work for the request is rooted at %s (%d)" % (root, len(served)),
+            str([s["frames"] for s in served[:3]]))
+    # handle_call's fun under lists:foldl/3 (no pattern there: the return
+    # to it makes it the whole stack)
+    t.check(any("fp_demo:'-crunch/1-fun-0-'/2" in s["frames"] for s in served),
+            "the server's handle_call work for the request is in the trace",
+            str(sorted({";".join(s["frames"]) for s in served})[:8]))
+    early = [s for s in served if s["ts"] < t_go]
+    t.eq(len(early), 0, "nothing of the server before the request's first call "
+         "(the other client's calls, %d samples of the server in all)" % len(served))
+    t.eq(node.wait_int(TASKS % flags, 0), 0,
+         "after --trace-for: no flags on the Tasks still alive")
+    undone(t, node, "after --trace-follow", otp)
+
+    # SIGKILL while following: the Tasks alive then keep no flags
+    out = h.mkdtemp("out_")
+    d = h.start_daemon(h.daemon_args(node, out, trace="fp_trace_req",
+                                     trace_follow=True, trace_server="fp_demo_server",
+                                     trace_for="60s"))
+    d.wait_log(r"--trace: tracing 1 process", timeout=40)
+    t.check(node.wait_int("min(1, %s)" % (TASKS % flags), 1) == 1,
+            "Tasks traced while the daemon runs")
+    d.stop(signal.SIGKILL)
+    t.eq(node.wait_int(TASKS % flags, 0), 0,
+         "after SIGKILL while following: no flags on the Tasks still alive")
+    undone(t, node, "after SIGKILL while following", otp)
+    node.eval("exit(whereis(fp_trace_req), kill), exit(whereis(fp_trace_tasks), kill), ok")
 
 
 def main(t):
@@ -117,6 +215,8 @@ def main(t):
                       r"300 events seen", err),
             "the cap stops the trace, with how much it saw", err[-800:])
     undone(t, node, "after the cap", otp)
+
+    follow(t, node, otp)
 
     # SIGKILL mid-trace
     out = h.mkdtemp("out_")

@@ -18,6 +18,22 @@
  * node where any function has a trace pattern (so the patterns it sets
  * and removes are nobody else's).
  *
+ * Following (fp_trace_config.follow): the targets' flags also carry
+ * set_on_spawn, so every process they spawn (a Task, a worker) and that
+ * process's own spawns are traced from their first call; their stacks
+ * are the request's, handed out with a root frame naming it
+ * (FP_TRACE_FOLLOW_MODULE:<target pid>/0, or :traced/0 with several
+ * targets). Before OTP 27 the tracer removes the flags of every process
+ * it holds when the trace ends, not only the targets'.
+ *
+ * Servers (fp_trace_config.servers): gen_servers traced whole (without
+ * set_on_spawn), with a pattern on gen_server:try_handle_call/4 whose
+ * guard lets through only calls from the targets; a server's time and
+ * calls count while that frame is on its stack, under the same root
+ * frame, and its work for other callers is left out. Before OTP 27 that
+ * pattern is the node's: a target that is itself a gen_server loses the
+ * frame for calls from others.
+ *
  * The tracer is linked to the daemon's connection: when the trace ends
  * (its duration, a cap, fp_trace_send(@stop)), the connection closes or
  * the daemon is killed, the flags and patterns (or the session) are
@@ -32,8 +48,12 @@
 #include "fp/node.h"
 #include "fp/term.h"
 
-/* Stacks deeper than this keep their innermost frames. */
+/* Stacks deeper than this keep their innermost frames (a followed
+ * process's stack has one frame more: its root). */
 #define FP_TRACE_DEPTH_MAX 128
+
+/* The module of the root frame of a followed process's stacks. */
+#define FP_TRACE_FOLLOW_MODULE "FOLLOWED"
 
 struct fp_trace_config {
 	const char *const *targets;	/* PID text or registered name */
@@ -44,6 +64,9 @@ struct fp_trace_config {
 	uint64_t max_rate;		/* events in any second */
 	unsigned max_queue;		/* trace messages waiting: behind */
 	unsigned depth;			/* <= FP_TRACE_DEPTH_MAX */
+	bool follow;			/* trace what the targets spawn */
+	const char *const *servers;	/* gen_servers the targets call */
+	size_t nservers;
 };
 
 /* What the tracer said of itself in a reply. */
@@ -65,6 +88,8 @@ struct fp_trace_result {
 struct fp_trace_stack {
 	struct fp_pid pid;
 	bool on_cpu;			/* false: the time scheduled out */
+	bool followed;			/* spawned by a target: frames end
+					 * with the follow frame */
 	const struct fp_frame *frames;	/* leaf first */
 	uint32_t nframes;
 	uint64_t units;			/* time, in fp_trace_config.unit_us */

@@ -57,9 +57,13 @@
 /* Nodes one daemon profiles at most: each holds up to FDS_PER_NODE
  * descriptors (connection, output directory, its lock, the open file,
  * one while recovering or retiring files, the control socket and a
- * client of it, a capture's directory and file), the daemon FDS_OWN. */
+ * client of it, a capture's directory and file), FDS_PUSH_PER_NODE more
+ * with --push (the pusher's dup of the directory and the spool's), the
+ * daemon FDS_OWN (the pusher's thread's file, spool file and connection
+ * among them). */
 #define FLEET_MAX 4096
 #define FDS_PER_NODE 10
+#define FDS_PUSH_PER_NODE 2
 #define FDS_OWN 64
 
 /* A node of the run. One discovered whose directory could not be had
@@ -207,12 +211,12 @@ find(const struct fleet *f, const char *name, size_t *at)
 }
 
 static void
-raise_fd_limit(size_t nodes);
+raise_fd_limit(size_t nodes, bool push);
 
 static void
 add(struct fleet *f, struct fleet_node *fn)
 {
-	raise_fd_limit(f->n + 1);
+	raise_fd_limit(f->n + 1, f->o->push != NULL);
 	FP_GROW(f->nodes, f->cap, f->n + 1);
 	f->nodes[f->n++] = fn;
 }
@@ -550,12 +554,13 @@ static const struct fpd_source_ops discovery_ops = {
  * SystemCallFilter=~@resources) still runs a few nodes.
  */
 static void
-raise_fd_limit(size_t nodes)
+raise_fd_limit(size_t nodes, bool push)
 {
+	size_t per_node = FDS_PER_NODE + (push ? FDS_PUSH_PER_NODE : 0);
 	struct rlimit rl;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 ||
-	    (rlim_t)(nodes * FDS_PER_NODE + FDS_OWN) <= rl.rlim_cur ||
+	    (rlim_t)(nodes * per_node + FDS_OWN) <= rl.rlim_cur ||
 	    rl.rlim_cur >= rl.rlim_max)
 		return;
 	rl.rlim_cur = rl.rlim_max;

@@ -36,6 +36,7 @@
 
 #define RATE_SLOTS 11			/* achieved: over the last 10 s */
 #define RATE_STEP_US 1000000u
+#define ACCEPT_PAUSE_US 1000000u	/* out of descriptors: accept again after */
 
 struct fpd_ctl {
 	struct fpd_source source;	/* first: the loop's handle */
@@ -45,6 +46,10 @@ struct fpd_ctl {
 	char line[FPD_CTL_LINE_MAX];
 	size_t len;
 	uint64_t deadline_mono;
+	/* out of descriptors: the listening socket is not polled before
+	 * this (monotonic; 0: polled) */
+	uint64_t accept_paused_until;
+	bool accept_warned;
 	/* the recorder's samples once a second, for the achieved rate */
 	uint64_t rate_mono[RATE_SLOTS], rate_samples[RATE_SLOTS];
 	size_t rate_n, rate_next;
@@ -225,8 +230,21 @@ accept_client(struct fpd_ctl *ctl)
 	socklen_t len = sizeof(cred);
 	int fd = accept4(ctl->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 
-	if (fd < 0)
+	if (fd < 0) {
+		/* The client stays in the backlog and the socket readable:
+		 * polled again at once, the loop would spin until a
+		 * descriptor is free. */
+		if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+		    errno == ENOMEM) {
+			if (!ctl->accept_warned)
+				fpd_warn("ctl: cannot accept a client: %s; the "
+					 "socket is tried again every second",
+					 strerror(errno));
+			ctl->accept_warned = true;
+			ctl->accept_paused_until = fpd_now_mono_us() + ACCEPT_PAUSE_US;
+		}
 		return;
+	}
 	ctl->cfd = fd;
 	ctl->len = 0;
 	ctl->deadline_mono = fpd_now_mono_us() + FPD_CTL_CLIENT_US;
@@ -278,7 +296,9 @@ source_fd(struct fpd_source *src)
 {
 	struct fpd_ctl *ctl = (struct fpd_ctl *)src;
 
-	return ctl->cfd >= 0 ? ctl->cfd : ctl->lfd;
+	if (ctl->cfd >= 0)
+		return ctl->cfd;
+	return ctl->accept_paused_until ? -1 : ctl->lfd;
 }
 
 static void
@@ -302,6 +322,8 @@ source_tick(struct fpd_source *src, uint64_t now)
 		fpd_debug("ctl: a client sent no whole request in time; dropped");
 		drop_client(ctl);
 	}
+	if (ctl->accept_paused_until && now >= ctl->accept_paused_until)
+		ctl->accept_paused_until = 0;
 	if (!ctl->rate_n || now - ctl->rate_mono[last] >= RATE_STEP_US) {
 		ctl->rate_mono[ctl->rate_next] = now;
 		ctl->rate_samples[ctl->rate_next] = fpd_recorder_samples(ctl->cfg.rec);

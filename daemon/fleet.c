@@ -50,12 +50,20 @@
  * answers in well under a millisecond). */
 #define DISCOVER_EVERY_US 2000000u
 #define DISCOVER_TIMEOUT_MS 1000u
+/* A nodes() reply may name thousands of nodes, and each attach makes
+ * and locks a directory, recovers its files and binds a control socket
+ * inside the loop: at most this many a tick, the rest the ticks after. */
+#define CLUSTER_ATTACH_PER_TICK 16u
 /* Nodes one daemon profiles at most: each holds up to FDS_PER_NODE
  * descriptors (connection, output directory, its lock, the open file,
  * one while recovering or retiring files, the control socket and a
- * client of it, a capture's directory and file), the daemon FDS_OWN. */
+ * client of it, a capture's directory and file), FDS_PUSH_PER_NODE more
+ * with --push (the pusher's dup of the directory and the spool's), the
+ * daemon FDS_OWN (the pusher's thread's file, spool file and connection
+ * among them). */
 #define FLEET_MAX 4096
 #define FDS_PER_NODE 10
+#define FDS_PUSH_PER_NODE 2
 #define FDS_OWN 64
 
 /* A node of the run. One discovered whose directory could not be had
@@ -203,12 +211,12 @@ find(const struct fleet *f, const char *name, size_t *at)
 }
 
 static void
-raise_fd_limit(size_t nodes);
+raise_fd_limit(size_t nodes, bool push);
 
 static void
 add(struct fleet *f, struct fleet_node *fn)
 {
-	raise_fd_limit(f->n + 1);
+	raise_fd_limit(f->n + 1, f->o->push != NULL);
 	FP_GROW(f->nodes, f->cap, f->n + 1);
 	f->nodes[f->n++] = fn;
 }
@@ -391,9 +399,10 @@ drop_peers(struct fleet *f)
 }
 
 /* One name of a whole nodes() list: attached if new, woken if it was
- * away. */
-static void
-take_peer(struct fleet *f, const char *name)
+ * away. False when it is new and this tick has attached its share
+ * (CLUSTER_ATTACH_PER_TICK): it is taken next tick. */
+static bool
+take_peer(struct fleet *f, const char *name, unsigned *attached)
 {
 	struct fleet_node *fn;
 	size_t at;
@@ -406,33 +415,47 @@ take_peer(struct fleet *f, const char *name)
 		fpd_warn("--cluster: %s lists a node named '%s': not a plain name, left alone",
 			 f->asked->tag, t.buf);
 		fp_text_free(&t);
-		return;
+		return true;
 	}
 	if (f->o->discover_match && fnmatch(f->o->discover_match, name, 0) != 0)
-		return;
+		return true;
 	if (find(f, name, &at)) {
 		fn = f->nodes[at];
+		if (fn->peer_gen == f->peer_gen)
+			return true;	/* taken in an earlier tick of this list */
 		/* away, and back in the list since the last one */
 		if (fn->session && fn->peer_gen + 1 != f->peer_gen &&
 		    !fpd_session_connected(fn->session))
 			fpd_session_wake(fn->session);
 	} else {
+		if (*attached >= CLUSTER_ATTACH_PER_TICK)
+			return false;
 		fn = attach(f, name, f->cluster_cookie, "--cluster");
 		if (!fn)
-			return;
+			return true;
+		++*attached;
 	}
 	fn->in_cluster = true;
 	fn->peer_gen = f->peer_gen;
+	return true;
 }
 
 /* A whole nodes() list: taken, and the nodes it no longer names said
- * once (their sessions find them gone, or still there, themselves). */
-static void
+ * once (their sessions find them gone, or still there, themselves).
+ * False while names are left for the next tick (the list is kept). */
+static bool
 take_peers(struct fleet *f)
 {
+	unsigned attached = 0;
+	bool whole = true;
+
 	f->asked->peer_gen = f->peer_gen;	/* not in its own list */
-	for (size_t i = 0; i < f->npeers; i++)
-		take_peer(f, f->peers[i]);
+	for (size_t i = 0; i < f->npeers; i++) {
+		if (!take_peer(f, f->peers[i], &attached))
+			whole = false;
+	}
+	if (!whole)
+		return false;
 	for (size_t i = 0; i < f->n; i++) {
 		struct fleet_node *fn = f->nodes[i];
 
@@ -443,6 +466,7 @@ take_peers(struct fleet *f)
 	}
 	f->peer_gen++;
 	drop_peers(f);
+	return true;
 }
 
 /* The node to ask: the one named if connected, else the first of the
@@ -471,8 +495,10 @@ cluster_tick(struct fleet *f, uint64_t now)
 {
 	struct fleet_node *fn;
 
-	if (f->peers_whole)
-		take_peers(f);
+	/* a list not yet taken whole is not asked again: its names would
+	 * be appended to it */
+	if (f->peers_whole && !take_peers(f))
+		return;
 	if (now < f->next_ask_mono)
 		return;
 	f->next_ask_mono = now + DISCOVER_EVERY_US;
@@ -528,12 +554,13 @@ static const struct fpd_source_ops discovery_ops = {
  * SystemCallFilter=~@resources) still runs a few nodes.
  */
 static void
-raise_fd_limit(size_t nodes)
+raise_fd_limit(size_t nodes, bool push)
 {
+	size_t per_node = FDS_PER_NODE + (push ? FDS_PUSH_PER_NODE : 0);
 	struct rlimit rl;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 ||
-	    (rlim_t)(nodes * FDS_PER_NODE + FDS_OWN) <= rl.rlim_cur ||
+	    (rlim_t)(nodes * per_node + FDS_OWN) <= rl.rlim_cur ||
 	    rl.rlim_cur >= rl.rlim_max)
 		return;
 	rl.rlim_cur = rl.rlim_max;

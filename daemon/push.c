@@ -34,7 +34,8 @@
 #include "util-buf.h"
 #include "util-mem.h"
 
-#define QUEUE_MAX 256			/* files waiting to be spooled */
+#define QUEUE_MAX 256			/* files waiting to be spooled, of
+					 * every node */
 #define HEADER_FILE_MAX 16384		/* --push-header-file's size */
 #define PROFILE_MAX (256u << 20)	/* a spooled profile read back */
 #define BACKOFF_MIN_US 1000000u		/* the first retry after 1 s ... */
@@ -78,11 +79,20 @@ struct push_node {
 	uint64_t mark_ms;		/* the time in the name of the newest
 					 * file spooled (or given up on), as
 					 * SPOOL_MARK records it; 0: none */
+	uint64_t floor_ms;		/* files of this time or older are
+					 * not pushed (finished before the
+					 * first run with --push, or past
+					 * BACKFILL_MAX after a kill) */
+	char *file_node;		/* the node in its files' names */
+	/* under the pusher's mu: */
+	bool behind;			/* the queue was full: the node's
+					 * files after mark_ms wait in its
+					 * directory for scan_behind() */
+	uint64_t skipped;		/* files finished while behind */
 };
 
 struct job {
-	struct push_node *pn;
-	int dirfd;			/* a dup of the node directory's */
+	struct push_node *pn;		/* read from its node_dirfd */
 	char name[FP_PERF_NAME_MAX];
 };
 
@@ -100,6 +110,7 @@ struct fpd_push {
 	size_t nnodes, nodes_cap;
 	struct job queue[QUEUE_MAX];
 	size_t qhead, qlen;
+	size_t scan_next;		/* the node scan_behind() tries first */
 	bool stopping;
 	struct fpd_push_stats stats;
 	/* stopping: when the request in flight is given up and the last
@@ -324,46 +335,52 @@ name_param(struct fpd_push *p, const char *node)
 	return res;
 }
 
-/* Queue the finished file @name of @dirfd (a dup is kept). */
+/*
+ * Queue @pn's finished file @name; under mu. The queue is shared by
+ * every node and never drops: when it is full the node falls behind,
+ * and this file and the node's next ones stay in its directory until
+ * scan_behind() takes them up, oldest first. Dropping one instead would
+ * lose it for good, as the mark moves past it once a newer file of the
+ * node is spooled.
+ */
 static void
-queue_job(struct fpd_push *p, struct push_node *pn, int dirfd, const char *name)
+queue_locked(struct fpd_push *p, struct push_node *pn, const char *name)
 {
 	struct job *j;
-	int fd;
 
-	fd = fcntl(dirfd, F_DUPFD_CLOEXEC, 3);
-	if (fd < 0) {
-		fpd_warn("--push: %s not pushed: %s", name, strerror(errno));
+	if (pn->behind) {
+		pn->skipped++;
 		return;
 	}
-	pthread_mutex_lock(&p->mu);
 	if (p->qlen == QUEUE_MAX) {
-		/* the thread is stuck reading files: the oldest goes */
-		j = &p->queue[p->qhead];
-		fpd_warn("--push [%s]: %u files wait to be spooled: %s is not pushed",
-			 j->pn->node, QUEUE_MAX, j->name);
-		close(j->dirfd);
-		p->qhead = (p->qhead + 1) % QUEUE_MAX;
-		p->qlen--;
-		p->stats.dropped++;
+		fpd_warn("--push [%s]: %u files wait to be spooled: %s and the "
+			 "node's next files are taken up from its directory "
+			 "once they are", pn->node, QUEUE_MAX, name);
+		pn->behind = true;
+		pn->skipped++;
+		return;
 	}
 	j = &p->queue[(p->qhead + p->qlen) % QUEUE_MAX];
 	j->pn = pn;
-	j->dirfd = fd;
 	snprintf(j->name, sizeof(j->name), "%s", name);
 	p->qlen++;
 	p->stats.queued++;
 	pthread_cond_signal(&p->cv);
-	pthread_mutex_unlock(&p->mu);
 }
 
-/* A finished file: the loop's side, a copy under the mutex. */
+/* A finished file: the loop's side, a copy under the mutex. The output's
+ * directory is the one pn->node_dirfd is a dup of. */
 static void
 on_finished(void *data, int dirfd, const char *name)
 {
 	struct push_node *pn = data;
 
-	queue_job(pn->push, pn, dirfd, name);
+	(void)dirfd;
+	if (pn->node_dirfd < 0)
+		return;
+	pthread_mutex_lock(&pn->push->mu);
+	queue_locked(pn->push, pn, name);
+	pthread_mutex_unlock(&pn->push->mu);
 }
 
 /* SPOOL_MARK of the spool in @spool_fd: 0 when there is none. */
@@ -405,34 +422,25 @@ cmp_finished(const void *a, const void *b)
 }
 
 /*
- * Files the node directory holds that finished after the mark, oldest
- * first: those of a run killed before it spooled them, and those the
- * start recovered from its partial files. Without a mark (the first run
- * with --push) none: files written before are not pushed.
+ * The finished files of @pn in its directory newer than @after_ms
+ * (0: all), oldest first, into *@out (the caller frees it): their count.
  */
-static void
-backfill(struct fpd_push *p, struct push_node *pn, struct fpd_output *out)
+static size_t
+list_after(struct push_node *pn, uint64_t after_ms, struct finished **out)
 {
-	const char *node_s = fpd_output_node_name(out), *why = NULL;
 	struct finished *f = NULL;
-	size_t n = 0, cap = 0, first = 0;
+	size_t n = 0, cap = 0;
 	struct dirent *de;
-	int spool_fd, fd;
 	DIR *dir;
+	int fd;
 
-	if (fpd_fs_open_subdir(pn->node_dirfd, FPD_PUSH_SPOOL_DIR, 0, &p->c.trust,
-			       &spool_fd, NULL, &why) < 0)
-		return;
-	pn->mark_ms = mark_read(p, spool_fd);
-	close(spool_fd);
-	if (!pn->mark_ms)
-		return;
+	*out = NULL;
 	fd = dup(pn->node_dirfd);
 	dir = fd >= 0 ? fdopendir(fd) : NULL;
 	if (!dir) {
 		if (fd >= 0)
 			close(fd);
-		return;
+		return 0;
 	}
 	/* a dup shares the offset, which the output's own listing left at
 	 * the end */
@@ -440,9 +448,9 @@ backfill(struct fpd_push *p, struct push_node *pn, struct fpd_output *out)
 	while ((de = readdir(dir))) {
 		struct fp_perf_name parsed;
 
-		if (!fp_perf_name_is_of(de->d_name, node_s) ||
+		if (!fp_perf_name_is_of(de->d_name, pn->file_node) ||
 		    !fp_perf_name_parse(de->d_name, &parsed) ||
-		    parsed.epoch_ms <= pn->mark_ms ||
+		    parsed.epoch_ms <= after_ms ||
 		    strlen(de->d_name) >= sizeof(f->name))
 			continue;
 		FP_GROW(f, cap, n + 1);
@@ -453,17 +461,116 @@ backfill(struct fpd_push *p, struct push_node *pn, struct fpd_output *out)
 	closedir(dir);
 	if (n > 1)
 		qsort(f, n, sizeof(*f), cmp_finished);
-	if (n > BACKFILL_MAX) {
+	*out = f;
+	return n;
+}
+
+static uint64_t
+max_u64(uint64_t a, uint64_t b)
+{
+	return a > b ? a : b;
+}
+
+/*
+ * At attach, from the loop's thread: files the node directory holds that
+ * finished after the mark, oldest first: those of a run killed before it
+ * spooled them, those a stop left unspooled, and those the start
+ * recovered from its partial files. Without a mark (the first run with
+ * --push) none: files written before are not pushed. Only the newest
+ * BACKFILL_MAX are taken; what the queue has no room for waits behind
+ * (queue_locked()).
+ */
+static void
+backfill(struct fpd_push *p, struct push_node *pn)
+{
+	const char *why = NULL;
+	struct finished *f;
+	size_t n, first = 0;
+	int spool_fd;
+
+	if (fpd_fs_open_subdir(pn->node_dirfd, FPD_PUSH_SPOOL_DIR, 0, &p->c.trust,
+			       &spool_fd, NULL, &why) == 0) {
+		pn->mark_ms = mark_read(p, spool_fd);
+		close(spool_fd);
+	}
+	n = list_after(pn, 0, &f);
+	if (!pn->mark_ms) {
+		pn->floor_ms = n ? f[n - 1].ms : 0;
+		free(f);
+		return;
+	}
+	while (first < n && f[first].ms <= pn->mark_ms)
+		first++;
+	if (n - first > BACKFILL_MAX) {
+		size_t all = n - first;
+
 		first = n - BACKFILL_MAX;
+		pn->floor_ms = f[first - 1].ms;
 		fpd_warn("--push [%s]: %zu files finished but never spooled; the %zu oldest are not pushed",
-			 pn->node, n, first);
+			 pn->node, all, all - BACKFILL_MAX);
 	}
 	if (n > first)
-		fpd_info("--push [%s]: %zu files finished but never spooled (a run killed, or files recovered) are pushed",
+		fpd_info("--push [%s]: %zu files finished but never spooled (a run killed or stopped, or files recovered) are pushed",
 			 pn->node, n - first);
+	pthread_mutex_lock(&p->mu);
 	for (size_t i = first; i < n; i++)
-		queue_job(p, pn, pn->node_dirfd, f[i].name);
+		queue_locked(p, pn, f[i].name);
+	pthread_mutex_unlock(&p->mu);
 	free(f);
+}
+
+/*
+ * The push thread, with an empty queue: the nodes that fell behind have
+ * their waiting files queued, oldest first, BACKFILL_MAX of a node at a
+ * time, in turn. The directory is read without mu (the loop finishes
+ * files meanwhile); a file finished during the read is read again, and a
+ * file both listed here and handed over by the loop is spooled once
+ * (spool_job() skips what the mark has passed).
+ * @return whether anything was queued.
+ */
+static bool
+scan_behind(struct fpd_push *p)
+{
+	size_t nn = p->nnodes, start = p->scan_next;
+	bool queued = false;
+
+	for (size_t k = 0; k < nn && p->qlen < QUEUE_MAX; k++) {
+		struct push_node *pn = p->nodes[(start + k) % nn];
+		struct finished *f;
+		uint64_t skipped;
+		size_t n, take;
+
+		if (!pn->behind)
+			continue;
+		if (pn->spool_tried && pn->spool_fd < 0) {
+			/* nothing of it is pushed (said): never spooled, the
+			 * mark would stay and the scan come back forever */
+			pn->behind = false;
+			continue;
+		}
+		do {
+			skipped = pn->skipped;
+			pthread_mutex_unlock(&p->mu);
+			n = list_after(pn, max_u64(pn->mark_ms, pn->floor_ms), &f);
+			pthread_mutex_lock(&p->mu);
+			if (skipped != pn->skipped)
+				free(f);
+		} while (skipped != pn->skipped);
+		take = QUEUE_MAX - p->qlen;
+		if (take > BACKFILL_MAX)
+			take = BACKFILL_MAX;
+		if (take > n)
+			take = n;
+		/* the rest of the node, if any, waits for the next scan */
+		pn->behind = false;
+		for (size_t i = 0; i < take; i++)
+			queue_locked(p, pn, f[i].name);
+		pn->behind = take < n;
+		free(f);
+		queued |= take > 0;
+		p->scan_next = (start + k + 1) % nn;
+	}
+	return queued;
 }
 
 /* Record that the file @name was spooled or given up on. */
@@ -500,15 +607,19 @@ fpd_push_attach(struct fpd_push *p, struct fpd_output *out, const char *node)
 	pn->push = p;
 	pn->node = xstrdup(node);
 	pn->name_param = name_param(p, node);
+	pn->file_node = xstrdup(fpd_output_node_name(out));
 	pn->node_dirfd = fcntl(fpd_output_dirfd(out), F_DUPFD_CLOEXEC, 3);
 	pn->spool_fd = -1;
+	if (pn->node_dirfd < 0)
+		fpd_err("--push [%s]: cannot keep the node's directory: %s; nothing of the node is pushed",
+			pn->node, strerror(errno));
 	pthread_mutex_lock(&p->mu);
 	FP_GROW(p->nodes, p->nodes_cap, p->nnodes + 1);
 	p->nodes[p->nnodes++] = pn;
 	pthread_cond_signal(&p->cv);
 	pthread_mutex_unlock(&p->mu);
 	if (pn->node_dirfd >= 0)
-		backfill(p, pn, out);
+		backfill(p, pn);
 	fpd_output_set_finished(out, on_finished, pn);
 }
 
@@ -660,7 +771,8 @@ build_profile(struct fpd_push *p, const struct job *j, char **gz, size_t *gzlen,
 	FILE *mem;
 	int fd, rc;
 
-	fd = fpd_fs_open_file(j->dirfd, j->name, O_RDONLY, &p->c.trust, NULL, &why);
+	fd = fpd_fs_open_file(j->pn->node_dirfd, j->name, O_RDONLY, &p->c.trust,
+			      NULL, &why);
 	if (fd < 0) {
 		fpd_warn("--push [%s]: cannot read %s: %s", j->pn->node, j->name,
 			 why ? why : strerror(-fd));
@@ -702,6 +814,7 @@ static void
 spool_job(struct fpd_push *p, struct job *j)
 {
 	struct push_node *pn = j->pn;
+	struct fp_perf_name parsed;
 	struct build b = { 0 };
 	struct fpd_made made;
 	struct spooled *s;
@@ -716,6 +829,8 @@ spool_job(struct fpd_push *p, struct job *j)
 		rc = -ENOENT;
 		goto out;
 	}
+	if (fp_perf_name_parse(j->name, &parsed) && parsed.epoch_ms <= pn->mark_ms)
+		return;		/* listed by scan_behind() and handed over */
 	rc = build_profile(p, j, &gz, &gzlen, &b, &rate);
 	if (rc < 0 || b.n == 0)
 		goto out;
@@ -770,7 +885,6 @@ out:
 	 * profile spooled already, above) */
 	if (pn->spool_fd >= 0)
 		mark_write(p, pn, j->name);
-	close(j->dirfd);
 	fp_pprof_destroy(b.pp);
 	free(gz);
 }
@@ -1049,7 +1163,11 @@ run(void *data)
 		struct push_node *pn;
 		uint64_t when = 0;
 
-		if (p->qlen) {
+		/* stopping: what is still queued once the stop's deadline is
+		 * past stays in the directory, after the mark, for the next
+		 * run's backfill() */
+		if (p->qlen && !(p->stopping &&
+				 fpd_now_mono_us() >= atomic_load(&p->stop_deadline_us))) {
 			struct job j = p->queue[p->qhead];
 
 			p->qhead = (p->qhead + 1) % QUEUE_MAX;
@@ -1070,6 +1188,8 @@ run(void *data)
 				pthread_mutex_lock(&p->mu);
 			}
 		}
+		if (scan_behind(p))
+			continue;
 		pn = next_due(p, &when);
 		if (pn && when <= fpd_now_mono_us()) {
 			pthread_mutex_unlock(&p->mu);
@@ -1138,8 +1258,6 @@ fpd_push_destroy(struct fpd_push *p)
 	if (!p)
 		return;
 	fpd_push_stop(p);
-	for (size_t i = 0; i < p->qlen; i++)
-		close(p->queue[(p->qhead + i) % QUEUE_MAX].dirfd);
 	for (size_t i = 0; i < p->nnodes; i++) {
 		struct push_node *pn = p->nodes[i];
 
@@ -1148,6 +1266,7 @@ fpd_push_destroy(struct fpd_push *p)
 		if (pn->spool_fd >= 0)
 			close(pn->spool_fd);
 		free(pn->spool);
+		free(pn->file_node);
 		free(pn->node);
 		free(pn->name_param);
 		free(pn);

@@ -41,8 +41,8 @@ struct fpd_push_stats {
 	uint64_t failed;	/* requests that failed (retried) */
 	uint64_t rejected;	/* profiles the server refused with a 4xx
 				 * other than 408/429: dropped */
-	uint64_t dropped;	/* profiles dropped: spool or queue full, or
-				 * a file that could not be read */
+	uint64_t dropped;	/* profiles dropped: spool full, or a file
+				 * that could not be read */
 };
 
 struct fpd_push;
@@ -77,10 +77,12 @@ int
 fpd_push_start(struct fpd_push *p);
 
 /**
- * Stop: spool what is still queued, try the spool once more for at most
- * a second (a request in flight is given up then), then end the thread;
- * what is left stays in the spool for the next run. Call once every
- * output is finished.
+ * Stop: spool what is still queued and try the spool once more, both
+ * until a second after the call (the file being converted is finished,
+ * a request in flight given up then), then end the thread. What is left
+ * stays for the next run: profiles in the spool, files not spooled in
+ * the node directory after the mark (taken up by fpd_push_attach()).
+ * Call once every output is finished.
  */
 void
 fpd_push_stop(struct fpd_push *p);

@@ -27,8 +27,10 @@ fpd_targets_init(struct fpd_session *s)
 	struct targets *t = &s->t;
 	size_t cap = set_capacity(o), ncand = NAME_CANDIDATES_MAX * o->nnames + 1;
 	size_t nnames = o->nnames ? o->nnames : 1, npids = o->npids ? o->npids : 1;
+	size_t ntop = o->burst_top > o->top ? o->burst_top : o->top;
 
-	t->top = xzalloc((o->top ? o->top : 1) * sizeof(*t->top));
+	/* a burst ranks --burst-top processes into it (the budget's top) */
+	t->top = xzalloc((ntop ? ntop : 1) * sizeof(*t->top));
 	t->named = xzalloc(nnames * sizeof(*t->named));
 	t->name_found = xzalloc(nnames * sizeof(*t->name_found));
 	t->named_as = xzalloc(nnames * sizeof(*t->named_as));

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -188,6 +189,38 @@ START_TEST(serve)
 		src->ops->tick(src, fpd_now_mono_us() + 2 * FPD_CTL_CLIENT_US);
 		fp_assert_int_eq(src->ops->fd(src), lfd);
 		fp_assert_int_eq(recv(fd, &c, 1, 0), 0);
+		close(fd);
+	}
+
+	/* out of descriptors: the listening socket, still readable, is not
+	 * polled for a second, then the waiting client is served */
+	{
+		int lfd = src->ops->fd(src), fd = client(path), low;
+		struct rlimit rl, tight;
+		char buf[64];
+
+		fp_assert_int_eq(send(fd, "status\n", 7, 0), 7);
+		fp_assert_int_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+		low = dup(0);
+		fp_assert_int_ge(low, 0);
+		close(low);
+		tight = rl;
+		tight.rlim_cur = (rlim_t)low;
+		fp_assert_int_eq(setrlimit(RLIMIT_NOFILE, &tight), 0);
+		src->ops->input(src);
+		fp_assert_int_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+		fp_assert_int_eq(src->ops->fd(src), -1);
+		src->ops->tick(src, fpd_now_mono_us());
+		fp_assert_int_eq(src->ops->fd(src), -1);
+		src->ops->tick(src, fpd_now_mono_us() + 2000000);
+		fp_assert_int_eq(src->ops->fd(src), lfd);
+		src->ops->input(src);
+		fp_assert_int_ne(src->ops->fd(src), lfd);
+		for (int i = 0; i < 4 && src->ops->fd(src) != lfd; i++)
+			src->ops->input(src);
+		fp_assert_int_eq(src->ops->fd(src), lfd);
+		fp_assert_int_ge(recv(fd, buf, sizeof(buf), 0), 3);
+		fp_assert(strncmp(buf, "ok\n", 3) == 0);
 		close(fd);
 	}
 

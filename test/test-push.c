@@ -415,6 +415,156 @@ START_TEST(finished_unspooled_taken_up)
 }
 END_TEST
 
+/* Several nodes, each with more files finished and never spooled than
+ * one node's share of the shared queue: none is lost, none sent twice. */
+#define MANY_NODES 3
+#define MANY_FILES 100
+
+static void
+many_open(struct fixture *fx, int i, const char *node)
+{
+	fx[i] = fx[0];
+	fx[i].oc.node = node;
+	fx[i].o = (struct fpd_options){ 0 };
+	fixture_open_files(&fx[i]);
+}
+
+START_TEST(many_nodes_none_lost)
+{
+	static const char *const nodes[MANY_NODES] = { "n1@h", "n2@h", "n3@h" };
+	struct fixture fx[MANY_NODES];
+	struct fpd_push_stats s;
+	struct fpd_push *push;
+	struct server srv;
+
+	fixture_init(&fx[0], closed_port());
+	fx[0].pc.timeout_us = 500000;
+	/* a first run with --push: one file each spooled, the marks made */
+	fp_assert_int_eq(fpd_push_new(&fx[0].pc, &push), 0);
+	for (int i = 0; i < MANY_NODES; i++) {
+		many_open(fx, i, nodes[i]);
+		fpd_push_attach(push, fx[i].out, nodes[i]);
+	}
+	fp_assert_int_eq(fpd_push_start(push), 0);
+	for (int i = 0; i < MANY_NODES; i++)
+		write_file(&fx[i], 2);
+	fx[0].push = push;
+	fp_assert_int_eq(WAIT(&fx[0], spooled, MANY_NODES), MANY_NODES);
+	for (int i = 0; i < MANY_NODES; i++) {
+		fpd_recorder_destroy(fx[i].rec);
+		fx[i].rec = NULL;
+	}
+	fpd_push_destroy(push);
+	/* a run killed before it spooled anything */
+	for (int i = 0; i < MANY_NODES; i++) {
+		fixture_open_files(&fx[i]);
+		for (int k = 0; k < MANY_FILES; k++)
+			write_file(&fx[i], 1);
+		fpd_recorder_destroy(fx[i].rec);
+		fx[i].rec = NULL;
+	}
+
+	server_start(&srv, 200);
+	snprintf(fx[0].url, sizeof(fx[0].url), "http://127.0.0.1:%u", srv.port);
+	fp_assert_int_eq(fpd_push_new(&fx[0].pc, &push), 0);
+	for (int i = 0; i < MANY_NODES; i++) {
+		fixture_open_files(&fx[i]);
+		fpd_push_attach(push, fx[i].out, nodes[i]);
+	}
+	fp_assert_int_eq(fpd_push_start(push), 0);
+	fx[0].push = push;
+	fp_assert_int_eq(WAIT(&fx[0], sent, MANY_NODES * (MANY_FILES + 1)),
+			 MANY_NODES * (MANY_FILES + 1));
+	for (int i = 0; i < MANY_NODES; i++) {
+		fpd_recorder_destroy(fx[i].rec);
+		fx[i].rec = NULL;
+	}
+	fpd_push_stop(push);
+	fpd_push_stats(push, &s);
+	fp_assert_int_eq(s.dropped, 0);
+	fp_assert_int_eq(s.sent, MANY_NODES * (MANY_FILES + 1));
+	fp_assert_int_eq(atomic_load(&srv.requests), MANY_NODES * (MANY_FILES + 1));
+	fixture_destroy(&fx[0]);
+	server_stop(&srv);
+}
+END_TEST
+
+/* A stop converts queued files for a second at most: here the one
+ * request in flight, to a server that never answers, holds the thread
+ * past it, so the stop spools none of them; the next run takes them all
+ * up, none lost and none sent twice. */
+START_TEST(stop_leaves_rest_for_next_run)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET,
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t al = sizeof(a);
+	struct fpd_push_stats s;
+	struct server srv;
+	struct fixture fx;
+	int mute = socket(AF_INET, SOCK_STREAM, 0);
+
+	/* connections complete in the backlog and are never answered */
+	fp_assert_int_eq(bind(mute, (struct sockaddr *)&a, sizeof(a)), 0);
+	fp_assert_int_eq(getsockname(mute, (struct sockaddr *)&a, &al), 0);
+	fp_assert_int_eq(listen(mute, 16), 0);
+	fixture_init(&fx, ntohs(a.sin_port));
+	fx.pc.timeout_us = 30000000;
+	fixture_open(&fx);
+	write_file(&fx, 2);
+	fp_assert_int_eq(WAIT(&fx, spooled, 1), 1);
+	for (int i = 0; i < MANY_FILES; i++)
+		write_file(&fx, 1);
+	fpd_recorder_destroy(fx.rec);
+	fx.rec = NULL;
+	fpd_push_stop(fx.push);
+	fpd_push_stats(fx.push, &s);
+	fp_assert_int_eq(s.spooled, 1);
+	fixture_close(&fx);
+	close(mute);
+
+	server_start(&srv, 200);
+	snprintf(fx.url, sizeof(fx.url), "http://127.0.0.1:%u", srv.port);
+	fx.pc.timeout_us = 2000000;
+	fixture_open(&fx);
+	fp_assert_int_eq(WAIT(&fx, sent, MANY_FILES + 1), MANY_FILES + 1);
+	fixture_destroy(&fx);
+	fp_assert_int_eq(atomic_load(&srv.requests), MANY_FILES + 1);
+	server_stop(&srv);
+}
+END_TEST
+
+/* A node whose files find the queue full (the thread held by a request
+ * to a server that does not answer) falls behind: its files are taken up
+ * from its directory later, a share at a time, none lost. */
+START_TEST(behind_taken_up)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET,
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t al = sizeof(a);
+	struct fpd_push_stats s;
+	struct fixture fx;
+	int mute = socket(AF_INET, SOCK_STREAM, 0);
+	unsigned files = 400;
+
+	fp_assert_int_eq(bind(mute, (struct sockaddr *)&a, sizeof(a)), 0);
+	fp_assert_int_eq(getsockname(mute, (struct sockaddr *)&a, &al), 0);
+	fp_assert_int_eq(listen(mute, 16), 0);
+	fixture_init(&fx, ntohs(a.sin_port));
+	fx.pc.timeout_us = 3000000;
+	fixture_open(&fx);
+	write_file(&fx, 2);
+	fp_assert_int_eq(WAIT(&fx, spooled, 1), 1);
+	for (unsigned i = 0; i < files; i++)
+		write_file(&fx, 1);
+	fp_assert_int_eq(WAIT(&fx, spooled, files + 1), files + 1);
+	fpd_push_stats(fx.push, &s);
+	fp_assert_int_eq(s.dropped, 0);
+	fp_assert_int_eq(s.spooled, files + 1);
+	fixture_destroy(&fx);
+	close(mute);
+}
+END_TEST
+
 static void
 write_header_file(const char *path, const char *text, mode_t mode)
 {
@@ -519,6 +669,9 @@ suite(void)
 	tc = tcase_create("spool");
 	tcase_add_test(tc, spool_bounded_then_sent_next_run);
 	tcase_add_test(tc, finished_unspooled_taken_up);
+	tcase_add_test(tc, many_nodes_none_lost);
+	tcase_add_test(tc, stop_leaves_rest_for_next_run);
+	tcase_add_test(tc, behind_taken_up);
 	tcase_set_timeout(tc, 60);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("configuration");

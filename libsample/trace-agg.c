@@ -153,20 +153,29 @@ frame_hash(const char *module, const char *function, uint32_t arity)
 	return fnv1a_update(h, &arity, sizeof(arity));
 }
 
+/*
+ * Double the open-addressed index *@idx of *@cap slots over @n items,
+ * the hash of item i at @hashes + i * @stride (frames and entries keep
+ * theirs in the item).
+ */
 static void
-frames_rehash(struct trace_agg *a)
+index_grow(uint32_t **idx, uint32_t *cap, const void *hashes, size_t stride,
+	   uint32_t n)
 {
-	uint32_t cap = a->fidx_cap * 2;
+	uint32_t c = *cap * 2;
 
-	free(a->fidx);
-	a->fidx = index_new(cap);
-	a->fidx_cap = cap;
-	for (uint32_t i = 0; i < a->nframes; i++) {
-		uint32_t j = (uint32_t)a->frames[i].hash & (cap - 1);
+	free(*idx);
+	*idx = index_new(c);
+	*cap = c;
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t h;
+		uint32_t j;
 
-		while (a->fidx[j] != UINT32_MAX)
-			j = (j + 1) & (cap - 1);
-		a->fidx[j] = i;
+		memcpy(&h, (const char *)hashes + i * stride, sizeof(h));
+		for (j = (uint32_t)h & (c - 1); (*idx)[j] != UINT32_MAX;
+		     j = (j + 1) & (c - 1))
+			;
+		(*idx)[j] = i;
 	}
 }
 
@@ -198,7 +207,8 @@ trace_agg_frame(struct trace_agg *a, const char *module, const char *function,
 	};
 	a->fidx[j] = a->nframes;
 	if (++a->nframes * 2 > a->fidx_cap)
-		frames_rehash(a);
+		index_grow(&a->fidx, &a->fidx_cap, &a->frames[0].hash,
+			   sizeof(*a->frames), a->nframes);
 	return a->nframes - 1;
 }
 
@@ -298,23 +308,6 @@ span_event(struct trace_agg *a, struct proc *p, enum trace_ev ev,
 			p->span = false;
 }
 
-static void
-entries_rehash(struct trace_agg *a)
-{
-	uint32_t cap = a->eidx_cap * 2;
-
-	free(a->eidx);
-	a->eidx = index_new(cap);
-	a->eidx_cap = cap;
-	for (uint32_t i = 0; i < a->nentries; i++) {
-		uint32_t j = (uint32_t)a->entries[i].hash & (cap - 1);
-
-		while (a->eidx[j] != UINT32_MAX)
-			j = (j + 1) & (cap - 1);
-		a->eidx[j] = i;
-	}
-}
-
 /* Charge @time and @calls to @p's stack as it is, on or off a scheduler. */
 static void
 add(struct trace_agg *a, const struct proc *p, bool on, uint64_t time,
@@ -363,7 +356,8 @@ add(struct trace_agg *a, const struct proc *p, bool on, uint64_t time,
 	memcpy(e->key, key, keylen * sizeof(*key));
 	a->eidx[j] = a->nentries;
 	if (++a->nentries * 2 > a->eidx_cap)
-		entries_rehash(a);
+		index_grow(&a->eidx, &a->eidx_cap, &a->entries[0].hash,
+			   sizeof(*a->entries), a->nentries);
 }
 
 /* Cut @p's stack back to its innermost @frame; false if not on it. */

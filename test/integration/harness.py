@@ -22,6 +22,10 @@ Environment:
   FP_TEST_VERBOSE=1  print every command the harness runs
   FP_TEST_ERL_ARGS   extra erl flags for test nodes (e.g. "+S 1:1")
   FP_HARNESS_NO_ERL_CALL=1  evaluate via a helper node instead of erl_call
+  FP_DEMO_BEAM, FP_DEMO_ERLC  the build's fp_demo.beam and the erlc that
+                     made it (meson test sets them): the nodes load it when
+                     that erlc is the one on PATH, else fp_demo.erl is
+                     compiled once per test
 """
 
 import os

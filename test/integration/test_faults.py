@@ -58,8 +58,10 @@ DISCONNECT = ('[erlang:disconnect_node(N) || N <- nodes(hidden), '
 def main(t):
     node = h.start_node(idle=200)
     out = h.mkdtemp("out_")
-    args = h.daemon_args(node, out, top=5, rate=20, every="1s", timeout="1s",
-                         rotate="1h", compress="zstd", backtrace_depth=64)
+    # fp_demo_sink pinned beside --top: sampled right after each connect,
+    # with no selection to wait for
+    args = h.daemon_args(node, out, top=5, name=["fp_demo_sink"], rate=20, every="1s",
+                         timeout="1s", rotate="1h", compress="zstd", backtrace_depth=64)
     dm = h.start_daemon(args)
     dm.wait_samples(timeout=15)
 

@@ -27,7 +27,18 @@
  * else of it does. Not "while the marker is on the stack": a return to
  * a function with no pattern (lists:foldl/3 running handle_call's fun)
  * makes that function the whole stack.
+ *
+ * Calls (trace_agg_calls()): a process counts only from a call's
+ * enter to its leave, and its stacks start with the call's root frame,
+ * then the function called. A return_to a frame not on the call's
+ * stack replaces the frame that returned (a function without a pattern
+ * that called it, as lists:foldl/3 runs a fun), so the call's frames
+ * below stay; with only the function called left, the stack is as the
+ * regular rule makes it under the root (the function returning to its
+ * caller, the leave just after). Depth trimming keeps the root.
  */
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,6 +66,7 @@ struct proc {
 	bool followed;
 	bool server;
 	bool span;			/* a server, working for a target */
+	bool in_call;			/* --trace-call: between enter and leave */
 	uint32_t nbelow;
 	uint32_t below[SPAN_BELOW];	/* frames under the marker */
 	int64_t t0;
@@ -90,6 +102,8 @@ struct trace_agg {
 	uint32_t nservers, servers_cap;
 	uint32_t marker;		/* a server works for the request */
 	uint64_t unkept;		/* events of processes past the cap */
+	bool calls;			/* --trace-call */
+	uint64_t begun, ended;		/* calls */
 	struct entry *entries;
 	uint32_t nentries, entries_cap;
 	uint32_t *eidx;
@@ -263,6 +277,23 @@ trace_agg_follow(struct trace_agg *a, uint32_t root)
 	a->follow = root < a->nframes ? root : TRACE_NO_FRAME;
 }
 
+void
+trace_agg_calls(struct trace_agg *a)
+{
+	a->calls = true;
+	/* the root and the function called */
+	if (a->depth < 2)
+		a->depth = 2;
+}
+
+void
+trace_agg_call_counts(const struct trace_agg *a, uint64_t *begun,
+		      uint64_t *ended)
+{
+	*begun = a->begun;
+	*ended = a->ended;
+}
+
 uint64_t
 trace_agg_unkept(const struct trace_agg *a)
 {
@@ -376,41 +407,123 @@ static void
 push(struct trace_agg *a, struct proc *p, uint32_t frame)
 {
 	if (p->n >= a->depth) {
-		/* keep the innermost frames */
-		memmove(p->stack, p->stack + (p->n - a->depth + 1),
-			(a->depth - 1) * sizeof(*p->stack));
-		p->n = a->depth - 1;
+		/* keep the innermost frames, and a call's root */
+		uint32_t keep = a->calls ? 1 : 0;
+		uint32_t drop = p->n - a->depth + 1;
+
+		memmove(p->stack + keep, p->stack + keep + drop,
+			(p->n - keep - drop) * sizeof(*p->stack));
+		p->n -= drop;
 	}
 	p->stack[p->n++] = frame;
+}
+
+static struct proc *
+proc_add(struct trace_agg *a, const struct fp_pid *pid, bool on, int64_t ts)
+{
+	struct proc *p;
+
+	if (a->nprocs >= TRACE_PROCS_MAX) {
+		a->unkept++;
+		return NULL;
+	}
+	if (a->nprocs == a->procs_cap) {
+		a->procs_cap = a->procs_cap ? a->procs_cap * 2 : 4;
+		a->procs = xrealloc(a->procs, a->procs_cap * sizeof(*a->procs));
+	}
+	p = &a->procs[a->nprocs++];
+	*p = (struct proc){ .pid = *pid, .on = on, .t0 = ts,
+			    .followed = a->follow != TRACE_NO_FRAME &&
+					!pid_in(a->targets, a->ntargets, pid),
+			    .server = pid_in(a->servers, a->nservers, pid) };
+	a->last = a->nprocs - 1;
+	return p;
+}
+
+static bool
+on_stack(const struct proc *p, uint32_t frame)
+{
+	for (uint32_t i = 0; i < p->n; i++)
+		if (p->stack[i] == frame)
+			return true;
+	return false;
+}
+
+static void step(struct trace_agg *a, struct proc *p, enum trace_ev ev,
+		 uint32_t frame, bool has, int64_t ts);
+
+/* --trace-call: enter starts a call's tree, leave ends it, and nothing
+ * of a process outside a call counts. */
+static void
+call_event(struct trace_agg *a, const struct fp_pid *pid, enum trace_ev ev,
+	   uint32_t frame, bool has, int64_t ts)
+{
+	struct proc *p = proc_find(a, pid);
+	char name[24];
+
+	if (ev == TRACE_EV_ENTER) {
+		if (!p)
+			p = proc_add(a, pid, true, ts);
+		if (!p || p->in_call || !has)
+			return;
+		snprintf(name, sizeof(name), "%" PRIu64, ++a->begun);
+		p->stack[0] = trace_agg_frame(a, FP_TRACE_CALL_MODULE, name, 0);
+		p->stack[1] = frame;
+		p->n = 2;
+		p->in_call = true;
+		p->on = true;
+		p->t0 = ts;
+		add(a, p, true, 0, 1);
+		return;
+	}
+	if (!p || !p->in_call)
+		return;
+	if (ev == TRACE_EV_LEAVE) {
+		if (ts > p->t0)
+			add(a, p, p->on, (uint64_t)ts - (uint64_t)p->t0, 0);
+		p->in_call = false;
+		p->n = 0;
+		a->ended++;
+		return;
+	}
+	if (ev == TRACE_EV_RETURN_TO && has && p->n > 2 && !on_stack(p, frame)) {
+		/* a function with no pattern (lists:foldl/3 running a fun)
+		 * takes the place of the one that returned to it */
+		step(a, p, TRACE_EV_OTHER, frame, has, ts);
+		p->stack[p->n - 1] = frame;
+		return;
+	}
+	step(a, p, ev, frame, has, ts);
 }
 
 void
 trace_agg_event(struct trace_agg *a, const struct fp_pid *pid,
 		enum trace_ev ev, uint32_t frame, int64_t ts)
 {
-	struct proc *p = proc_find(a, pid);
 	bool has = frame != TRACE_NO_FRAME && frame < a->nframes;
+	struct proc *p;
 
+	if (a->calls) {
+		call_event(a, pid, ev, frame, has, ts);
+		return;
+	}
+	p = proc_find(a, pid);
 	if (!p) {
-		if (a->nprocs >= TRACE_PROCS_MAX) {
-			a->unkept++;
+		p = proc_add(a, pid, ev != TRACE_EV_IN, ts);
+		if (!p)
 			return;
-		}
-		if (a->nprocs == a->procs_cap) {
-			a->procs_cap = a->procs_cap ? a->procs_cap * 2 : 4;
-			a->procs = xrealloc(a->procs,
-					    a->procs_cap * sizeof(*a->procs));
-		}
-		p = &a->procs[a->nprocs++];
-		*p = (struct proc){ .pid = *pid, .on = ev != TRACE_EV_IN,
-				    .t0 = ts,
-				    .followed = a->follow != TRACE_NO_FRAME &&
-						!pid_in(a->targets, a->ntargets, pid),
-				    .server = pid_in(a->servers, a->nservers, pid) };
-		a->last = a->nprocs - 1;
 		if (has)
 			p->stack[p->n++] = frame;
 	}
+	step(a, p, ev, frame, has, ts);
+}
+
+/* @p's event: its time since the last one to the stack it had, then
+ * the stack rules */
+static void
+step(struct trace_agg *a, struct proc *p, enum trace_ev ev, uint32_t frame,
+     bool has, int64_t ts)
+{
 	if (ts > p->t0) {
 		if (counts(p))
 			add(a, p, p->on, (uint64_t)ts - (uint64_t)p->t0, 0);
@@ -442,6 +555,8 @@ trace_agg_event(struct trace_agg *a, const struct fp_pid *pid,
 		p->on = false;
 		break;
 	case TRACE_EV_OTHER:
+	case TRACE_EV_ENTER:
+	case TRACE_EV_LEAVE:
 		break;
 	}
 }

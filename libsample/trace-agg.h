@@ -20,6 +20,8 @@ enum trace_ev {
 	TRACE_EV_IN,
 	TRACE_EV_OUT,
 	TRACE_EV_OTHER,
+	TRACE_EV_ENTER,		/* --trace-call: a call of the function begins */
+	TRACE_EV_LEAVE,		/* ... and returns, or exits with an exception */
 };
 
 /* No frame: return_to undefined, in/out 0. */
@@ -88,6 +90,21 @@ trace_agg_follow(struct trace_agg *a, uint32_t root);
 void
 trace_agg_server(struct trace_agg *a, const struct fp_pid *pid,
 		 uint32_t marker);
+
+/**
+ * Calls (--trace-call): each call, from its TRACE_EV_ENTER to its
+ * TRACE_EV_LEAVE, is a stack tree of its own under the root frame
+ * FP_TRACE_CALL_MODULE:'<n>'/0 (n counting from 1 in the order the
+ * calls began); a process's events outside a call are left out. Call
+ * before the first event.
+ */
+void
+trace_agg_calls(struct trace_agg *a);
+
+/** Calls begun and calls returned (trace_agg_calls()). */
+void
+trace_agg_call_counts(const struct trace_agg *a, uint64_t *begun,
+		      uint64_t *ended);
 
 /** Events left out: they came from a new process past the cap of
  * processes an aggregate keeps. */

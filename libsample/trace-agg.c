@@ -5,10 +5,12 @@
  * call pushes its function, except one already on the stack, which cuts
  * the stack back to it (a tail call or a loop re-entering it, where no
  * return_to comes); return_to cuts back to the function returned to,
- * however many frames an exception or a chain of tail calls skipped, and
- * a function not on the stack (the trace started below it) becomes the
- * whole stack; in with an empty stack starts it at the function
- * scheduled in. The first event of a process only sets its clock: the
+ * however many frames an exception or a chain of tail calls skipped,
+ * and a function not on the stack takes the place of the innermost
+ * frame, the one that returned: it is a caller no call event showed (a
+ * function with no pattern, as lists:foldl/3 running a fun, or one the
+ * trace started in), and the frames under it stay; in with an empty
+ * stack starts it at the function scheduled in. The first event of a process only sets its clock: the
  * time before it belongs to no known stack.
  *
  * Following (trace_agg_follow()): a process that is no target came into
@@ -24,18 +26,13 @@
  * for a call from a target, so the server's time and calls count from
  * that call until the server calls or returns to one of the frames
  * that were below it (its loop takes the next message), and nothing
- * else of it does. Not "while the marker is on the stack": a return to
- * a function with no pattern (lists:foldl/3 running handle_call's fun)
- * makes that function the whole stack.
+ * else of it does.
  *
  * Calls (trace_agg_calls()): a process counts only from a call's
  * enter to its leave, and its stacks start with the call's root frame,
- * then the function called. A return_to a frame not on the call's
- * stack replaces the frame that returned (a function without a pattern
- * that called it, as lists:foldl/3 runs a fun), so the call's frames
- * below stay; with only the function called left, the stack is as the
- * regular rule makes it under the root (the function returning to its
- * caller, the leave just after). Depth trimming keeps the root.
+ * then the function called; depth trimming keeps the root. The call
+ * returning to its caller (which the return_to rule puts in the place of
+ * the function called) is followed by its leave at once.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -440,15 +437,6 @@ proc_add(struct trace_agg *a, const struct fp_pid *pid, bool on, int64_t ts)
 	return p;
 }
 
-static bool
-on_stack(const struct proc *p, uint32_t frame)
-{
-	for (uint32_t i = 0; i < p->n; i++)
-		if (p->stack[i] == frame)
-			return true;
-	return false;
-}
-
 static void step(struct trace_agg *a, struct proc *p, enum trace_ev ev,
 		 uint32_t frame, bool has, int64_t ts);
 
@@ -484,13 +472,6 @@ call_event(struct trace_agg *a, const struct fp_pid *pid, enum trace_ev ev,
 		p->in_call = false;
 		p->n = 0;
 		a->ended++;
-		return;
-	}
-	if (ev == TRACE_EV_RETURN_TO && has && p->n > 2 && !on_stack(p, frame)) {
-		/* a function with no pattern (lists:foldl/3 running a fun)
-		 * takes the place of the one that returned to it */
-		step(a, p, TRACE_EV_OTHER, frame, has, ts);
-		p->stack[p->n - 1] = frame;
 		return;
 	}
 	step(a, p, ev, frame, has, ts);
@@ -540,8 +521,10 @@ step(struct trace_agg *a, struct proc *p, enum trace_ev ev, uint32_t frame,
 		break;
 	case TRACE_EV_RETURN_TO:
 		if (has && !cut(p, frame)) {
-			p->stack[0] = frame;
-			p->n = 1;
+			if (p->n > 0)
+				p->stack[p->n - 1] = frame;
+			else
+				p->stack[p->n++] = frame;
 		}
 		if (p->server && has)
 			span_event(a, p, ev, frame);

@@ -120,3 +120,11 @@ struct fp_trace;
  */
 void
 trace_attach(struct fp_trace *t, unsigned depth, uint64_t unit);
+
+/**
+ * The same for --trace-call's tracer: a meta trace's erlang:now/0
+ * timestamp (µs) becomes µs * @ticks_per_us - @offset.
+ */
+void
+trace_attach_calls(struct fp_trace *t, unsigned depth, uint64_t unit,
+		   uint64_t ticks_per_us, int64_t offset);

@@ -481,6 +481,17 @@ trace_attach(struct fp_trace *t, unsigned depth, uint64_t unit)
 	t->agg = trace_agg_new(depth, unit);
 }
 
+void
+trace_attach_calls(struct fp_trace *t, unsigned depth, uint64_t unit,
+		   uint64_t ticks_per_us, int64_t offset)
+{
+	trace_attach(t, depth, unit);
+	trace_agg_calls(t->agg);
+	t->calls = true;
+	t->ticks_per_us = ticks_per_us;
+	t->offset = offset;
+}
+
 bool
 fp_trace_active(const struct fp_trace *t)
 {
@@ -638,12 +649,9 @@ start_calls(struct fp_trace *t, struct fp_node *node,
 		    per_sec < 1000000 || per_sec > INT64_MAX / 1000000)
 			goto out;
 		snprintf(mode, modelen, "%s", atom);
-		trace_attach(t, cfg->depth,
-			     (uint64_t)per_sec / 1000000u * cfg->unit_us);
-		trace_agg_calls(t->agg);
-		t->calls = true;
-		t->ticks_per_us = (uint64_t)per_sec / 1000000u;
-		t->offset = offset;
+		trace_attach_calls(t, cfg->depth,
+				   (uint64_t)per_sec / 1000000u * cfg->unit_us,
+				   (uint64_t)per_sec / 1000000u, offset);
 		t->started = true;
 		rc = 0;
 	} else if (strcmp(atom, "refused") == 0 && arity == 2) {

@@ -286,10 +286,12 @@ deep(N, Work) when N band 1 =:= 0 ->
 deep(N, Work) ->
     2 + deep(N - 1, Work).
 
-%% --trace-call's workload: a pause (the call scheduled out), then work.
+%% --trace-call's workload: a pause (the call scheduled out), work, and
+%% a sleep in a function of its own (an inner frame of known length).
 call_work(Work) ->
     receive after 10 -> ok end,
-    deep(2, Work).
+    deep(2, Work),
+    timer:sleep(5).
 
 crunch(Work) ->
     L = lists:seq(1, Work),

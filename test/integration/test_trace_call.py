@@ -3,11 +3,12 @@
 process runs them, each its own stack tree; bounded and undone.
 
 Against one real node (fp_demo; three processes call
-fp_demo:call_work/1 in a loop, a pause then fp_demo:deep/2's work):
+fp_demo:call_work/1 in a loop: a pause, fp_demo:deep/2's work, a sleep):
 - --trace-calls 5 writes samples of status traced under exactly the roots
   'CALL':'1'/0 .. 'CALL':'5'/0, each with fp_demo:call_work/1 under its
-  root and fp_demo:crunch/1's work inside it, from more than one
-  process; the trace ends when the five calls have returned and says so;
+  root and timer:sleep/1 inside it, fp_demo:crunch/1's work, from more
+  than one process; the trace ends when the five calls have returned and
+  says so;
 - --trace-max-events: the trace stops itself on the cap and says how many
   events and calls it saw;
 - a function the node does not export: exit 64, one clear message;
@@ -50,7 +51,11 @@ def main(t):
                         opts={"clients": 0, "sink": False, "bin": False,
                               "quoted": False, "anon": False})
     otp = int(node.eval_str("erlang:system_info(otp_release)"))
-    node.eval("[register(N, spawn(fun L() -> fp_demo:call_work(300), "
+    # the work per call: some, then little, so that a trace of every
+    # call keeps up
+    node.eval("persistent_term:put(fp_tc_work, 300), "
+              "[register(N, spawn(fun L() -> "
+              "fp_demo:call_work(persistent_term:get(fp_tc_work)), "
               "receive after 15 -> ok end, L() end)) "
               "|| N <- [fp_tc_a, fp_tc_b, fp_tc_c]], ok")
     out = h.mkdtemp("out_")
@@ -73,12 +78,16 @@ def main(t):
                 for s in samples),
             "the function called is under each root",
             str(sorted({";".join(s["frames"]) for s in samples})[:6]))
-    # before OTP 27 the tracer turns the flags on when the call's entry
-    # reaches it: a call may be past its pause by then
-    inner = {s["frames"][-1] for s in samples if "fp_demo:crunch/1" in s["frames"]}
+    # each call's 5 ms in timer:sleep/1; before OTP 27 the tracer turns
+    # the flags on when the call's entry reaches it, so a call may be past
+    # its 10 ms pause by then
+    inner = {s["frames"][-1] for s in samples
+             if s["frames"][-3:-1] == ["timer:sleep/1", "fp_demo:call_work/1"]}
     t.check(len(inner) == 5 if otp >= 27 else len(inner) >= 3,
-            "the calls' trees hold their inner work (fp_demo:crunch/1, %d)" % len(inner),
-         str(sorted({";".join(s["frames"]) for s in samples})[:10]))
+            "the calls' trees hold their inner frames (timer:sleep/1, %d)" % len(inner),
+            str(sorted({";".join(s["frames"]) for s in samples})[:10]))
+    t.check(any("fp_demo:crunch/1" in s["frames"] for s in samples),
+            "... and their work (fp_demo:crunch/1)")
     t.check(any(s["frames"][0] == "'SLEEP':scheduled_out/0" for s in samples),
             "the call's pause is its time scheduled out")
     pids = {s["pid"] for s in samples}
@@ -102,6 +111,7 @@ def main(t):
             "... with one clear message", err[-400:])
 
     # SIGKILL mid-trace
+    node.eval("persistent_term:put(fp_tc_work, 20)")
     d = h.start_daemon(h.daemon_args(node, out, trace_call="fp_demo:call_work/1",
                                      trace_calls=100000, trace_for="60s",
                                      trace_max_rate=1000000))
@@ -124,7 +134,8 @@ def main(t):
     t.eq(node.eval("element(2, erlang:trace_info(%s, traced))" % MFA).strip(), "local",
          "the node's own pattern is as it was")
     node.eval("erlang:trace_pattern(%s, false, [local]), "
-              "[exit(P, kill) || P <- %s], ok" % (MFA, CALLERS))
+              "[exit(P, kill) || P <- %s], persistent_term:erase(fp_tc_work), ok"
+              % (MFA, CALLERS))
 
 
 if __name__ == "__main__":

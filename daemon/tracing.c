@@ -2,7 +2,8 @@
  * flame_profd — --trace in a node session (tracing.h).
  *
  * Each stack the tracer hands over becomes one sample of status traced
- * written its number of units times (FPD_TRACE_UNIT_US each), so every
+ * written its number of units times (FPD_TRACE_UNIT_US each, or
+ * FPD_TRACE_CALL_UNIT_US for --trace-call), so every
  * reader that counts samples weighs it by its time; the first of them
  * carries the calls that entered the stack as its reductions value and
  * delta, the rest 0 (flame_prof --weight reductions: calls per stack).
@@ -93,7 +94,7 @@ call_started(struct fpd_trace *tr, struct fp_node *node, int rc,
 			 "before OTP 27: processes no other tracer holds, from when the tracer sees the call",
 			 o->trace_max_events, o->trace_max_rate);
 		fpd_recorder_note(tr->rec, "trace: started, %s, unit=%uus, calls of %s",
-				  mode, FPD_TRACE_UNIT_US, text.buf);
+				  mode, FPD_TRACE_CALL_UNIT_US, text.buf);
 		tr->next_mono = fpd_now_mono_us() + DUMP_EVERY_US;
 		rc = 0;
 		break;
@@ -131,7 +132,8 @@ fpd_trace_start(struct fpd_trace *tr, struct fp_node *node,
 	cfg = (struct fp_trace_config){
 		.targets = tr->o->traces,
 		.ntargets = tr->o->ntraces,
-		.unit_us = FPD_TRACE_UNIT_US,
+		.unit_us = tr->o->trace_call ? FPD_TRACE_CALL_UNIT_US :
+			   FPD_TRACE_UNIT_US,
 		.for_ms = tr->o->trace_for_us / 1000,
 		.max_events = tr->o->trace_max_events,
 		.max_rate = tr->o->trace_max_rate,

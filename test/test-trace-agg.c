@@ -544,7 +544,8 @@ START_TEST(calls_rooted)
 END_TEST
 
 /* A second call of the same process is a tree of its own; an enter in
- * a call (the tracer keeps only the first) starts nothing. */
+ * a call (the tracer keeps only the first) starts nothing; the return to
+ * the caller before the leave adds no frame. */
 START_TEST(calls_again)
 {
 	struct trace_agg *a = trace_agg_new(8, 100);
@@ -557,6 +558,8 @@ START_TEST(calls_again)
 	ev(a, &P1, TRACE_EV_LEAVE, "f", 100);
 	ev(a, &P1, TRACE_EV_LEAVE, "f", 150);
 	ev(a, &P1, TRACE_EV_ENTER, "f", 1000);
+	/* f returns to its caller, then its leave: the caller is no part */
+	ev(a, &P1, TRACE_EV_RETURN_TO, "caller", 1200);
 	ev(a, &P1, TRACE_EV_LEAVE, "f", 1300);
 	trace_agg_call_counts(a, &begun, &ended);
 	fp_assert_int_eq(begun, 2);
@@ -565,6 +568,37 @@ START_TEST(calls_again)
 	fp_assert_int_eq(units_of(&s, "81 on f;1", NULL), 1);
 	fp_assert_int_eq(units_of(&s, "81 on f;2", NULL), 3);
 	fp_assert_int_eq(s.n, 2);
+	trace_agg_destroy(a);
+}
+END_TEST
+
+/* A call's remainders are rounded as one at its leave: its total to
+ * the nearest unit, given to the stacks with the largest remainders, and
+ * a call shorter than a unit still shows, as one. */
+START_TEST(calls_rounded)
+{
+	struct trace_agg *a = trace_agg_new(8, 100);
+	struct seen s = { 0 };
+
+	trace_agg_calls(a);
+	/* 10 + 15 in f, 5 in g: one unit, to f */
+	ev(a, &P1, TRACE_EV_ENTER, "f", 0);
+	ev(a, &P1, TRACE_EV_CALL, "g", 10);
+	ev(a, &P1, TRACE_EV_RETURN_TO, "f", 15);
+	ev(a, &P1, TRACE_EV_LEAVE, "f", 30);
+	/* 70 in each of three stacks: 210, two units, to the first two of
+	 * equal remainders */
+	ev(a, &P2, TRACE_EV_ENTER, "f", 0);
+	ev(a, &P2, TRACE_EV_CALL, "g", 70);
+	ev(a, &P2, TRACE_EV_CALL, "h", 140);
+	ev(a, &P2, TRACE_EV_LEAVE, "f", 210);
+	trace_agg_flush(a, false, each, &s);
+	fp_assert_int_eq(units_of(&s, "81 on f;1", NULL), 1);
+	fp_assert_int_eq(units_of(&s, "81 on g;f;1", NULL), -1);
+	fp_assert_int_eq(units_of(&s, "82 on f;2", NULL), 1);
+	fp_assert_int_eq(units_of(&s, "82 on g;f;2", NULL), 1);
+	fp_assert_int_eq(units_of(&s, "82 on h;g;f;2", NULL), -1);
+	fp_assert_int_eq(s.n, 3);
 	trace_agg_destroy(a);
 }
 END_TEST
@@ -626,6 +660,7 @@ trace_agg_suite(void)
 	tcase_add_test(tc, calls_rooted);
 	tcase_add_test(tc, calls_again);
 	tcase_add_test(tc, calls_depth);
+	tcase_add_test(tc, calls_rounded);
 	suite_add_tcase(s, tc);
 	return s;
 }

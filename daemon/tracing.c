@@ -316,7 +316,8 @@ fpd_trace_on_reply(struct fpd_trace *tr, struct fp_reply *reply)
 	struct fp_trace_result res;
 
 	if (fp_trace_decode(tr->t, reply, &res, write_stack, tr) < 0) {
-		fpd_warn("--trace: the tracer's reply could not be read");
+		fpd_warn("%s: the tracer's reply could not be read",
+			 tr->o->trace_call ? "--trace-call" : "--trace");
 		return;
 	}
 	if (res.events > tr->events) {
@@ -334,7 +335,8 @@ fpd_trace_lost(struct fpd_trace *tr)
 		return;
 	if (fp_trace_active(tr->t) && !tr->ended) {
 		tr->ended = true;
-		fpd_warn("--trace: the connection went: the tracer removed its flags and patterns on the node; %llu events seen, %llu samples written (not started again)",
+		fpd_warn("%s: the connection went: the tracer removed its flags and patterns on the node; %llu events seen, %llu samples written (not started again)",
+			 tr->o->trace_call ? "--trace-call" : "--trace",
 			 (unsigned long long)tr->events, (unsigned long long)tr->written);
 	}
 	/* a new connection does not know the tracer's pid */
@@ -353,8 +355,8 @@ fpd_trace_stop(struct fpd_trace *tr, struct fp_node *node,
 		return;
 	rc = fp_trace_stop(tr->t, node, &res, write_stack, tr, timeout_ms);
 	if (rc < 0) {
-		fpd_warn("--trace: no answer to the stop (%s): the tracer removes its flags and patterns when the connection closes",
-			 strerror(-rc));
+		fpd_warn("%s: no answer to the stop (%s): the tracer removes its flags and patterns when the connection closes",
+			 tr->o->trace_call ? "--trace-call" : "--trace", strerror(-rc));
 		return;
 	}
 	if (res.events > tr->events)

@@ -172,7 +172,7 @@ write_stack(const struct fp_trace_stack *st, void *data)
 
 	if (!st->on_cpu)
 		tr->frames[n++] = (struct fp_frame){
-			.module = "SLEEP", .function = "scheduled_out",
+			.module = FP_SLEEP_MODULE, .function = FP_SLEEP_FUNCTION,
 		};
 	memcpy(tr->frames + n, st->frames, st->nframes * sizeof(*st->frames));
 	smp.nframes = n + st->nframes;

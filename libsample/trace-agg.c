@@ -5,10 +5,12 @@
  * call pushes its function, except one already on the stack, which cuts
  * the stack back to it (a tail call or a loop re-entering it, where no
  * return_to comes); return_to cuts back to the function returned to,
- * however many frames an exception or a chain of tail calls skipped, and
- * a function not on the stack (the trace started below it) becomes the
- * whole stack; in with an empty stack starts it at the function
- * scheduled in. The first event of a process only sets its clock: the
+ * however many frames an exception or a chain of tail calls skipped,
+ * and a function not on the stack takes the place of the innermost
+ * frame, the one that returned: it is a caller no call event showed (a
+ * function with no pattern, as lists:foldl/3 running a fun, or one the
+ * trace started in), and the frames under it stay; in with an empty
+ * stack starts it at the function scheduled in. The first event of a process only sets its clock: the
  * time before it belongs to no known stack.
  *
  * Following (trace_agg_follow()): a process that is no target came into
@@ -24,9 +26,7 @@
  * for a call from a target, so the server's time and calls count from
  * that call until the server calls or returns to one of the frames
  * that were below it (its loop takes the next message), and nothing
- * else of it does. Not "while the marker is on the stack": a return to
- * a function with no pattern (lists:foldl/3 running handle_call's fun)
- * makes that function the whole stack.
+ * else of it does.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -427,8 +427,10 @@ trace_agg_event(struct trace_agg *a, const struct fp_pid *pid,
 		break;
 	case TRACE_EV_RETURN_TO:
 		if (has && !cut(p, frame)) {
-			p->stack[0] = frame;
-			p->n = 1;
+			if (p->n > 0)
+				p->stack[p->n - 1] = frame;
+			else
+				p->stack[p->n++] = frame;
 		}
 		if (p->server && has)
 			span_event(a, p, ev, frame);

@@ -137,9 +137,37 @@ START_TEST(return_skips_frames)
 }
 END_TEST
 
+/* A fun run by a function with no pattern (lists:map/2 under
+ * handle_call) returns to it: that function takes the fun's place and
+ * handle_call stays under it, until a return to handle_call cuts back. */
+START_TEST(return_to_unpatterned)
+{
+	struct trace_agg *a = trace_agg_new(8, 100);
+	struct seen s = { 0 };
+
+	ev(a, &P1, TRACE_EV_CALL, "loop", 0);
+	ev(a, &P1, TRACE_EV_CALL, "handle_call", 0);
+	ev(a, &P1, TRACE_EV_CALL, "fun", 0);
+	ev(a, &P1, TRACE_EV_RETURN_TO, "map", 100);
+	ev(a, &P1, TRACE_EV_CALL, "fun", 300);
+	ev(a, &P1, TRACE_EV_RETURN_TO, "map", 400);
+	ev(a, &P1, TRACE_EV_RETURN_TO, "handle_call", 500);
+	ev(a, &P1, TRACE_EV_RETURN_TO, "loop", 700);
+	ev(a, &P1, TRACE_EV_OTHER, NULL, 800);
+	trace_agg_flush(a, false, each, &s);
+	fp_assert_int_eq(units_of(&s, "81 on fun;handle_call;loop", NULL), 1);
+	fp_assert_int_eq(units_of(&s, "81 on fun;map;handle_call;loop", NULL), 1);
+	fp_assert_int_eq(units_of(&s, "81 on map;handle_call;loop", NULL), 3);
+	fp_assert_int_eq(units_of(&s, "81 on handle_call;loop", NULL), 2);
+	fp_assert_int_eq(units_of(&s, "81 on loop", NULL), 1);
+	fp_assert_int_eq(s.n, 5);
+	trace_agg_destroy(a);
+}
+END_TEST
+
 /* The trace starts inside a stack: the first event only sets the clock,
- * a return to a function never seen called becomes the whole stack, and
- * return_to undefined keeps the stack. */
+ * a return to a function never seen called takes the returning frame's
+ * place, and return_to undefined keeps the stack. */
 START_TEST(starts_mid_stack)
 {
 	struct trace_agg *a = trace_agg_new(8, 100);
@@ -379,8 +407,9 @@ START_TEST(server_marked_only)
 END_TEST
 
 /* A return to a function with no pattern (lists:foldl/3 under
- * handle_call) makes it the whole stack; the span goes on until the
- * server is back under the marker. */
+ * handle_call) takes the place of the frame that returned, the frames
+ * under it kept; the span goes on until the server is back below the
+ * marker. */
 START_TEST(server_span_through_unpatterned)
 {
 	struct trace_agg *a = trace_agg_new(8, 100);
@@ -400,7 +429,8 @@ START_TEST(server_span_through_unpatterned)
 	ev(a, &P2, TRACE_EV_OUT, "other", 2000);
 	trace_agg_flush(a, true, each, &s);
 	fp_assert_int_eq(units_of(&s, "82 on fun;try;handle_msg;loop;<0.81.0>", NULL), 1);
-	fp_assert_int_eq(units_of(&s, "82 on foldl;<0.81.0>", NULL), 2);
+	fp_assert_int_eq(units_of(&s, "82 on foldl;try;handle_msg;loop;<0.81.0>",
+				  NULL), 2);
 	fp_assert_int_eq(s.n, 2);
 	trace_agg_destroy(a);
 }
@@ -481,6 +511,7 @@ trace_agg_suite(void)
 	tcase_add_test(tc, frames_interned);
 	tcase_add_test(tc, calls_and_returns);
 	tcase_add_test(tc, return_skips_frames);
+	tcase_add_test(tc, return_to_unpatterned);
 	tcase_add_test(tc, starts_mid_stack);
 	tcase_add_test(tc, reentry_and_depth);
 	suite_add_tcase(s, tc);

@@ -204,6 +204,20 @@ fpd_option_push(struct fpd_options *o, const char *arg)
 	return 0;
 }
 
+int
+fpd_option_push_format(struct fpd_options *o, const char *arg)
+{
+	if (strcmp(arg, "pyroscope") == 0)
+		o->push_otlp = false;
+	else if (strcmp(arg, "otlp") == 0)
+		o->push_otlp = true;
+	else
+		return fpd_option_bad_value("--push-format", arg,
+				 "expected pyroscope or otlp");
+	o->push_format_given = true;
+	return 0;
+}
+
 /* Pyroscope's application names, less the dots its pprof ingest reads
  * as the start of the profile type's suffix. */
 int

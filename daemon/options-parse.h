@@ -77,6 +77,7 @@ FPD_OPTION_PARSER(discover_match);
 FPD_OPTION_PARSER(cluster);
 FPD_OPTION_PARSER(push);		/* http:// or https:// */
 FPD_OPTION_PARSER(push_service);	/* letters, digits, '_', '-' */
+FPD_OPTION_PARSER(push_format);	/* pyroscope or otlp */
 FPD_OPTION_PARSER(cookie_file);
 FPD_OPTION_PARSER(connect);
 FPD_OPTION_PARSER(top);

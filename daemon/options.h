@@ -102,6 +102,8 @@ struct fpd_options {
 	const char *push_url;		/* --push URL, or NULL */
 	const char *push_header_file;	/* --push-header-file, or NULL */
 	const char *push_service;	/* --push-service, or NULL */
+	bool push_otlp;			/* --push-format otlp */
+	bool push_format_given;		/* --push-format at all */
 	uint64_t push_spool_max;	/* --push-spool-max, bytes per node */
 	uint64_t push_timeout_us;	/* --push-timeout */
 	struct fpd_push *push;		/* the run's pusher (made by main

@@ -109,3 +109,8 @@ FPD_OPTION_PARSER(burst_rate);
  */
 int
 fpd_options_check_fleet(struct fpd_options *o);
+
+/** --trace-call MOD:FUN[/ARITY]: @return 0, or FPD_EXIT_USAGE with the
+ * reason on stderr. */
+int
+fpd_option_trace_call(struct fpd_options *o, const char *arg);

@@ -392,6 +392,15 @@ static const struct option_spec options[] = {
 	  "                            its work on calls from the --trace processes,\n"
 	  "                            and no other caller's, rooted at FOLLOWED:<pid>\n"
 	  "                            (repeatable)\n" },
+	{ "trace-call", 0, required_argument, .parse = fpd_option_trace_call,
+	  .help = "      --trace-call MOD:FUN[/ARITY]  trace the function's next calls, in\n"
+	  "                            whatever process runs them: each call's calls\n"
+	  "                            and returns, rooted at CALL:'<n>'/0 (one\n"
+	  "                            function; not with --trace)\n" },
+	{ "trace-calls", 0, required_argument,
+	  .help = "      --trace-calls N       the calls --trace-call traces (default 100; the\n"
+	  "                            trace ends when they have returned)\n",
+	  UINT(trace_calls, 1, 100000, "expected a whole number from 1 to 100000") },
 	{ "trace-for", 0, required_argument,
 	  .help = "      --trace-for DUR       end the trace after DUR (default 10s)\n",
 	  DURATION(trace_for_us, 100000, 3600000000ull,
@@ -486,7 +495,8 @@ static const char usage_tail[] =
 "      --push-service or --push-format without --push; a --trace target that\n"
 "      is no process of the node, or a trace refused to leave another\n"
 "      tracer's flags and patterns as they are, or --trace-follow or\n"
-"      --trace-server without --trace\n"
+"      --trace-server without --trace; a --trace-call function not loaded or\n"
+"      not exported on the node, or --trace-call with --trace\n"
 "  65  a --duration run took no sample at all\n"
 "  66  cookie file missing, unreadable, empty, readable by others or not a\n"
 "      regular file (a FIFO, a device); the same for --push-header-file, or\n"
@@ -548,6 +558,7 @@ set_defaults(struct fpd_options *o)
 		.trace_for_us = 10000000,
 		.trace_max_events = 1000000,
 		.trace_max_rate = 20000,
+		.trace_calls = 100,
 	};
 }
 
@@ -644,14 +655,22 @@ check_together(struct fpd_options *o)
 		fprintf(stderr, "flame_profd: error: --trace writes files: it cannot be used with --flight-recorder\n");
 		return FPD_EXIT_USAGE;
 	}
+	if (o->trace_call && (o->ntraces || o->flight_us)) {
+		fprintf(stderr, "flame_profd: error: --trace-call cannot be used with %s\n",
+			o->ntraces ? "--trace (one trace at a time)" :
+			"--flight-recorder (it writes files)");
+		return FPD_EXIT_USAGE;
+	}
 	if ((o->trace_follow || o->ntrace_servers) && !o->ntraces) {
 		fprintf(stderr, "flame_profd: error: %s needs --trace PID|NAME (see --help)\n",
 			o->trace_follow ? "--trace-follow" : "--trace-server");
 		return FPD_EXIT_USAGE;
 	}
-	if (o->ntraces && !o->top_set && !o->npids && !o->nnames)
+	if ((o->ntraces || o->trace_call) && !o->top_set && !o->npids &&
+	    !o->nnames)
 		o->top = 0;
-	if (o->top == 0 && !o->npids && !o->nnames && !o->ntraces) {
+	if (o->top == 0 && !o->npids && !o->nnames && !o->ntraces &&
+	    !o->trace_call) {
 		fprintf(stderr, "flame_profd: error: nothing to sample: --top 0 and no --pid or --name\n");
 		return FPD_EXIT_USAGE;
 	}

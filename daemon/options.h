@@ -116,6 +116,11 @@ struct fpd_options {
 	uint64_t trace_for_us;	/* --trace-for */
 	unsigned trace_max_events;	/* --trace-max-events */
 	unsigned trace_max_rate;	/* --trace-max-rate, events/s */
+	const char *trace_call;		/* --trace-call MOD:FUN[/ARITY], as given */
+	char trace_call_module[256];	/* ... parsed */
+	char trace_call_function[256];
+	int trace_call_arity;		/* -1: every arity */
+	unsigned trace_calls;		/* --trace-calls */
 	uid_t uid;
 	gid_t gid;
 };

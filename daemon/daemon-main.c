@@ -192,6 +192,7 @@ open_push(struct fpd_options *o, const struct fpd_trust *trust)
 		.url = o->push_url,
 		.header_file = o->push_header_file,
 		.service = o->push_service,
+		.otlp = o->push_otlp,
 		.spool_max = o->push_spool_max,
 		.timeout_us = o->push_timeout_us,
 		.trust = *trust,

@@ -204,6 +204,20 @@ fpd_option_push(struct fpd_options *o, const char *arg)
 	return 0;
 }
 
+int
+fpd_option_push_format(struct fpd_options *o, const char *arg)
+{
+	if (strcmp(arg, "pyroscope") == 0)
+		o->push_otlp = false;
+	else if (strcmp(arg, "otlp") == 0)
+		o->push_otlp = true;
+	else
+		return fpd_option_bad_value("--push-format", arg,
+				 "expected pyroscope or otlp");
+	o->push_format_given = true;
+	return 0;
+}
+
 /* Pyroscope's application names, less the dots its pprof ingest reads
  * as the start of the profile type's suffix. */
 int
@@ -259,6 +273,8 @@ fpd_options_check_fleet(struct fpd_options *o)
 		return refuse_for_fleet("--pid names a process of one node");
 	if (o->ntraces)
 		return refuse_for_fleet("--trace names a process of one node");
+	if (o->trace_call)
+		return refuse_for_fleet("--trace-call traces one node");
 	if (o->perf_pid || o->perf_auto)
 		return refuse_for_fleet("--perf samples the OS process of one node");
 	if (o->connect_host)
@@ -610,3 +626,52 @@ fpd_option_quiet(struct fpd_options *o, const char *arg)
 	return 0;
 }
 
+/* An atom's text as the node would spell it unquoted or quoted: anything
+ * but a separator, up to 255 bytes. */
+static bool
+call_part(const char *s, size_t len, char *out, size_t outlen)
+{
+	if (len == 0 || len >= outlen)
+		return false;
+	for (size_t i = 0; i < len; i++)
+		if ((unsigned char)s[i] < 0x20 || s[i] == ':' || s[i] == '/')
+			return false;
+	memcpy(out, s, len);
+	out[len] = '\0';
+	return true;
+}
+
+int
+fpd_option_trace_call(struct fpd_options *o, const char *arg)
+{
+	const char *colon = strchr(arg, ':'), *slash, *fun;
+	unsigned long arity;
+	char *end;
+
+	if (o->trace_call)
+		return fpd_option_bad_value("--trace-call", arg,
+				 "given twice: one function is traced at a time");
+	if (!colon)
+		goto bad;
+	fun = colon + 1;
+	slash = strchr(fun, '/');
+	if (!call_part(arg, (size_t)(colon - arg), o->trace_call_module,
+		       sizeof(o->trace_call_module)) ||
+	    !call_part(fun, slash ? (size_t)(slash - fun) : strlen(fun),
+		       o->trace_call_function, sizeof(o->trace_call_function)))
+		goto bad;
+	o->trace_call_arity = -1;
+	if (slash) {
+		errno = 0;
+		arity = strtoul(slash + 1, &end, 10);
+		if (slash[1] < '0' || slash[1] > '9' || *end || errno ||
+		    arity > 255)
+			goto bad;
+		o->trace_call_arity = (int)arity;
+	}
+	o->trace_call = arg;
+	return 0;
+bad:
+	return fpd_option_bad_value("--trace-call", arg,
+			 "expected MOD:FUN or MOD:FUN/ARITY, e.g. my_server:handle_call/3");
+}

@@ -77,6 +77,7 @@ FPD_OPTION_PARSER(discover_match);
 FPD_OPTION_PARSER(cluster);
 FPD_OPTION_PARSER(push);		/* http:// or https:// */
 FPD_OPTION_PARSER(push_service);	/* letters, digits, '_', '-' */
+FPD_OPTION_PARSER(push_format);	/* pyroscope or otlp */
 FPD_OPTION_PARSER(cookie_file);
 FPD_OPTION_PARSER(connect);
 FPD_OPTION_PARSER(top);
@@ -108,3 +109,8 @@ FPD_OPTION_PARSER(burst_rate);
  */
 int
 fpd_options_check_fleet(struct fpd_options *o);
+
+/** --trace-call MOD:FUN[/ARITY]: @return 0, or FPD_EXIT_USAGE with the
+ * reason on stderr. */
+int
+fpd_option_trace_call(struct fpd_options *o, const char *arg);

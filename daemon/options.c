@@ -346,19 +346,26 @@ static const struct option_spec options[] = {
 	  "                            at once); then back to --top\n",
 	  UINT(burst_top, 1, TOP_MAX, "expected a whole number from 1 to 100000") },
 	{ .help = "\n" },
-	{ .help = "Push (each finished file, as pprof, to a Pyroscope-compatible server):\n" },
+	{ .help = "Push (each finished file, as pprof to a Pyroscope-compatible server, or\n"
+	  "as OTLP profiles):\n" },
 	{ "push", 0, required_argument, .parse = fpd_option_push,
 	  .help = "      --push URL            POST each finished file of each node to URL's\n"
-	  "                            /ingest (http:// or https://), through a spool\n"
-	  "                            in DIR/<node>/push-spool/\n" },
+	  "                            /ingest, or with --push-format otlp its\n"
+	  "                            /v1development/profiles (http:// or https://),\n"
+	  "                            through a spool in DIR/<node>/push-spool/\n" },
 	{ "push-header-file", 0, required_argument,
 	  .help = "      --push-header-file PATH  HTTP headers sent with each request, one\n"
 	  "                            \"Name: value\" a line (an Authorization or\n"
 	  "                            X-Scope-OrgID line); read once, never logged\n",
 	  STRING(push_header_file) },
+	{ "push-format", 0, required_argument, .parse = fpd_option_push_format,
+	  .help = "      --push-format FORMAT  pyroscope (default): pprof to URL's /ingest;\n"
+	  "                            otlp: OTLP profiles (an alpha signal) to URL's\n"
+	  "                            /v1development/profiles\n" },
 	{ "push-service", 0, required_argument, .parse = fpd_option_push_service,
-	  .help = "      --push-service NAME   the service_name profiles are sent under\n"
-	  "                            (default: each node's name before the @)\n" },
+	  .help = "      --push-service NAME   the service_name (OTLP: service.name) profiles\n"
+	  "                            are sent under (default: each node's name\n"
+	  "                            before the @)\n" },
 	{ "push-spool-max", 0, required_argument,
 	  .help = "      --push-spool-max SIZE each node's spool holds at most SIZE; the\n"
 	  "                            oldest profiles are dropped, and counted, beyond\n"
@@ -385,6 +392,15 @@ static const struct option_spec options[] = {
 	  "                            its work on calls from the --trace processes,\n"
 	  "                            and no other caller's, rooted at FOLLOWED:<pid>\n"
 	  "                            (repeatable)\n" },
+	{ "trace-call", 0, required_argument, .parse = fpd_option_trace_call,
+	  .help = "      --trace-call MOD:FUN[/ARITY]  trace the function's next calls, in\n"
+	  "                            whatever process runs them: each call's calls\n"
+	  "                            and returns, rooted at CALL:'<n>'/0 (one\n"
+	  "                            function; not with --trace)\n" },
+	{ "trace-calls", 0, required_argument,
+	  .help = "      --trace-calls N       the calls --trace-call traces (default 100; the\n"
+	  "                            trace ends when they have returned)\n",
+	  UINT(trace_calls, 1, 100000, "expected a whole number from 1 to 100000") },
 	{ "trace-for", 0, required_argument,
 	  .help = "      --trace-for DUR       end the trace after DUR (default 10s)\n",
 	  DURATION(trace_for_us, 100000, 3600000000ull,
@@ -475,11 +491,12 @@ static const char usage_tail[] =
 "   0  finished (--duration over, or stopped by SIGINT/SIGTERM)\n"
 "  64  bad command line: unknown flag, bad value, bad node name, a --perf\n"
 "      OSPID that is no process, --perf auto with --user, --pid, --perf,\n"
-"      --connect or --trace with several nodes, or --push-header-file or\n"
-"      --push-service without --push; a --trace target that is no process\n"
-"      of the node, or a trace refused to leave another tracer's flags and\n"
-"      patterns as they are, or --trace-follow or --trace-server without\n"
-"      --trace\n"
+"      --connect or --trace with several nodes, or --push-header-file,\n"
+"      --push-service or --push-format without --push; a --trace target that\n"
+"      is no process of the node, or a trace refused to leave another\n"
+"      tracer's flags and patterns as they are, or --trace-follow or\n"
+"      --trace-server without --trace; a --trace-call function not loaded or\n"
+"      not exported on the node, or --trace-call with --trace\n"
 "  65  a --duration run took no sample at all\n"
 "  66  cookie file missing, unreadable, empty, readable by others or not a\n"
 "      regular file (a FIFO, a device); the same for --push-header-file, or\n"
@@ -541,6 +558,7 @@ set_defaults(struct fpd_options *o)
 		.trace_for_us = 10000000,
 		.trace_max_events = 1000000,
 		.trace_max_rate = 20000,
+		.trace_calls = 100,
 	};
 }
 
@@ -626,13 +644,21 @@ check_together(struct fpd_options *o)
 			o->burst_rate ? "--burst-rate" : "--burst-top");
 		return FPD_EXIT_USAGE;
 	}
-	if (!o->push_url && (o->push_header_file || o->push_service)) {
+	if (!o->push_url && (o->push_header_file || o->push_service ||
+			     o->push_format_given)) {
 		fprintf(stderr, "flame_profd: error: %s needs --push URL (see --help)\n",
-			o->push_header_file ? "--push-header-file" : "--push-service");
+			o->push_header_file ? "--push-header-file" :
+			o->push_service ? "--push-service" : "--push-format");
 		return FPD_EXIT_USAGE;
 	}
 	if (o->ntraces && o->flight_us) {
 		fprintf(stderr, "flame_profd: error: --trace writes files: it cannot be used with --flight-recorder\n");
+		return FPD_EXIT_USAGE;
+	}
+	if (o->trace_call && (o->ntraces || o->flight_us)) {
+		fprintf(stderr, "flame_profd: error: --trace-call cannot be used with %s\n",
+			o->ntraces ? "--trace (one trace at a time)" :
+			"--flight-recorder (it writes files)");
 		return FPD_EXIT_USAGE;
 	}
 	if ((o->trace_follow || o->ntrace_servers) && !o->ntraces) {
@@ -640,9 +666,11 @@ check_together(struct fpd_options *o)
 			o->trace_follow ? "--trace-follow" : "--trace-server");
 		return FPD_EXIT_USAGE;
 	}
-	if (o->ntraces && !o->top_set && !o->npids && !o->nnames)
+	if ((o->ntraces || o->trace_call) && !o->top_set && !o->npids &&
+	    !o->nnames)
 		o->top = 0;
-	if (o->top == 0 && !o->npids && !o->nnames && !o->ntraces) {
+	if (o->top == 0 && !o->npids && !o->nnames && !o->ntraces &&
+	    !o->trace_call) {
 		fprintf(stderr, "flame_profd: error: nothing to sample: --top 0 and no --pid or --name\n");
 		return FPD_EXIT_USAGE;
 	}

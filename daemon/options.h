@@ -102,6 +102,8 @@ struct fpd_options {
 	const char *push_url;		/* --push URL, or NULL */
 	const char *push_header_file;	/* --push-header-file, or NULL */
 	const char *push_service;	/* --push-service, or NULL */
+	bool push_otlp;			/* --push-format otlp */
+	bool push_format_given;		/* --push-format at all */
 	uint64_t push_spool_max;	/* --push-spool-max, bytes per node */
 	uint64_t push_timeout_us;	/* --push-timeout */
 	struct fpd_push *push;		/* the run's pusher (made by main
@@ -114,6 +116,11 @@ struct fpd_options {
 	uint64_t trace_for_us;	/* --trace-for */
 	unsigned trace_max_events;	/* --trace-max-events */
 	unsigned trace_max_rate;	/* --trace-max-rate, events/s */
+	const char *trace_call;		/* --trace-call MOD:FUN[/ARITY], as given */
+	char trace_call_module[256];	/* ... parsed */
+	char trace_call_function[256];
+	int trace_call_arity;		/* -1: every arity */
+	unsigned trace_calls;		/* --trace-calls */
 	uid_t uid;
 	gid_t gid;
 };

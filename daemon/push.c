@@ -1,6 +1,8 @@
 /*
  * flame_profd — --push: finished files as pprof profiles, through a
- * spool on disk, to a Pyroscope-compatible /ingest.
+ * spool on disk, to a Pyroscope-compatible /ingest, or with
+ * --push-format otlp as OTLP profiles export requests to an OTLP/HTTP
+ * receiver's /v1development/profiles.
  *
  * One thread does all of it, so that nothing here can move the loop's
  * sampling: the loop only queues a file's name (fpd_output_finished_fn),
@@ -28,10 +30,12 @@
 #include "daemon-log.h"
 #include "fp/perf-file.h"
 #include "fp/perf-script-read.h"
+#include "fp/otlp.h"
 #include "fp/pprof.h"
 #include "output.h"
 #include "util.h"
 #include "util-buf.h"
+#include "util-escape.h"
 #include "util-mem.h"
 
 #define QUEUE_MAX 256			/* files waiting to be spooled, of
@@ -46,6 +50,13 @@
 #define BACKFILL_MAX (QUEUE_MAX / 2)	/* files finished unspooled, taken up */
 #define SPY_NAME "flame_profd"
 #define FINAL_ROUND_US 1000000u		/* stopping: the spool tried this long */
+#define RETRY_AFTER_MAX_US 300000000u	/* a server's Retry-After, at most */
+#define ANSWER_MAX 65536		/* a response body kept for reading */
+#define PPROF_SUFFIX ".pprof.gz"
+#define OTLP_SUFFIX ".otlp.gz"		/* an ExportProfilesServiceRequest */
+#define OTLP_PATH "/v1development/profiles"
+#define OTLP_NODE_ATTR "beam.node"
+#define OTLP_STATUS_ATTR "beam.process.status"
 
 /*
  * What each profile tells Pyroscope of its one column: samples, summed
@@ -62,12 +73,15 @@ struct spooled {
 	char name[64];
 	uint64_t size;
 	struct fpd_made made;
+	bool otlp;			/* OTLP_SUFFIX, else PPROF_SUFFIX */
 };
 
 struct push_node {
 	struct fpd_push *push;
 	char *node;
 	char *name_param;		/* name=, escaped for the URL */
+	char *service;			/* otlp: service.name */
+	char *host;			/* otlp: host.name, the node's host */
 	int node_dirfd;			/* the node directory (a dup) */
 	int spool_fd;			/* push-spool/, -1 until opened */
 	bool spool_tried;
@@ -99,7 +113,9 @@ struct job {
 struct fpd_push {
 	struct fpd_push_config c;
 	char *ingest_url;
+	char *otlp_url;
 	struct curl_slist *headers;	/* from the header file: never logged */
+	struct curl_slist *otlp_headers; /* those, and the body's type */
 	CURL *curl;
 	pthread_t thread;
 	bool started;
@@ -222,13 +238,28 @@ out:
 
 /* --- setting up ------------------------------------------------------- */
 
-/* The URL requests go to: the server's /ingest, or --push as given when
- * it names /ingest already. */
+/* Whether @path ends in @tail. */
+static bool
+ends_with(const char *path, size_t len, const char *tail)
+{
+	size_t n = strlen(tail);
+
+	return len >= n && memcmp(path + len - n, tail, n) == 0;
+}
+
+/*
+ * The URLs requests go to: --push as given when it names the format's
+ * path (/ingest, /v1development/profiles) already, else with that path
+ * added, as OTLP/HTTP exporters add theirs to a base URL. The other
+ * format's URL, for what an earlier run with the other --push-format
+ * left in a spool, is made from the same base.
+ */
 static int
-ingest_url(struct fpd_push *p)
+push_urls(struct fpd_push *p)
 {
 	CURLU *u = curl_url();
 	char *path = NULL, *scheme = NULL, *query = NULL;
+	struct fp_text t = { 0 };
 	int rc = 0;
 
 	if (!u)
@@ -246,27 +277,53 @@ ingest_url(struct fpd_push *p)
 		rc = -EINVAL;
 		goto out;
 	}
+	fp_text_puts(&t, p->c.url);
+	if (path && ends_with(t.buf, t.len, "/ingest"))
+		t.len -= strlen("/ingest");
+	else if (path && ends_with(t.buf, t.len, OTLP_PATH))
+		t.len -= strlen(OTLP_PATH);
+	while (t.len && t.buf[t.len - 1] == '/')
+		t.len--;
 	{
-		size_t l = path ? strlen(path) : 0;
-		bool has = l >= 7 && strcmp(path + l - 7, "/ingest") == 0;
-		struct fp_text t = { 0 };
+		size_t base = t.len;
 
-		fp_text_puts(&t, p->c.url);
-		if (!has) {
-			while (t.len && t.buf[t.len - 1] == '/')
-				t.len--;
-			fp_text_puts(&t, "/ingest");
-		}
+		fp_text_puts(&t, "/ingest");
 		fp_text_putc(&t, '\0');
 		p->ingest_url = xstrdup(t.buf);
-		fp_text_free(&t);
+		t.len = base;
+		fp_text_puts(&t, OTLP_PATH);
+		fp_text_putc(&t, '\0');
+		p->otlp_url = xstrdup(t.buf);
 	}
 out:
+	fp_text_free(&t);
 	curl_free(path);
 	curl_free(scheme);
 	curl_free(query);
 	curl_url_cleanup(u);
 	return rc;
+}
+
+/* OTLP/HTTP's binary protobuf encoding, gzip'd as the spool holds it;
+ * after the header file's lines. */
+static void
+otlp_headers(struct fpd_push *p)
+{
+	static const char *const ours[] = {
+		"Content-Type: application/x-protobuf",
+		"Content-Encoding: gzip",
+	};
+
+	for (struct curl_slist *l = p->headers; l; l = l->next) {
+		p->otlp_headers = curl_slist_append(p->otlp_headers, l->data);
+		if (!p->otlp_headers)
+			abort();
+	}
+	for (size_t i = 0; i < sizeof(ours) / sizeof(ours[0]); i++) {
+		p->otlp_headers = curl_slist_append(p->otlp_headers, ours[i]);
+		if (!p->otlp_headers)
+			abort();
+	}
 }
 
 int
@@ -296,11 +353,12 @@ fpd_push_new(const struct fpd_push_config *c, struct fpd_push **out)
 	p->curl = curl_easy_init();
 	if (!p->curl)
 		abort();
-	rc = ingest_url(p);
+	rc = push_urls(p);
 	if (rc == 0 && p->c.header_file)
 		rc = read_header_file(p);
 	if (rc < 0)
 		goto fail;
+	otlp_headers(p);
 	*out = p;
 	return 0;
 fail:
@@ -607,6 +665,20 @@ fpd_push_attach(struct fpd_push *p, struct fpd_output *out, const char *node)
 	pn->push = p;
 	pn->node = xstrdup(node);
 	pn->name_param = name_param(p, node);
+	{
+		const char *at = strchr(node, '@');
+		char host[256] = "";
+
+		size_t n = at ? (size_t)(at - node) : strlen(node);
+
+		pn->service = p->c.service ? xstrdup(p->c.service) :
+			      memcpy(xzalloc(n + 1), node, n);
+		/* a node's name says its host; a short name without one
+		 * runs here */
+		if (!at && gethostname(host, sizeof(host) - 1) < 0)
+			host[0] = '\0';
+		pn->host = xstrdup(at ? at + 1 : host);
+	}
 	pn->file_node = xstrdup(fpd_output_node_name(out));
 	pn->node_dirfd = fcntl(fpd_output_dirfd(out), F_DUPFD_CLOEXEC, 3);
 	pn->spool_fd = -1;
@@ -632,18 +704,26 @@ cmp_spooled(const void *a, const void *b)
 		      ((const struct spooled *)b)->name);
 }
 
-/* <first sample µs>-<last sample µs>-<rate mHz>.pprof.gz: names sort by
- * time, and a profile needs nothing but its name and bytes to be sent. */
+/* <first sample µs>-<last sample µs>-<rate mHz>.pprof.gz (or .otlp.gz,
+ * *@otlp then true): names sort by time, and a profile needs nothing but
+ * its name and bytes to be sent, also by a run of the other
+ * --push-format. */
 static bool
 spool_name_parse(const char *name, uint64_t *from_us, uint64_t *until_us,
-		 uint64_t *rate_mhz)
+		 uint64_t *rate_mhz, bool *otlp)
 {
 	int end = 0;
 
-	if (sscanf(name, "%16" SCNu64 "-%16" SCNu64 "-%" SCNu64 ".pprof.gz%n",
-		   from_us, until_us, rate_mhz, &end) != 3)
+	if (sscanf(name, "%16" SCNu64 "-%16" SCNu64 "-%" SCNu64 "%n",
+		   from_us, until_us, rate_mhz, &end) != 3 || end <= 0)
 		return false;
-	return end > 0 && name[end] == '\0' && strlen(name) < sizeof(((struct spooled *)0)->name);
+	if (strcmp(name + end, PPROF_SUFFIX) == 0)
+		*otlp = false;
+	else if (strcmp(name + end, OTLP_SUFFIX) == 0)
+		*otlp = true;
+	else
+		return false;
+	return strlen(name) < sizeof(((struct spooled *)0)->name);
 }
 
 /* Open (making it) the node's spool, and list what an earlier run left. */
@@ -680,9 +760,10 @@ spool_open(struct fpd_push *p, struct push_node *pn)
 	while ((de = readdir(dir))) {
 		uint64_t a, b, r;
 		struct stat st;
+		bool otlp;
 		int f;
 
-		if (!spool_name_parse(de->d_name, &a, &b, &r))
+		if (!spool_name_parse(de->d_name, &a, &b, &r, &otlp))
 			continue;
 		f = fpd_fs_open_file(pn->spool_fd, de->d_name, O_RDONLY,
 				     &p->c.trust, &st, &why);
@@ -694,6 +775,7 @@ spool_open(struct fpd_push *p, struct push_node *pn)
 		memcpy(pn->spool[pn->nspool].name, de->d_name,
 		       strlen(de->d_name) + 1);
 		pn->spool[pn->nspool].size = (uint64_t)st.st_size;
+		pn->spool[pn->nspool].otlp = otlp;
 		fpd_fs_made_of(&st, &pn->spool[pn->nspool].made);
 		pn->spool_bytes += (uint64_t)st.st_size;
 		pn->nspool++;
@@ -737,7 +819,8 @@ spool_trim(struct fpd_push *p, struct push_node *pn)
 }
 
 struct build {
-	struct fp_pprof *pp;
+	struct fp_pprof *pp;		/* one of these two */
+	struct fp_otlp *otlp;
 	uint64_t first_us, last_us, n;
 };
 
@@ -746,13 +829,21 @@ on_record(void *data, const struct fp_perf_record *rec)
 {
 	struct build *b = data;
 	const int64_t one = 1;
-	struct fp_pprof_label label = {
-		.key = "status", .str = fp_status_name(rec->status),
-	};
+	const char *status = fp_status_name(rec->status);
 
-	/* Status is the one label: Pyroscope makes a series of each label
-	 * set, and pids or names would make thousands. */
-	fp_pprof_add(b->pp, rec->frames, rec->files, rec->nframes, &one, &label, 1);
+	/* Status is the one label (attribute): Pyroscope makes a series of
+	 * each label set, and pids or names would make thousands. */
+	if (b->otlp) {
+		struct fp_otlp_attr attr = { OTLP_STATUS_ATTR, status };
+
+		fp_otlp_add(b->otlp, rec->frames, rec->files, rec->nframes, &one,
+			    &attr, 1);
+	} else {
+		struct fp_pprof_label label = { .key = "status", .str = status };
+
+		fp_pprof_add(b->pp, rec->frames, rec->files, rec->nframes, &one,
+			     &label, 1);
+	}
 	if (b->n == 0 || rec->time_us < b->first_us)
 		b->first_us = rec->time_us;
 	if (rec->time_us > b->last_us)
@@ -761,13 +852,35 @@ on_record(void *data, const struct fp_perf_record *rec)
 	return 0;
 }
 
-/* The finished file @j names, as a gzip'd profile in *@gz. */
+/*
+ * The OTLP request of a file: one resource, the node (service.name as
+ * Pyroscope's name= has it, host.name, OTLP_NODE_ATTR), one scope, this
+ * program; one profile of samples counted, each standing for a period
+ * of wall time (1/--rate): wall time is samples x period, which a
+ * receiver derives (a second profile of it would be a second series
+ * of the same name in Pyroscope).
+ */
+static void
+otlp_start(struct push_node *pn, struct build *b)
+{
+	b->otlp = fp_otlp_new();
+	fp_otlp_add_resource_attr(b->otlp, "service.name", pn->service);
+	if (pn->host[0])
+		fp_otlp_add_resource_attr(b->otlp, "host.name", pn->host);
+	fp_otlp_add_resource_attr(b->otlp, OTLP_NODE_ATTR, pn->node);
+	fp_otlp_set_scope(b->otlp, SPY_NAME, FP_VERSION);
+	fp_otlp_add_sample_type(b->otlp, "samples", "count");
+}
+
+/* The finished file @j names, as a gzip'd profile (pprof, or an OTLP
+ * request) in *@gz. */
 static int
 build_profile(struct fpd_push *p, const struct job *j, char **gz, size_t *gzlen,
 	      struct build *b, double *rate)
 {
 	struct fp_perf_reader *r = NULL;
 	const char *why = NULL;
+	int64_t period = 0;
 	FILE *mem;
 	int fd, rc;
 
@@ -781,9 +894,13 @@ build_profile(struct fpd_push *p, const struct job *j, char **gz, size_t *gzlen,
 	rc = fp_perf_reader_open_fd(fd, j->name, &r);
 	if (rc < 0)
 		return rc;
-	b->pp = fp_pprof_new();
-	fp_pprof_add_sample_type(b->pp, "samples", "count");
-	fp_pprof_set_default_sample_type(b->pp, "samples");
+	if (p->c.otlp) {
+		otlp_start(j->pn, b);
+	} else {
+		b->pp = fp_pprof_new();
+		fp_pprof_add_sample_type(b->pp, "samples", "count");
+		fp_pprof_set_default_sample_type(b->pp, "samples");
+	}
 	rc = fp_perf_read(r, on_record, b);
 	if (rc < 0) {
 		fpd_warn("--push [%s]: cannot read %s: %s", j->pn->node, j->name,
@@ -793,15 +910,25 @@ build_profile(struct fpd_push *p, const struct job *j, char **gz, size_t *gzlen,
 	}
 	*rate = fp_perf_reader_rate(r);
 	if (*rate > 0)
-		fp_pprof_set_period(b->pp, "wall", "nanoseconds",
-				    (int64_t)(1e9 / *rate + 0.5));
-	fp_pprof_set_time(b->pp, (int64_t)b->first_us * 1000,
-			  (int64_t)(b->last_us - b->first_us) * 1000);
-	fp_pprof_set_mapping(b->pp, "[beam]");
+		period = (int64_t)(1e9 / *rate + 0.5);
 	mem = open_memstream(gz, gzlen);
 	if (!mem)
 		abort();
-	rc = fp_pprof_write(b->pp, mem);
+	if (b->otlp) {
+		if (period)
+			fp_otlp_set_period(b->otlp, "wall", "nanoseconds", period);
+		fp_otlp_set_time(b->otlp, b->first_us * 1000,
+				 (b->last_us - b->first_us) * 1000);
+		fp_otlp_set_mapping(b->otlp, "[beam]");
+		rc = fp_otlp_write_gzip(b->otlp, mem);
+	} else {
+		if (period)
+			fp_pprof_set_period(b->pp, "wall", "nanoseconds", period);
+		fp_pprof_set_time(b->pp, (int64_t)b->first_us * 1000,
+				  (int64_t)(b->last_us - b->first_us) * 1000);
+		fp_pprof_set_mapping(b->pp, "[beam]");
+		rc = fp_pprof_write(b->pp, mem);
+	}
 	if (fclose(mem) != 0 && rc == 0)
 		rc = -EIO;
 out:
@@ -835,8 +962,8 @@ spool_job(struct fpd_push *p, struct job *j)
 	if (rc < 0 || b.n == 0)
 		goto out;
 	snprintf(name, sizeof(name), "%016" PRIu64 "-%016" PRIu64 "-%" PRIu64
-		 ".pprof.gz", b.first_us, b.last_us,
-		 (uint64_t)(rate * 1000 + 0.5));
+		 "%s", b.first_us, b.last_us, (uint64_t)(rate * 1000 + 0.5),
+		 p->c.otlp ? OTLP_SUFFIX : PPROF_SUFFIX);
 	fpd_fs_clear_own_name(pn->spool_fd, SPOOL_TMP, &p->c.trust);
 	fd = fpd_fs_create(pn->spool_fd, SPOOL_TMP, O_WRONLY | O_CLOEXEC, 0600, &made);
 	if (fd < 0) {
@@ -865,6 +992,7 @@ spool_job(struct fpd_push *p, struct job *j)
 	snprintf(s->name, sizeof(s->name), "%s", name);
 	s->size = gzlen;
 	s->made = made;
+	s->otlp = p->c.otlp;
 	pn->spool_bytes += gzlen;
 	pthread_mutex_lock(&p->mu);
 	p->stats.spooled++;
@@ -886,15 +1014,159 @@ out:
 	if (pn->spool_fd >= 0)
 		mark_write(p, pn, j->name);
 	fp_pprof_destroy(b.pp);
+	fp_otlp_destroy(b.otlp);
 	free(gz);
 }
 
 /* --- sending ---------------------------------------------------------- */
 
+/* What a server answered: its status, Retry-After and the start of its
+ * body (ANSWER_MAX bytes), for OTLP's partial success and errors. */
+struct answer {
+	long code;			/* 0: no answer */
+	uint64_t retry_after_us;	/* 0: none */
+	bool protobuf;			/* Content-Type application/x-protobuf */
+	struct fp_text body;
+};
+
 static size_t
-discard(char *ptr, size_t size, size_t nmemb, void *data)
+keep(char *ptr, size_t size, size_t nmemb, void *data)
 {
-	return size * nmemb;
+	struct fp_text *t = data;
+	size_t n = size * nmemb;
+
+	if (t->len < ANSWER_MAX)
+		fp_text_put(t, ptr, n < ANSWER_MAX - t->len ? n : ANSWER_MAX - t->len);
+	return n;
+}
+
+/* A varint of the protobuf at *@p before @end; false if cut short. */
+static bool
+pb_varint(const unsigned char **p, const unsigned char *end, uint64_t *v)
+{
+	*v = 0;
+	for (int shift = 0; shift < 64 && *p < end; shift += 7) {
+		unsigned char c = *(*p)++;
+
+		*v |= (uint64_t)(c & 0x7f) << shift;
+		if (!(c & 0x80))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * In the protobuf message @msg (@len bytes), the last field @field: a
+ * varint into *@v, or a length-delimited field's bytes into *@at and
+ * *@n. What the server sends is not trusted: every length is checked,
+ * and a field of another wire type than expected is not taken.
+ * @return whether the field was found.
+ */
+static bool
+pb_field(const char *msg, size_t len, unsigned field, uint64_t *v,
+	 const char **at, size_t *n)
+{
+	const unsigned char *p = (const unsigned char *)msg, *end = p + len;
+	bool found = false;
+
+	while (p < end) {
+		uint64_t key, x;
+
+		if (!pb_varint(&p, end, &key))
+			return false;
+		switch (key & 7) {
+		case 0:
+			if (!pb_varint(&p, end, &x))
+				return false;
+			if (key >> 3 == field && v) {
+				*v = x;
+				found = true;
+			}
+			break;
+		case 1:
+			if (end - p < 8)
+				return false;
+			p += 8;
+			break;
+		case 2:
+			if (!pb_varint(&p, end, &x) || x > (uint64_t)(end - p))
+				return false;
+			if (key >> 3 == field && at) {
+				*at = (const char *)p;
+				*n = (size_t)x;
+				found = true;
+			}
+			p += x;
+			break;
+		case 5:
+			if (end - p < 4)
+				return false;
+			p += 4;
+			break;
+		default:
+			return false;
+		}
+	}
+	return found;
+}
+
+/* @n bytes a server sent, as a log line may show them. */
+static char *
+shown(const char *s, size_t n)
+{
+	struct fp_text t = { 0 };
+
+	fp_text_put_escaped(&t, s, n > 512 ? 512 : n, NULL);
+	fp_text_putc(&t, '\0');
+	return t.buf;
+}
+
+/*
+ * A 2xx of OTLP/HTTP: an ExportProfilesServiceResponse, whose
+ * partial_success (1) says how many profiles the server dropped
+ * (rejected_profiles, 1) and why (error_message, 2), or warns with none
+ * rejected. Logged; the request is not sent again (OTLP: a partial
+ * success is not retried).
+ */
+static void
+otlp_partial(struct push_node *pn, const struct spooled *s,
+	     const struct answer *a)
+{
+	const char *ps, *msg = NULL;
+	size_t psn, msgn = 0;
+	uint64_t rejected = 0;
+	char *text;
+
+	if (!a->protobuf || !a->body.len ||
+	    !pb_field(a->body.buf, a->body.len, 1, NULL, &ps, &psn))
+		return;
+	pb_field(ps, psn, 1, &rejected, NULL, NULL);
+	pb_field(ps, psn, 2, NULL, &msg, &msgn);
+	if (!rejected && !msgn)
+		return;
+	text = shown(msg ? msg : "", msgn);
+	if (rejected)
+		fpd_warn("--push [%s]: the server took %s in part: %" PRId64
+			 " profiles rejected: %s", pn->node, s->name,
+			 (int64_t)rejected, msgn ? text : "(no message)");
+	else
+		fpd_warn("--push [%s]: the server took %s with a warning: %s",
+			 pn->node, s->name, text);
+	free(text);
+}
+
+/* The message of an OTLP/HTTP error answer (a google.rpc.Status, its
+ * message field 2), shown, or NULL. */
+static char *
+otlp_error(const struct answer *a)
+{
+	const char *msg;
+	size_t n;
+
+	if (!a->protobuf || !a->body.len ||
+	    !pb_field(a->body.buf, a->body.len, 2, NULL, &msg, &n) || !n)
+		return NULL;
+	return shown(msg, n);
 }
 
 static int
@@ -940,79 +1212,117 @@ spool_read(struct fpd_push *p, struct push_node *pn, const struct spooled *s,
 	return rc;
 }
 
-/* Send the node's oldest profile. @return the HTTP status, or 0 when no
- * answer came (*@err says why). */
-static long
-send_oldest(struct fpd_push *p, struct push_node *pn, const char **err)
+/* The /ingest request of a pprof profile: the URL's query and the form. */
+static curl_mime *
+pyroscope_request(struct fpd_push *p, struct push_node *pn,
+		  const struct spooled *s, const struct fp_text *body,
+		  struct fp_text *url)
 {
-	const struct spooled *s = &pn->spool[0];
 	uint64_t from_us, until_us, rate_mhz;
-	struct fp_text body = { 0 }, url = { 0 };
 	char num[32];
 	curl_mime *mime;
 	curl_mimepart *part;
-	CURLcode cc;
-	long code = 0;
-	int rc;
+	bool otlp;
 
-	*err = NULL;
-	spool_name_parse(s->name, &from_us, &until_us, &rate_mhz);
-	rc = spool_read(p, pn, s, &body);
-	if (rc < 0) {
-		*err = strerror(-rc);
-		return -1;
-	}
-	fp_text_puts(&url, p->ingest_url);
-	fp_text_puts(&url, "?name=");
-	fp_text_puts(&url, pn->name_param);
+	spool_name_parse(s->name, &from_us, &until_us, &rate_mhz, &otlp);
+	fp_text_puts(url, p->ingest_url);
+	fp_text_puts(url, "?name=");
+	fp_text_puts(url, pn->name_param);
 	/* whole seconds that hold every sample */
 	snprintf(num, sizeof(num), "&from=%" PRIu64, from_us / 1000000);
-	fp_text_puts(&url, num);
+	fp_text_puts(url, num);
 	snprintf(num, sizeof(num), "&until=%" PRIu64, (until_us + 999999) / 1000000);
-	fp_text_puts(&url, num);
-	fp_text_puts(&url, "&format=pprof");
+	fp_text_puts(url, num);
+	fp_text_puts(url, "&format=pprof");
 	snprintf(num, sizeof(num), "&sampleRate=%" PRIu64,
 		 rate_mhz >= 1000 ? (rate_mhz + 500) / 1000 : 1);
-	fp_text_puts(&url, num);
-	fp_text_puts(&url, "&spyName=" SPY_NAME);
-	fp_text_putc(&url, '\0');
+	fp_text_puts(url, num);
+	fp_text_puts(url, "&spyName=" SPY_NAME);
+	fp_text_putc(url, '\0');
 
-	curl_easy_reset(p->curl);
 	mime = curl_mime_init(p->curl);
 	part = curl_mime_addpart(mime);
 	curl_mime_name(part, "profile");
 	curl_mime_filename(part, "profile.pprof");
 	curl_mime_type(part, "application/octet-stream");
-	curl_mime_data(part, body.buf ? body.buf : "", body.len);
+	curl_mime_data(part, body->buf ? body->buf : "", body->len);
 	part = curl_mime_addpart(mime);
 	curl_mime_name(part, "sample_type_config");
 	curl_mime_filename(part, "sample_type_config.json");
 	curl_mime_type(part, "application/json");
 	curl_mime_data(part, sample_type_config, CURL_ZERO_TERMINATED);
+	return mime;
+}
 
-	curl_easy_setopt(p->curl, CURLOPT_URL, url.buf);
+/* Send the node's oldest profile, into *@a. @return 0, or a negative
+ * errno when the spooled profile cannot be read (*@err says why); no
+ * answer is a->code 0 (*@err says why). */
+static int
+send_oldest(struct fpd_push *p, struct push_node *pn, struct answer *a,
+	    const char **err)
+{
+	const struct spooled *s = &pn->spool[0];
+	struct fp_text body = { 0 }, url = { 0 };
+	curl_mime *mime = NULL;
+	curl_off_t retry_after = 0;
+	char *ctype = NULL;
+	CURLcode cc;
+	int rc;
+
+	*err = NULL;
+	rc = spool_read(p, pn, s, &body);
+	if (rc < 0) {
+		*err = strerror(-rc);
+		fp_text_free(&body);
+		return rc;
+	}
+	curl_easy_reset(p->curl);
+	if (s->otlp) {
+		/* the spooled bytes are the gzip'd request, sent as they are */
+		curl_easy_setopt(p->curl, CURLOPT_URL, p->otlp_url);
+		curl_easy_setopt(p->curl, CURLOPT_POSTFIELDS, body.buf ? body.buf : "");
+		curl_easy_setopt(p->curl, CURLOPT_POSTFIELDSIZE_LARGE,
+				 (curl_off_t)body.len);
+		curl_easy_setopt(p->curl, CURLOPT_HTTPHEADER, p->otlp_headers);
+	} else {
+		mime = pyroscope_request(p, pn, s, &body, &url);
+		curl_easy_setopt(p->curl, CURLOPT_URL, url.buf);
+		curl_easy_setopt(p->curl, CURLOPT_MIMEPOST, mime);
+		curl_easy_setopt(p->curl, CURLOPT_HTTPHEADER, p->headers);
+	}
 	curl_easy_setopt(p->curl, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(p->curl, CURLOPT_MIMEPOST, mime);
-	curl_easy_setopt(p->curl, CURLOPT_HTTPHEADER, p->headers);
 	curl_easy_setopt(p->curl, CURLOPT_USERAGENT, "flame_profd/" FP_VERSION);
 	curl_easy_setopt(p->curl, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(p->curl, CURLOPT_TIMEOUT_MS,
 			 (long)(p->c.timeout_us / 1000));
 	curl_easy_setopt(p->curl, CURLOPT_CONNECTTIMEOUT_MS,
 			 (long)(p->c.timeout_us / 1000));
-	curl_easy_setopt(p->curl, CURLOPT_WRITEFUNCTION, discard);
+	curl_easy_setopt(p->curl, CURLOPT_WRITEFUNCTION, keep);
+	curl_easy_setopt(p->curl, CURLOPT_WRITEDATA, &a->body);
 	curl_easy_setopt(p->curl, CURLOPT_NOPROGRESS, 0L);
 	curl_easy_setopt(p->curl, CURLOPT_XFERINFOFUNCTION, progress);
 	curl_easy_setopt(p->curl, CURLOPT_XFERINFODATA, p);
 	cc = curl_easy_perform(p->curl);
-	if (cc == CURLE_OK)
-		curl_easy_getinfo(p->curl, CURLINFO_RESPONSE_CODE, &code);
-	else
+	if (cc == CURLE_OK) {
+		curl_easy_getinfo(p->curl, CURLINFO_RESPONSE_CODE, &a->code);
+		/* delay-seconds or an HTTP-date, as seconds from now */
+		if (curl_easy_getinfo(p->curl, CURLINFO_RETRY_AFTER, &retry_after) ==
+			    CURLE_OK && retry_after > 0)
+			a->retry_after_us = (uint64_t)retry_after * 1000000 >
+						    RETRY_AFTER_MAX_US ?
+					    RETRY_AFTER_MAX_US :
+					    (uint64_t)retry_after * 1000000;
+		if (curl_easy_getinfo(p->curl, CURLINFO_CONTENT_TYPE, &ctype) ==
+			    CURLE_OK && ctype)
+			a->protobuf = strncmp(ctype, "application/x-protobuf", 22) == 0 ||
+				      strncmp(ctype, "application/protobuf", 20) == 0;
+	} else {
 		*err = curl_easy_strerror(cc);
+	}
 	curl_mime_free(mime);
 	fp_text_free(&body);
 	fp_text_free(&url);
-	return code;
+	return 0;
 }
 
 /* Full jitter on a doubling delay: nodes that lost the server together
@@ -1032,15 +1342,46 @@ backoff_us(unsigned failures)
 	return d / 2 + (uint64_t)r % (d / 2 + 1);
 }
 
+/*
+ * Whether a request that got @code (not 2xx) is sent again. Of the 4xx
+ * and 5xx, OTLP/HTTP retries 429, 502, 503 and 504 only: the rest "MUST
+ * NOT be retried"; /ingest every 5xx, 408 and 429. No answer (0), and
+ * what neither is, is retried.
+ */
+static bool
+retryable(bool otlp, long code)
+{
+	if (code < 400 || code > 599)
+		return true;
+	if (otlp)
+		return code == 429 || code == 502 || code == 503 || code == 504;
+	return code >= 500 || code == 408 || code == 429;
+}
+
 /* One attempt at the node's oldest profile. @return true if sent (or
  * dropped as refused), false if it stays for a retry. */
 static bool
 send_one(struct fpd_push *p, struct push_node *pn)
 {
+	struct answer a = { 0 };
+	bool otlp = pn->spool[0].otlp, done = true;
 	const char *err;
-	long code = send_oldest(p, pn, &err);
+	uint64_t wait;
+	char *why;
 
-	if (code >= 200 && code < 300) {
+	if (send_oldest(p, pn, &a, &err) < 0) {
+		/* the spooled file is gone or unreadable: nothing to retry */
+		fpd_warn("--push [%s]: cannot read %s from the spool: %s; dropped",
+			 pn->node, pn->spool[0].name, err);
+		spool_forget(pn, 0);
+		pthread_mutex_lock(&p->mu);
+		p->stats.dropped++;
+		pthread_mutex_unlock(&p->mu);
+		goto out;
+	}
+	if (a.code >= 200 && a.code < 300) {
+		if (otlp)
+			otlp_partial(pn, &pn->spool[0], &a);
 		fpd_fs_unlink_made(pn->spool_fd, pn->spool[0].name,
 				   &pn->spool[0].made);
 		spool_forget(pn, 0);
@@ -1052,38 +1393,37 @@ send_one(struct fpd_push *p, struct push_node *pn)
 		pthread_mutex_lock(&p->mu);
 		p->stats.sent++;
 		pthread_mutex_unlock(&p->mu);
-		return true;
+		goto out;
 	}
-	if (code >= 400 && code < 500 && code != 408 && code != 429) {
+	if (!retryable(otlp, a.code)) {
 		/* the server will never take it: sending it again only
 		 * holds up the ones behind it */
-		fpd_warn("--push [%s]: the server refused %s with HTTP %ld; dropped",
-			 pn->node, pn->spool[0].name, code);
+		why = otlp ? otlp_error(&a) : NULL;
+		fpd_warn("--push [%s]: the server refused %s with HTTP %ld%s%s; dropped",
+			 pn->node, pn->spool[0].name, a.code, why ? ": " : "",
+			 why ? why : "");
+		free(why);
 		fpd_fs_unlink_made(pn->spool_fd, pn->spool[0].name,
 				   &pn->spool[0].made);
 		spool_forget(pn, 0);
 		pthread_mutex_lock(&p->mu);
 		p->stats.rejected++;
 		pthread_mutex_unlock(&p->mu);
-		return true;
+		goto out;
 	}
-	if (code < 0) {
-		/* the spooled file is gone or unreadable: nothing to retry */
-		fpd_warn("--push [%s]: cannot read %s from the spool: %s; dropped",
-			 pn->node, pn->spool[0].name, err);
-		spool_forget(pn, 0);
-		pthread_mutex_lock(&p->mu);
-		p->stats.dropped++;
-		pthread_mutex_unlock(&p->mu);
-		return true;
-	}
+	done = false;
 	pn->failures++;
-	pn->next_try_us = fpd_now_mono_us() + backoff_us(pn->failures);
+	wait = backoff_us(pn->failures);
+	/* a server that says when to come back (429, 503) is taken at its
+	 * word, up to RETRY_AFTER_MAX_US */
+	if (a.retry_after_us > wait)
+		wait = a.retry_after_us;
+	pn->next_try_us = fpd_now_mono_us() + wait;
 	/* given up at the stop: the spool says the rest */
 	if (pn->failures == 1 && !atomic_load(&p->stop_deadline_us)) {
-		if (code)
+		if (a.code)
 			fpd_warn("--push [%s]: the server answered HTTP %ld; retrying with backoff, profiles kept in the spool",
-				 pn->node, code);
+				 pn->node, a.code);
 		else
 			fpd_warn("--push [%s]: no answer from the server (%s); retrying with backoff, profiles kept in the spool",
 				 pn->node, err);
@@ -1091,7 +1431,9 @@ send_one(struct fpd_push *p, struct push_node *pn)
 	pthread_mutex_lock(&p->mu);
 	p->stats.failed++;
 	pthread_mutex_unlock(&p->mu);
-	return false;
+out:
+	fp_text_free(&a.body);
+	return done;
 }
 
 /* The node whose oldest profile is due first, and when (under mu). */
@@ -1269,6 +1611,8 @@ fpd_push_destroy(struct fpd_push *p)
 		free(pn->file_node);
 		free(pn->node);
 		free(pn->name_param);
+		free(pn->service);
+		free(pn->host);
 		free(pn);
 	}
 	free(p->nodes);
@@ -1277,6 +1621,8 @@ fpd_push_destroy(struct fpd_push *p)
 	curl_slist_free_all(p->headers);
 	curl_global_cleanup();
 	free(p->ingest_url);
+	free(p->otlp_url);
+	curl_slist_free_all(p->otlp_headers);
 	free((char *)p->c.url);
 	free((char *)p->c.header_file);
 	free((char *)p->c.service);

@@ -1,7 +1,9 @@
 /*
  * flame_profd — --push: every finished file of every node, turned into a
  * pprof profile (formats' pprof.h) and sent to a Pyroscope-compatible
- * server's /ingest (docs/OPERATIONS.md, "Pushing profiles").
+ * server's /ingest, or with --push-format otlp into an OTLP profiles
+ * export request (otlp.h) sent to an OTLP/HTTP receiver's
+ * /v1development/profiles (docs/OPERATIONS.md, "Pushing profiles").
  *
  * The loop only hands over the name of a file it has finished; a thread
  * of the pusher's own reads the file, writes the profile into the node's
@@ -23,11 +25,14 @@ struct fpd_output;
 #define FPD_PUSH_SPOOL_MIN (64u << 10)	/* --push-spool-max at least 64K */
 
 struct fpd_push_config {
-	const char *url;		/* --push: the server (".../ingest" or
-					 * its base, /ingest then added) */
+	const char *url;		/* --push: the server (".../ingest",
+					 * ".../v1development/profiles" or its
+					 * base, the format's path then added) */
 	const char *header_file;	/* --push-header-file, or NULL */
 	const char *service;		/* --push-service, or NULL: each
 					 * node's name before the @ */
+	bool otlp;			/* --push-format otlp: OTLP profiles
+					 * to URL's /v1development/profiles */
 	uint64_t spool_max;		/* --push-spool-max, per node */
 	uint64_t timeout_us;		/* --push-timeout, one request */
 	struct fpd_trust trust;		/* who may own the header file */
@@ -39,8 +44,10 @@ struct fpd_push_stats {
 	uint64_t spooled;	/* profiles written to a spool */
 	uint64_t sent;		/* profiles the server took (2xx) */
 	uint64_t failed;	/* requests that failed (retried) */
-	uint64_t rejected;	/* profiles the server refused with a 4xx
-				 * other than 408/429: dropped */
+	uint64_t rejected;	/* profiles the server refused for good:
+				 * /ingest a 4xx other than 408/429, OTLP
+				 * a 4xx or 5xx other than 429/502/503/504;
+				 * dropped */
 	uint64_t dropped;	/* profiles dropped: spool full, or a file
 				 * that could not be read */
 };

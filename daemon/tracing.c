@@ -2,12 +2,17 @@
  * flame_profd — --trace in a node session (tracing.h).
  *
  * Each stack the tracer hands over becomes one sample of status traced
- * written its number of units times (FPD_TRACE_UNIT_US each), so every
+ * written its number of units times (FPD_TRACE_UNIT_US each, or
+ * FPD_TRACE_CALL_UNIT_US for --trace-call), so every
  * reader that counts samples weighs it by its time; the first of them
  * carries the calls that entered the stack as its reductions value and
  * delta, the rest 0 (flame_prof --weight reductions: calls per stack).
  * Time scheduled out gets a SLEEP frame on top of the stack it left,
  * as eflame draws it.
+ *
+ * --trace-call is the same trace with another tracer on the node
+ * (fp/trace.h, "Calls"): its stacks arrive rooted at the call they
+ * belong to, and its messages name it instead of --trace.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -19,6 +24,7 @@
 #include "recorder.h"
 #include "tracing.h"
 #include "util.h"
+#include "util-escape.h"
 #include "util-mem.h"
 #include "fp/trace.h"
 
@@ -49,7 +55,7 @@ fpd_trace_new(const struct fpd_options *o, struct fpd_recorder *rec,
 {
 	struct fpd_trace *tr;
 
-	if (!o->ntraces)
+	if (!o->ntraces && !o->trace_call)
 		return NULL;
 	tr = xzalloc(sizeof(*tr));
 	tr->o = o;
@@ -68,6 +74,50 @@ fpd_trace_destroy(struct fpd_trace *tr)
 	free(tr);
 }
 
+/* What fp_trace_start() said of --trace-call */
+static int
+call_started(struct fpd_trace *tr, struct fp_node *node, int rc,
+	     const char *why, const char *mode)
+{
+	const struct fpd_options *o = tr->o;
+	struct fp_text text = { 0 };
+
+	fp_text_puts_escaped(&text, o->trace_call, NULL);
+	fp_text_putc(&text, '\0');
+	switch (rc) {
+	case 0:
+		fpd_info("--trace-call: tracing the next %u call(s) of %s on %s for at most %.1f s (%s; at most %u events, %u a second)",
+			 o->trace_calls, text.buf, fp_node_name(node),
+			 (double)o->trace_for_us / 1e6,
+			 strcmp(mode, "session") == 0 ?
+			 "a trace session of its own" :
+			 "before OTP 27: processes no other tracer holds, from when the tracer sees the call",
+			 o->trace_max_events, o->trace_max_rate);
+		fpd_recorder_note(tr->rec, "trace: started, %s, unit=%uus, calls of %s",
+				  mode, FPD_TRACE_CALL_UNIT_US, text.buf);
+		tr->next_mono = fpd_now_mono_us() + DUMP_EVERY_US;
+		rc = 0;
+		break;
+	case -ENOENT:
+		fpd_fatal("--trace-call: %s is not a loaded, exported function of %s (nothing is loaded for it)",
+			  text.buf, fp_node_name(node));
+		rc = FPD_EXIT_USAGE;
+		break;
+	case -EPERM:
+		fpd_fatal("--trace-call: refused on %s, to leave other tracers as they are (before OTP 27 trace patterns are the node's): %s",
+			  fp_node_name(node), why);
+		rc = FPD_EXIT_USAGE;
+		break;
+	default:
+		fpd_fatal("--trace-call: the tracer did not start on %s: %s",
+			  fp_node_name(node), strerror(-rc));
+		rc = rc == -EPROTO ? FPD_EXIT_SOFTWARE : FPD_EXIT_UNAVAILABLE;
+		break;
+	}
+	fp_text_free(&text);
+	return rc;
+}
+
 int
 fpd_trace_start(struct fpd_trace *tr, struct fp_node *node,
 		unsigned timeout_ms)
@@ -82,7 +132,8 @@ fpd_trace_start(struct fpd_trace *tr, struct fp_node *node,
 	cfg = (struct fp_trace_config){
 		.targets = tr->o->traces,
 		.ntargets = tr->o->ntraces,
-		.unit_us = FPD_TRACE_UNIT_US,
+		.unit_us = tr->o->trace_call ? FPD_TRACE_CALL_UNIT_US :
+			   FPD_TRACE_UNIT_US,
 		.for_ms = tr->o->trace_for_us / 1000,
 		.max_events = tr->o->trace_max_events,
 		.max_rate = tr->o->trace_max_rate,
@@ -93,9 +144,17 @@ fpd_trace_start(struct fpd_trace *tr, struct fp_node *node,
 		.servers = tr->o->trace_servers,
 		.nservers = tr->o->ntrace_servers,
 	};
+	if (tr->o->trace_call) {
+		cfg.call_module = tr->o->trace_call_module;
+		cfg.call_function = tr->o->trace_call_function;
+		cfg.call_arity = tr->o->trace_call_arity;
+		cfg.max_calls = tr->o->trace_calls;
+	}
 	/* the checks before OTP 27 read every loaded function */
 	rc = fp_trace_start(tr->t, node, &cfg, why, sizeof(why), mode,
 			    sizeof(mode), timeout_ms < 30000 ? 30000 : timeout_ms);
+	if (tr->o->trace_call)
+		return call_started(tr, node, rc, why, mode);
 	switch (rc) {
 	case 0:
 		fpd_info("--trace: tracing %zu process(es)%s%s on %s for %.1f s (%s; at most %u events, %u a second)",
@@ -172,7 +231,7 @@ write_stack(const struct fp_trace_stack *st, void *data)
 
 	if (!st->on_cpu)
 		tr->frames[n++] = (struct fp_frame){
-			.module = "SLEEP", .function = "scheduled_out",
+			.module = FP_SLEEP_MODULE, .function = FP_SLEEP_FUNCTION,
 		};
 	memcpy(tr->frames + n, st->frames, st->nframes * sizeof(*st->frames));
 	smp.nframes = n + st->nframes;
@@ -189,41 +248,63 @@ write_stack(const struct fp_trace_stack *st, void *data)
 	}
 }
 
+/* With --trace-call, how many calls the trace saw, for its last line */
+static void
+calls_text(const struct fpd_trace *tr, const struct fp_trace_result *res,
+	   char *buf, size_t len)
+{
+	buf[0] = '\0';
+	if (!tr->o->trace_call)
+		return;
+	snprintf(buf, len, "; %llu of %u call(s) begun, %llu returned%s, %llu skipped (another tracer held their process)",
+		 (unsigned long long)res->calls, tr->o->trace_calls,
+		 (unsigned long long)res->calls_ended,
+		 res->calls > res->calls_ended ? " (the rest cut short: their trees end there)" : "",
+		 (unsigned long long)res->calls_skipped);
+}
+
 static void
 say_end(struct fpd_trace *tr, const struct fp_trace_result *res)
 {
+	const char *opt = tr->o->trace_call ? "--trace-call" : "--trace";
 	const char *why = res->why;
 	const char *text = strcmp(why, "duration") == 0 ? "its --trace-for ended" :
 			   strcmp(why, "stopped") == 0 ? "the daemon stopped it" :
+			   strcmp(why, "calls") == 0 ? "its --trace-calls calls returned" :
 			   strcmp(why, "total_cap") == 0 ? "it reached --trace-max-events" :
 			   strcmp(why, "rate_cap") == 0 ? "a second held more than --trace-max-rate events" :
 			   strcmp(why, "behind") == 0 ? "the tracer fell behind the traced process (its queue passed 5000 trace messages)" :
 			   why;
+	char calls[192];
 
 	if (tr->ended)
 		return;
 	tr->ended = true;
 	if (res->state == FP_TRACE_RUNNING) {
-		fpd_warn("--trace: the tracer did not answer the stop in time: it removes its flags and patterns when the connection closes; %llu events seen, %llu samples written",
-			 (unsigned long long)tr->events, (unsigned long long)tr->written);
+		fpd_warn("%s: the tracer did not answer the stop in time: it removes its flags and patterns when the connection closes; %llu events seen, %llu samples written",
+			 opt, (unsigned long long)tr->events, (unsigned long long)tr->written);
 		return;
 	}
 	if (res->state == FP_TRACE_GONE) {
-		fpd_warn("--trace: the tracer is gone (killed, or it ended and waited in vain): its flags went with it, and it removed its patterns unless killed; %llu events seen, %llu samples written",
-			 (unsigned long long)tr->events, (unsigned long long)tr->written);
+		fpd_warn("%s: the tracer is gone (killed, or it ended and waited in vain): its flags went with it, and it removed its patterns unless killed; %llu events seen, %llu samples written",
+			 opt, (unsigned long long)tr->events, (unsigned long long)tr->written);
 		fpd_recorder_note(tr->rec, "trace: gone after %llu events",
 				  (unsigned long long)tr->events);
 		return;
 	}
-	if (strcmp(why, "duration") == 0 || strcmp(why, "stopped") == 0)
-		fpd_info("--trace: ended, %s: %llu events, %llu stacks, %llu samples written; flags and patterns removed",
-			 text, (unsigned long long)res->events,
-			 (unsigned long long)tr->stacks, (unsigned long long)tr->written);
+	calls_text(tr, res, calls, sizeof(calls));
+	if (strcmp(why, "duration") == 0 || strcmp(why, "stopped") == 0 ||
+	    strcmp(why, "calls") == 0)
+		fpd_info("%s: ended, %s: %llu events, %llu stacks, %llu samples written%s; flags and patterns removed",
+			 opt, text, (unsigned long long)res->events,
+			 (unsigned long long)tr->stacks, (unsigned long long)tr->written,
+			 calls);
 	else
-		fpd_warn("--trace: stopped itself, %s: %llu events seen (%llu more dropped), %llu stacks, %llu samples written; flags and patterns removed",
-			 text, (unsigned long long)res->events,
+		fpd_warn("%s: stopped itself, %s: %llu events seen (%llu more dropped), %llu stacks, %llu samples written%s; flags and patterns removed",
+			 opt, text, (unsigned long long)res->events,
 			 (unsigned long long)res->dropped,
-			 (unsigned long long)tr->stacks, (unsigned long long)tr->written);
+			 (unsigned long long)tr->stacks, (unsigned long long)tr->written,
+			 calls);
 	fpd_recorder_note(tr->rec, "trace: ended (%s) after %llu events, %llu dropped",
 			  why, (unsigned long long)res->events,
 			  (unsigned long long)res->dropped);
@@ -235,7 +316,8 @@ fpd_trace_on_reply(struct fpd_trace *tr, struct fp_reply *reply)
 	struct fp_trace_result res;
 
 	if (fp_trace_decode(tr->t, reply, &res, write_stack, tr) < 0) {
-		fpd_warn("--trace: the tracer's reply could not be read");
+		fpd_warn("%s: the tracer's reply could not be read",
+			 tr->o->trace_call ? "--trace-call" : "--trace");
 		return;
 	}
 	if (res.events > tr->events) {
@@ -253,7 +335,8 @@ fpd_trace_lost(struct fpd_trace *tr)
 		return;
 	if (fp_trace_active(tr->t) && !tr->ended) {
 		tr->ended = true;
-		fpd_warn("--trace: the connection went: the tracer removed its flags and patterns on the node; %llu events seen, %llu samples written (not started again)",
+		fpd_warn("%s: the connection went: the tracer removed its flags and patterns on the node; %llu events seen, %llu samples written (not started again)",
+			 tr->o->trace_call ? "--trace-call" : "--trace",
 			 (unsigned long long)tr->events, (unsigned long long)tr->written);
 	}
 	/* a new connection does not know the tracer's pid */
@@ -272,8 +355,8 @@ fpd_trace_stop(struct fpd_trace *tr, struct fp_node *node,
 		return;
 	rc = fp_trace_stop(tr->t, node, &res, write_stack, tr, timeout_ms);
 	if (rc < 0) {
-		fpd_warn("--trace: no answer to the stop (%s): the tracer removes its flags and patterns when the connection closes",
-			 strerror(-rc));
+		fpd_warn("%s: no answer to the stop (%s): the tracer removes its flags and patterns when the connection closes",
+			 tr->o->trace_call ? "--trace-call" : "--trace", strerror(-rc));
 		return;
 	}
 	if (res.events > tr->events)

@@ -19,6 +19,10 @@ struct fpd_cost;
  * scheduled out): docs/FORMAT.md, "Traced samples". */
 #define FPD_TRACE_UNIT_US 100u
 
+/* The same for --trace-call, whose trees are each one call's: a
+ * gen_server callback of 30 µs would round to nothing in 100 µs units. */
+#define FPD_TRACE_CALL_UNIT_US 10u
+
 /* What a trace event costs the node, µs of a scheduler: the traced
  * process's trace call, the tracer's taking it and its share of the
  * hand-over (bench/trace/run: 4.1-5.3 µs, docs/PERFORMANCE.md). */

@@ -276,7 +276,7 @@ fp_top_write(const struct fp_func_table *t, const struct fp_top_options *o,
 	}
 	fputc('\n', out);
 	if (t->unranked)
-		fprintf(out, "idle: %" PRIu64 " samples (waiting, suspended) left out "
+		fprintf(out, "idle: %" PRIu64 " samples (waiting, suspended, SLEEP) left out "
 			"of the rows; --status counts them\n", t->unranked);
 	fputc('\n', out);
 

@@ -5,10 +5,12 @@
  * call pushes its function, except one already on the stack, which cuts
  * the stack back to it (a tail call or a loop re-entering it, where no
  * return_to comes); return_to cuts back to the function returned to,
- * however many frames an exception or a chain of tail calls skipped, and
- * a function not on the stack (the trace started below it) becomes the
- * whole stack; in with an empty stack starts it at the function
- * scheduled in. The first event of a process only sets its clock: the
+ * however many frames an exception or a chain of tail calls skipped,
+ * and a function not on the stack takes the place of the innermost
+ * frame, the one that returned: it is a caller no call event showed (a
+ * function with no pattern, as lists:foldl/3 running a fun, or one the
+ * trace started in), and the frames under it stay; in with an empty
+ * stack starts it at the function scheduled in. The first event of a process only sets its clock: the
  * time before it belongs to no known stack.
  *
  * Following (trace_agg_follow()): a process that is no target came into
@@ -24,14 +26,21 @@
  * for a call from a target, so the server's time and calls count from
  * that call until the server calls or returns to one of the frames
  * that were below it (its loop takes the next message), and nothing
- * else of it does. Not "while the marker is on the stack": a return to
- * a function with no pattern (lists:foldl/3 running handle_call's fun)
- * makes that function the whole stack.
+ * else of it does.
+ *
+ * Calls (trace_agg_calls()): a process counts only from a call's
+ * enter to its leave, and its stacks start with the call's root frame,
+ * then the function called; depth trimming keeps the root. A return_to
+ * from the function called to its caller leaves the stack as it is: the
+ * call's leave comes next, and the caller is no part of the call.
  */
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "trace-agg.h"
+#include "util-buf.h"
 #include "util-hash.h"
 #include "util-mem.h"
 
@@ -55,6 +64,11 @@ struct proc {
 	bool followed;
 	bool server;
 	bool span;			/* a server, working for a target */
+	bool in_call;			/* --trace-call: between enter and leave */
+	uint64_t call;			/* ... its number */
+	uint64_t call_time;		/* ... its time so far */
+	uint32_t *touched;		/* ... the entries it charged */
+	size_t ntouched, touched_cap;
 	uint32_t nbelow;
 	uint32_t below[SPAN_BELOW];	/* frames under the marker */
 	int64_t t0;
@@ -71,6 +85,8 @@ struct entry {
 	uint64_t hash;
 	uint64_t time;
 	uint64_t calls;
+	uint64_t call;			/* --trace-call: the last call that
+					 * charged it */
 };
 
 struct trace_agg {
@@ -90,6 +106,10 @@ struct trace_agg {
 	uint32_t nservers, servers_cap;
 	uint32_t marker;		/* a server works for the request */
 	uint64_t unkept;		/* events of processes past the cap */
+	bool calls;			/* --trace-call */
+	uint64_t begun, ended;		/* calls */
+	uint64_t *rem;			/* call_round()'s remainders */
+	size_t rem_cap;
 	struct entry *entries;
 	uint32_t nentries, entries_cap;
 	uint32_t *eidx;
@@ -133,6 +153,8 @@ trace_agg_destroy(struct trace_agg *a)
 	}
 	for (uint32_t i = 0; i < a->nentries; i++)
 		free(a->entries[i].key);
+	for (uint32_t i = 0; i < a->nprocs; i++)
+		free(a->procs[i].touched);
 	free(a->frames);
 	free(a->fidx);
 	free(a->procs);
@@ -140,6 +162,7 @@ trace_agg_destroy(struct trace_agg *a)
 	free(a->servers);
 	free(a->entries);
 	free(a->eidx);
+	free(a->rem);
 	free(a);
 }
 
@@ -263,6 +286,23 @@ trace_agg_follow(struct trace_agg *a, uint32_t root)
 	a->follow = root < a->nframes ? root : TRACE_NO_FRAME;
 }
 
+void
+trace_agg_calls(struct trace_agg *a)
+{
+	a->calls = true;
+	/* the root and the function called */
+	if (a->depth < 2)
+		a->depth = 2;
+}
+
+void
+trace_agg_call_counts(const struct trace_agg *a, uint64_t *begun,
+		      uint64_t *ended)
+{
+	*begun = a->begun;
+	*ended = a->ended;
+}
+
 uint64_t
 trace_agg_unkept(const struct trace_agg *a)
 {
@@ -308,9 +348,25 @@ span_event(struct trace_agg *a, struct proc *p, enum trace_ev ev,
 			p->span = false;
 }
 
+/* A call's entries, for its rounding at the leave (call_round()) */
+static void
+touch(struct trace_agg *a, struct proc *p, uint32_t idx, uint64_t time)
+{
+	struct entry *e = &a->entries[idx];
+
+	if (!a->calls || !p->in_call)
+		return;
+	p->call_time += time;
+	if (e->call == p->call)
+		return;
+	e->call = p->call;
+	FP_GROW(p->touched, p->touched_cap, p->ntouched + 1);
+	p->touched[p->ntouched++] = idx;
+}
+
 /* Charge @time and @calls to @p's stack as it is, on or off a scheduler. */
 static void
-add(struct trace_agg *a, const struct proc *p, bool on, uint64_t time,
+add(struct trace_agg *a, struct proc *p, bool on, uint64_t time,
     uint64_t calls)
 {
 	uint32_t key[KEY_HEAD + FP_TRACE_DEPTH_MAX];
@@ -337,6 +393,7 @@ add(struct trace_agg *a, const struct proc *p, bool on, uint64_t time,
 		    memcmp(e->key, key, keylen * sizeof(*key)) == 0) {
 			e->time += time;
 			e->calls += calls;
+			touch(a, p, a->eidx[j], time);
 			return;
 		}
 	}
@@ -358,6 +415,42 @@ add(struct trace_agg *a, const struct proc *p, bool on, uint64_t time,
 	if (++a->nentries * 2 > a->eidx_cap)
 		index_grow(&a->eidx, &a->eidx_cap, &a->entries[0].hash,
 			   sizeof(*a->entries), a->nentries);
+	touch(a, p, a->nentries - 1, time);
+}
+
+/*
+ * A call has ended: what its stacks still hold below a unit is rounded
+ * as one, the call's total to the nearest unit (at least one for a call
+ * shorter than a unit, so that every call shows), handed to the stacks
+ * with the largest remainders. A call of 20 µs spread over ten stacks
+ * would otherwise round to nothing in each.
+ */
+static void
+call_round(struct trace_agg *a, struct proc *p)
+{
+	uint64_t sum = 0, want;
+
+	FP_GROW(a->rem, a->rem_cap, p->ntouched);
+	for (size_t i = 0; i < p->ntouched; i++) {
+		struct entry *e = &a->entries[p->touched[i]];
+
+		a->rem[i] = e->time % a->unit;
+		sum += a->rem[i];
+		e->time -= a->rem[i];
+	}
+	want = (sum + a->unit / 2) / a->unit;
+	if (want == 0 && p->call_time < a->unit && p->ntouched > 0)
+		want = 1;
+	for (uint64_t given = 0; given < want && given < p->ntouched; given++) {
+		size_t best = 0;
+
+		for (size_t i = 1; i < p->ntouched; i++)
+			if (a->rem[i] > a->rem[best])
+				best = i;
+		a->entries[p->touched[best]].time += a->unit;
+		a->rem[best] = 0;
+	}
+	p->ntouched = 0;
 }
 
 /* Cut @p's stack back to its innermost @frame; false if not on it. */
@@ -376,41 +469,117 @@ static void
 push(struct trace_agg *a, struct proc *p, uint32_t frame)
 {
 	if (p->n >= a->depth) {
-		/* keep the innermost frames */
-		memmove(p->stack, p->stack + (p->n - a->depth + 1),
-			(a->depth - 1) * sizeof(*p->stack));
-		p->n = a->depth - 1;
+		/* keep the innermost frames, and a call's root */
+		uint32_t keep = a->calls ? 1 : 0;
+		uint32_t drop = p->n - a->depth + 1;
+
+		memmove(p->stack + keep, p->stack + keep + drop,
+			(p->n - keep - drop) * sizeof(*p->stack));
+		p->n -= drop;
 	}
 	p->stack[p->n++] = frame;
+}
+
+static struct proc *
+proc_add(struct trace_agg *a, const struct fp_pid *pid, bool on, int64_t ts)
+{
+	struct proc *p;
+
+	if (a->nprocs >= TRACE_PROCS_MAX) {
+		a->unkept++;
+		return NULL;
+	}
+	if (a->nprocs == a->procs_cap) {
+		a->procs_cap = a->procs_cap ? a->procs_cap * 2 : 4;
+		a->procs = xrealloc(a->procs, a->procs_cap * sizeof(*a->procs));
+	}
+	p = &a->procs[a->nprocs++];
+	*p = (struct proc){ .pid = *pid, .on = on, .t0 = ts,
+			    .followed = a->follow != TRACE_NO_FRAME &&
+					!pid_in(a->targets, a->ntargets, pid),
+			    .server = pid_in(a->servers, a->nservers, pid) };
+	a->last = a->nprocs - 1;
+	return p;
+}
+
+static void step(struct trace_agg *a, struct proc *p, enum trace_ev ev,
+		 uint32_t frame, bool has, int64_t ts);
+
+/* --trace-call: enter starts a call's tree, leave ends it, and nothing
+ * of a process outside a call counts. */
+static void
+call_event(struct trace_agg *a, const struct fp_pid *pid, enum trace_ev ev,
+	   uint32_t frame, bool has, int64_t ts)
+{
+	struct proc *p = proc_find(a, pid);
+	char name[24];
+
+	if (ev == TRACE_EV_ENTER) {
+		if (!p)
+			p = proc_add(a, pid, true, ts);
+		if (!p || p->in_call || !has)
+			return;
+		snprintf(name, sizeof(name), "%" PRIu64, ++a->begun);
+		p->stack[0] = trace_agg_frame(a, FP_TRACE_CALL_MODULE, name, 0);
+		p->stack[1] = frame;
+		p->n = 2;
+		p->in_call = true;
+		p->call = a->begun;
+		p->call_time = 0;
+		p->ntouched = 0;
+		p->on = true;
+		p->t0 = ts;
+		add(a, p, true, 0, 1);
+		return;
+	}
+	if (!p || !p->in_call)
+		return;
+	if (ev == TRACE_EV_LEAVE) {
+		if (ts > p->t0)
+			add(a, p, p->on, (uint64_t)ts - (uint64_t)p->t0, 0);
+		call_round(a, p);
+		p->in_call = false;
+		p->n = 0;
+		a->ended++;
+		return;
+	}
+	if (ev == TRACE_EV_RETURN_TO && has && p->n == 2 && p->stack[1] != frame) {
+		/* the function called returns to its caller: its leave
+		 * comes next, and the caller is no part of the call */
+		step(a, p, TRACE_EV_OTHER, frame, has, ts);
+		return;
+	}
+	step(a, p, ev, frame, has, ts);
 }
 
 void
 trace_agg_event(struct trace_agg *a, const struct fp_pid *pid,
 		enum trace_ev ev, uint32_t frame, int64_t ts)
 {
-	struct proc *p = proc_find(a, pid);
 	bool has = frame != TRACE_NO_FRAME && frame < a->nframes;
+	struct proc *p;
 
+	if (a->calls) {
+		call_event(a, pid, ev, frame, has, ts);
+		return;
+	}
+	p = proc_find(a, pid);
 	if (!p) {
-		if (a->nprocs >= TRACE_PROCS_MAX) {
-			a->unkept++;
+		p = proc_add(a, pid, ev != TRACE_EV_IN, ts);
+		if (!p)
 			return;
-		}
-		if (a->nprocs == a->procs_cap) {
-			a->procs_cap = a->procs_cap ? a->procs_cap * 2 : 4;
-			a->procs = xrealloc(a->procs,
-					    a->procs_cap * sizeof(*a->procs));
-		}
-		p = &a->procs[a->nprocs++];
-		*p = (struct proc){ .pid = *pid, .on = ev != TRACE_EV_IN,
-				    .t0 = ts,
-				    .followed = a->follow != TRACE_NO_FRAME &&
-						!pid_in(a->targets, a->ntargets, pid),
-				    .server = pid_in(a->servers, a->nservers, pid) };
-		a->last = a->nprocs - 1;
 		if (has)
 			p->stack[p->n++] = frame;
 	}
+	step(a, p, ev, frame, has, ts);
+}
+
+/* @p's event: its time since the last one to the stack it had, then
+ * the stack rules */
+static void
+step(struct trace_agg *a, struct proc *p, enum trace_ev ev, uint32_t frame,
+     bool has, int64_t ts)
+{
 	if (ts > p->t0) {
 		if (counts(p))
 			add(a, p, p->on, (uint64_t)ts - (uint64_t)p->t0, 0);
@@ -427,8 +596,10 @@ trace_agg_event(struct trace_agg *a, const struct fp_pid *pid,
 		break;
 	case TRACE_EV_RETURN_TO:
 		if (has && !cut(p, frame)) {
-			p->stack[0] = frame;
-			p->n = 1;
+			if (p->n > 0)
+				p->stack[p->n - 1] = frame;
+			else
+				p->stack[p->n++] = frame;
 		}
 		if (p->server && has)
 			span_event(a, p, ev, frame);
@@ -442,6 +613,8 @@ trace_agg_event(struct trace_agg *a, const struct fp_pid *pid,
 		p->on = false;
 		break;
 	case TRACE_EV_OTHER:
+	case TRACE_EV_ENTER:
+	case TRACE_EV_LEAVE:
 		break;
 	}
 }

@@ -20,6 +20,8 @@ enum trace_ev {
 	TRACE_EV_IN,
 	TRACE_EV_OUT,
 	TRACE_EV_OTHER,
+	TRACE_EV_ENTER,		/* --trace-call: a call of the function begins */
+	TRACE_EV_LEAVE,		/* ... and returns, or exits with an exception */
 };
 
 /* No frame: return_to undefined, in/out 0. */
@@ -89,6 +91,21 @@ void
 trace_agg_server(struct trace_agg *a, const struct fp_pid *pid,
 		 uint32_t marker);
 
+/**
+ * Calls (--trace-call): each call, from its TRACE_EV_ENTER to its
+ * TRACE_EV_LEAVE, is a stack tree of its own under the root frame
+ * FP_TRACE_CALL_MODULE:'<n>'/0 (n counting from 1 in the order the
+ * calls began); a process's events outside a call are left out. Call
+ * before the first event.
+ */
+void
+trace_agg_calls(struct trace_agg *a);
+
+/** Calls begun and calls returned (trace_agg_calls()). */
+void
+trace_agg_call_counts(const struct trace_agg *a, uint64_t *begun,
+		      uint64_t *ended);
+
 /** Events left out: they came from a new process past the cap of
  * processes an aggregate keeps. */
 uint64_t
@@ -103,3 +120,11 @@ struct fp_trace;
  */
 void
 trace_attach(struct fp_trace *t, unsigned depth, uint64_t unit);
+
+/**
+ * The same for --trace-call's tracer: a meta trace's erlang:now/0
+ * timestamp (µs) becomes µs * @ticks_per_us - @offset.
+ */
+void
+trace_attach_calls(struct fp_trace *t, unsigned depth, uint64_t unit,
+		   uint64_t ticks_per_us, int64_t offset);

@@ -234,6 +234,214 @@ static const char start_source[] =
 	"end)(element(1, A), element(2, A), element(3, A), element(4, A), element(5, A), element(6, A), element(7, A), element(8, A), element(9, A), element(10, A))\n"
 	"end)().\n";
 
+/* Bindings: A = {Daemon, Module, Function, Arity (-1: any), MaxCalls,
+ * ForMs, MaxEvents, MaxRate, MaxQueue}, the names as binaries. Value:
+ * {started, Tracer, Mode, NativePerSec, TimeOffset} or {refused, Why}.
+ * The tracer keeps of the function's own trace messages (told apart
+ * from the local ones by their erlang:now/0 timestamp, or their six
+ * elements) only each call's first entry and last return in its
+ * process, and counts the calls with the process dictionary; the rate
+ * window runs on its own clock, as a batch may keep none of its
+ * events. A reply is {Status, Events, [TraceMessage], Skipped}. */
+static const char call_source[] =
+	"(fun() ->\n"
+	"Take = fun Take(Acc, 0, St, _) -> {Acc, 0, St};\n"
+	"           Take(Acc, 1, St, One) ->\n"
+	"             receive\n"
+	"               {trace_ts, _, _, _, {_, _, _}} = M -> {A1, S1} = One(M, Acc, St), {A1, 0, S1};\n"
+	"               {trace_ts, _, _, _, _} = M -> {[M | Acc], 0, St};\n"
+	"               {trace_ts, _, _, _, _, _} = M -> {A1, S1} = One(M, Acc, St), {A1, 0, S1}\n"
+	"             after 0 -> {Acc, 1, St}\n"
+	"             end;\n"
+	"           Take(Acc, K, St, One) ->\n"
+	"             receive\n"
+	"               {trace_ts, _, _, _, {_, _, _}} = M -> {A1, S1} = One(M, Acc, St), Take(A1, K - 1, S1, One);\n"
+	"               {trace_ts, _, _, _, _} = M1 ->\n"
+	"                 receive\n"
+	"                   {trace_ts, _, _, _, {_, _, _}} = M -> {A1, S1} = One(M, [M1 | Acc], St), Take(A1, K - 2, S1, One);\n"
+	"                   {trace_ts, _, _, _, _} = M2 -> Take([M2, M1 | Acc], K - 2, St, One);\n"
+	"                   {trace_ts, _, _, _, _, _} = M -> {A1, S1} = One(M, [M1 | Acc], St), Take(A1, K - 2, S1, One)\n"
+	"                 after 0 -> {[M1 | Acc], K - 1, St}\n"
+	"                 end;\n"
+	"               {trace_ts, _, _, _, _, _} = M -> {A1, S1} = One(M, Acc, St), Take(A1, K - 1, S1, One)\n"
+	"             after 0 -> {Acc, K, St}\n"
+	"             end\n"
+	"       end,\n"
+	"MkLoop = fun(Stop, Stopped, Undo, Daemon, MaxEvents, MaxRate, MaxQueue, MaxCalls, Sec, One) ->\n"
+	"fun Loop(Acc, N, WinT, WinN, St) ->\n"
+	"        receive\n"
+	"          Msg when element(1, Msg) =:= trace_ts ->\n"
+	"            Room = min(64, MaxEvents - N - 1),\n"
+	"            {Acc0, St0} = One(Msg, Acc, St),\n"
+	"            {Acc1, K, St1} = Take(Acc0, Room, St0, One),\n"
+	"            Took = 1 + Room - K,\n"
+	"            TS = erlang:monotonic_time(),\n"
+	"            {WinT1, WinN1} = case TS - WinT >= Sec of\n"
+	"                               true -> {TS, Took};\n"
+	"                               false -> {WinT, WinN + Took}\n"
+	"                             end,\n"
+	"            {message_queue_len, Q} = process_info(self(), message_queue_len),\n"
+	"            if\n"
+	"              element(2, St1) >= MaxCalls -> Stopped(Stop(calls), N + Took, Acc1, St1);\n"
+	"              N + Took >= MaxEvents -> Stopped(Stop(total_cap), N + Took, Acc1, St1);\n"
+	"              WinN1 > MaxRate -> Stopped(Stop(rate_cap), N + Took, Acc1, St1);\n"
+	"              Q > MaxQueue -> Stopped(Stop(behind), N + Took, Acc1, St1);\n"
+	"              true -> Loop(Acc1, N + Took, WinT1, WinN1, St1)\n"
+	"            end;\n"
+	"          {dump, From, DTag} ->\n"
+	"            From ! {DTag, {running, N, lists:reverse(Acc), element(3, St)}},\n"
+	"            Loop([], N, WinT, WinN, St);\n"
+	"          {stop, From, DTag} ->\n"
+	"            S = Stop(stopped),\n"
+	"            From ! {DTag, {S, N, lists:reverse(Acc), element(3, St)}};\n"
+	"          {flame_profd_trace, duration} ->\n"
+	"            Stopped(Stop(duration), N, Acc, St);\n"
+	"          {'EXIT', Daemon, _} -> Undo();\n"
+	"          _ -> Loop(Acc, N, WinT, WinN, St)\n"
+	"        end\n"
+	"      end\n"
+	"end,\n"
+	"(fun(Daemon, ModB, FunB, Arity, MaxCalls, ForMs, MaxEvents, MaxRate, MaxQueue) ->\n"
+	"Self = self(),\n"
+	"Tag = make_ref(),\n"
+	"Tracer = fun() ->\n"
+	"  process_flag(trap_exit, true),\n"
+	"  process_flag(priority, high),\n"
+	"  link(Daemon),\n"
+	"  Flags = [call, return_to, running, arity, monotonic_timestamp],\n"
+	"  Mod = try binary_to_existing_atom(ModB, utf8) catch _:_ -> undefined end,\n"
+	"  Fun = try binary_to_existing_atom(FunB, utf8) catch _:_ -> undefined end,\n"
+	"  Exported = case is_atom(Mod) andalso is_atom(Fun) andalso erlang:module_loaded(Mod) of\n"
+	"               true -> [A || {F, A} <- Mod:module_info(exports), F =:= Fun, Arity < 0 orelse A =:= Arity];\n"
+	"               false -> []\n"
+	"             end,\n"
+	"  MFAs = [{Mod, Fun, A} || A <- Exported],\n"
+	"  MFA = {Mod, Fun, if Arity < 0 -> '_'; true -> Arity end},\n"
+	"  Skip = [erl_eval, prim_eval, orddict, ordsets, lists, maps, erlang, erts_internal, erl_internal, proplists],\n"
+	"  Mods = [M || {M, _} <- code:all_loaded(), not lists:member(M, Skip)],\n"
+	"  HasSession = code:ensure_loaded(trace) =:= {module, trace} andalso\n"
+	"               erlang:function_exported(trace, session_create, 3),\n"
+	"  Mine = fun(P) -> erlang:trace_info(P, tracer) =:= {tracer, self()} end,\n"
+	"  Setup =\n"
+	"    if\n"
+	"      MFAs =:= [] -> {refused, {no_function, ModB, FunB, Arity}};\n"
+	"      HasSession ->\n"
+	"        S = trace:session_create(flame_profd_trace, self(), []),\n"
+	"        [trace:function(S, {M, '_', '_'}, true, [local]) || M <- Mods],\n"
+	"        trace:function(S, MFA, [{'_', [], [{trace, [], Flags}, {exception_trace}]}], [meta]),\n"
+	"        {ok, session,\n"
+	"         fun(P) -> catch trace:process(S, P, true, Flags), true end,\n"
+	"         fun(P) -> catch trace:process(S, P, false, Flags) end,\n"
+	"         fun() -> catch trace:function(S, MFA, false, [meta]) end,\n"
+	"         fun() -> catch trace:session_destroy(S), ok end};\n"
+	"      true ->\n"
+	"        Theirs = [X || X <- MFAs, lists:any(fun(I) -> element(2, erlang:trace_info(X, I)) =/= false end, [traced, meta, call_count, call_time])],\n"
+	"        CallTraced = fun(P) -> case erlang:trace_info(P, flags) of\n"
+	"                                 {flags, Fl} -> lists:member(call, Fl);\n"
+	"                                 _ -> false\n"
+	"                               end end,\n"
+	"        Patterned = fun Any([]) -> false;\n"
+	"                        Any([{M, _} | Ms]) ->\n"
+	"                          Fs = try erlang:get_module_info(M, functions) catch _:_ -> [] end,\n"
+	"                          case lists:any(fun({F, Ar}) -> element(2, erlang:trace_info({M, F, Ar}, traced)) =/= false end, Fs) of\n"
+	"                            true -> {true, M};\n"
+	"                            false -> Any(Ms)\n"
+	"                          end\n"
+	"                    end,\n"
+	"        case Theirs of\n"
+	"          [Th | _] -> {refused, {trace_pattern, Th}};\n"
+	"          [] ->\n"
+	"            case [P || P <- erlang:processes(), P =/= self(), CallTraced(P)] of\n"
+	"              [Ct | _] -> {refused, {call_traced_process, Ct}};\n"
+	"              [] ->\n"
+	"                case Patterned(code:all_loaded()) of\n"
+	"                  {true, M} -> {refused, {trace_pattern, M}};\n"
+	"                  false ->\n"
+	"                    [erlang:trace_pattern({M, '_', '_'}, true, [local]) || M <- Mods],\n"
+	"                    erlang:trace_pattern(MFA, [{'_', [], [{exception_trace}]}], [{meta, self()}]),\n"
+	"                    {ok, legacy,\n"
+	"                     fun(P) -> (Mine(P) orelse erlang:trace_info(P, tracer) =:= {tracer, []}) andalso\n"
+	"                               (catch erlang:trace(P, true, Flags)) =:= 1 end,\n"
+	"                     fun(P) -> Mine(P) andalso (catch erlang:trace(P, false, Flags)) end,\n"
+	"                     fun() -> catch erlang:trace_pattern(MFA, false, [meta]) end,\n"
+	"                     fun() ->\n"
+	"                       [catch erlang:trace(P, false, [all]) || P <- erlang:processes(), Mine(P)],\n"
+	"                       catch erlang:trace_pattern(MFA, false, [meta]),\n"
+	"                       catch erlang:trace_pattern({'_', '_', '_'}, false, [local]),\n"
+	"                       ok\n"
+	"                     end}\n"
+	"                end\n"
+	"            end\n"
+	"        end\n"
+	"    end,\n"
+	"  case Setup of\n"
+	"    {refused, Why} -> Self ! {Tag, {refused, Why}};\n"
+	"    {ok, Mode, On, Off, Unpattern, Undo0} ->\n"
+	"      Undo = fun() ->\n"
+	"               case get(flame_profd_undone) of\n"
+	"                 true -> ok;\n"
+	"                 _ -> put(flame_profd_undone, true), Undo0()\n"
+	"               end\n"
+	"             end,\n"
+	"      Self ! {Tag, {started, Mode, erlang:convert_time_unit(1, second, native), erlang:time_offset(native)}},\n"
+	"      erlang:send_after(ForMs, self(), {flame_profd_trace, duration}),\n"
+	"      One = fun({trace_ts, P, call, _, {_, _, _}} = M, Acc, {S0, D0, Sk} = St) ->\n"
+	"                  case get(P) of\n"
+	"                    undefined when S0 >= MaxCalls -> Off(P), {Acc, St};\n"
+	"                    undefined ->\n"
+	"                      case On(P) of\n"
+	"                        true ->\n"
+	"                          put(P, 1),\n"
+	"                          [Unpattern() || S0 + 1 >= MaxCalls],\n"
+	"                          {[M | Acc], {S0 + 1, D0, Sk}};\n"
+	"                        false -> {Acc, {S0, D0, Sk + 1}}\n"
+	"                      end;\n"
+	"                    D -> put(P, D + 1), {Acc, St}\n"
+	"                  end;\n"
+	"               ({trace_ts, P, Ev, _, _, _} = M, Acc, {S0, D0, Sk} = St) when Ev =:= return_from; Ev =:= exception_from ->\n"
+	"                  case get(P) of\n"
+	"                    undefined -> {Acc, St};\n"
+	"                    1 -> erase(P), Off(P), {[M | Acc], {S0, D0 + 1, Sk}};\n"
+	"                    D -> put(P, D - 1), {Acc, St}\n"
+	"                  end;\n"
+	"               (M, Acc, St) -> {[M | Acc], St}\n"
+	"            end,\n"
+	"      Stop = fun(Why) ->\n"
+	"               Undo(),\n"
+	"               Flush = fun F(K) -> receive {trace_ts, _, _, _, _} -> F(K + 1); {trace_ts, _, _, _, _, _} -> F(K + 1) after 0 -> K end end,\n"
+	"               {stopped, Why, Flush(0)}\n"
+	"             end,\n"
+	"      Stopped = fun Stopped(Status, N, Agg, St) ->\n"
+	"                  receive\n"
+	"                    {dump, From, DTag} ->\n"
+	"                      From ! {DTag, {Status, N, lists:reverse(Agg), element(3, St)}},\n"
+	"                      Stopped(Status, N, [], St);\n"
+	"                    {stop, From, DTag} ->\n"
+	"                      From ! {DTag, {Status, N, lists:reverse(Agg), element(3, St)}};\n"
+	"                    {'EXIT', Daemon, _} -> ok;\n"
+	"                    _ -> Stopped(Status, N, Agg, St)\n"
+	"                  after 10000 -> ok\n"
+	"                  end\n"
+	"                end,\n"
+	"      Loop = MkLoop(Stop, Stopped, Undo, Daemon, MaxEvents, MaxRate, MaxQueue, MaxCalls,\n"
+	"                    erlang:convert_time_unit(1, second, native), One),\n"
+	"      try Loop([], 0, erlang:monotonic_time(), 0, {0, 0, 0})\n"
+	"      after Undo()\n"
+	"      end\n"
+	"  end\n"
+	"end,\n"
+	"T = spawn(Tracer),\n"
+	"M = erlang:monitor(process, T),\n"
+	"receive\n"
+	"  {Tag, {started, Mode, PerSec, Offset}} -> erlang:demonitor(M, [flush]),\n"
+	"                                   {started, T, Mode, PerSec, Offset};\n"
+	"  {Tag, R} -> erlang:demonitor(M, [flush]), R;\n"
+	"  {'DOWN', M, process, _, Why} -> {refused, {crashed, Why}}\n"
+	"after 30000 -> exit(T, kill), {refused, timeout}\n"
+	"end\n"
+	"end)(element(1, A), element(2, A), element(3, A), element(4, A), element(5, A), element(6, A), element(7, A), element(8, A), element(9, A))\n"
+	"end)().\n";
+
 /* Bindings: T (the tracer), Op (dump or stop). Value: the tracer's
  * {Status, EventCount, [TraceMessage]} (oldest first), gone, or
  * timeout. */
@@ -253,9 +461,12 @@ static const char op_source[] =
 
 struct fp_trace {
 	bool started;
+	bool calls;			/* --trace-call */
 	erlang_pid tracer;
 	ei_x_buff op;			/* op_source, parsed */
 	struct trace_agg *agg;		/* from the start on */
+	uint64_t ticks_per_us;		/* calls: erlang:now/0 to native */
+	int64_t offset;			/* erlang:time_offset(native) */
 };
 
 struct fp_trace *
@@ -282,6 +493,17 @@ trace_attach(struct fp_trace *t, unsigned depth, uint64_t unit)
 {
 	trace_agg_destroy(t->agg);
 	t->agg = trace_agg_new(depth, unit);
+}
+
+void
+trace_attach_calls(struct fp_trace *t, unsigned depth, uint64_t unit,
+		   uint64_t ticks_per_us, int64_t offset)
+{
+	trace_attach(t, depth, unit);
+	trace_agg_calls(t->agg);
+	t->calls = true;
+	t->ticks_per_us = ticks_per_us;
+	t->offset = offset;
 }
 
 bool
@@ -365,17 +587,110 @@ attach_targets(struct fp_trace *t, const char *buf, int index)
 	return 0;
 }
 
+/* The node's reason for a refusal, as text, and its errno: -ESRCH for
+ * no such target, -ENOENT for no such function, else -EPERM. */
+static int
+refusal(const char *buf, int index, char *why, size_t whylen)
+{
+	char what[MAXATOMLEN_UTF8], *text;
+	int kind = index, karity, rc = -EPERM;
+
+	if (ei_decode_tuple_header(buf, &kind, &karity) == 0 &&
+	    etf_decode_atom(buf, &kind, what) == 0) {
+		if (strcmp(what, "not_alive") == 0 ||
+		    strcmp(what, "not_registered") == 0)
+			rc = -ESRCH;
+		else if (strcmp(what, "no_function") == 0)
+			rc = -ENOENT;
+	}
+	text = etf_term_text(buf, index, 200);
+	snprintf(why, whylen, "%s", text);
+	free(text);
+	return rc;
+}
+
+/* --trace-call: the tracer of calls (call_source) */
+static int
+start_calls(struct fp_trace *t, struct fp_node *node,
+	    const struct fp_trace_config *cfg, char *why, size_t whylen,
+	    char *mode, size_t modelen, unsigned timeout_ms)
+{
+	char atom[MAXATOMLEN_UTF8];
+	struct fp_reply reply;
+	ei_x_buff bindings, exprs;
+	int rc, index, arity;
+
+	ei_x_new(&bindings);
+	ei_x_new(&exprs);
+	ei_x_encode_list_header(&bindings, 1);
+	ei_x_encode_tuple_header(&bindings, 2);
+	ei_x_encode_atom(&bindings, "A");
+	ei_x_encode_tuple_header(&bindings, 9);
+	ei_x_encode_pid(&bindings, ei_self(&node->ec));
+	ei_x_encode_binary(&bindings, cfg->call_module,
+			   (long)strlen(cfg->call_module));
+	ei_x_encode_binary(&bindings, cfg->call_function,
+			   (long)strlen(cfg->call_function));
+	ei_x_encode_long(&bindings, cfg->call_arity < 0 ? -1 : cfg->call_arity);
+	ei_x_encode_ulong(&bindings, cfg->max_calls ? cfg->max_calls : 1);
+	ei_x_encode_ulonglong(&bindings, cfg->for_ms);
+	ei_x_encode_ulonglong(&bindings, cfg->max_events);
+	ei_x_encode_ulonglong(&bindings, cfg->max_rate);
+	ei_x_encode_ulong(&bindings, cfg->max_queue);
+	ei_x_encode_empty_list(&bindings);
+
+	rc = node_expr_parse(node, op_source, &t->op, timeout_ms);
+	if (rc < 0)
+		goto out;
+	rc = node_expr_parse(node, call_source, &exprs, timeout_ms);
+	if (rc < 0)
+		goto out;
+	rc = node_eval_call(node, &exprs, &bindings, timeout_ms, &reply);
+	if (rc < 0)
+		goto out;
+	index = reply.index;
+	rc = -EPROTO;
+	if (ei_decode_tuple_header(reply.buf, &index, &arity) < 0 ||
+	    etf_decode_atom(reply.buf, &index, atom) < 0)
+		goto out;
+	if (strcmp(atom, "started") == 0 && arity == 5) {
+		int64_t per_sec, offset;
+
+		if (ei_decode_pid(reply.buf, &index, &t->tracer) < 0 ||
+		    etf_decode_atom(reply.buf, &index, atom) < 0 ||
+		    etf_decode_int(reply.buf, &index, &per_sec) < 0 ||
+		    etf_decode_int(reply.buf, &index, &offset) < 0 ||
+		    per_sec < 1000000 || per_sec > INT64_MAX / 1000000)
+			goto out;
+		snprintf(mode, modelen, "%s", atom);
+		trace_attach_calls(t, cfg->depth,
+				   (uint64_t)per_sec / 1000000u * cfg->unit_us,
+				   (uint64_t)per_sec / 1000000u, offset);
+		t->started = true;
+		rc = 0;
+	} else if (strcmp(atom, "refused") == 0 && arity == 2) {
+		rc = refusal(reply.buf, index, why, whylen);
+	}
+out:
+	ei_x_free(&bindings);
+	ei_x_free(&exprs);
+	return rc;
+}
+
 int
 fp_trace_start(struct fp_trace *t, struct fp_node *node,
 	       const struct fp_trace_config *cfg, char *why, size_t whylen,
 	       char *mode, size_t modelen, unsigned timeout_ms)
 {
-	char atom[MAXATOMLEN_UTF8], *text;
+	char atom[MAXATOMLEN_UTF8];
 	struct fp_reply reply;
 	ei_x_buff bindings, exprs;
 	int rc, index, arity;
 
 	why[0] = mode[0] = '\0';
+	if (cfg->call_module)
+		return start_calls(t, node, cfg, why, whylen, mode, modelen,
+				   timeout_ms);
 	ei_x_new(&bindings);
 	ei_x_new(&exprs);
 	ei_x_encode_list_header(&bindings, 1);
@@ -445,19 +760,7 @@ fp_trace_start(struct fp_trace *t, struct fp_node *node,
 		t->started = true;
 		rc = 0;
 	} else if (strcmp(atom, "refused") == 0 && arity == 2) {
-		int kind = index, karity;
-		char what[MAXATOMLEN_UTF8];
-
-		/* {not_alive | not_registered, _}: no such target */
-		rc = -EPERM;
-		if (ei_decode_tuple_header(reply.buf, &kind, &karity) == 0 &&
-		    etf_decode_atom(reply.buf, &kind, what) == 0 &&
-		    (strcmp(what, "not_alive") == 0 ||
-		     strcmp(what, "not_registered") == 0))
-			rc = -ESRCH;
-		text = etf_term_text(reply.buf, index, 200);
-		snprintf(why, whylen, "%s", text);
-		free(text);
+		rc = refusal(reply.buf, index, why, whylen);
 	}
 out:
 	ei_x_free(&bindings);
@@ -506,16 +809,52 @@ decode_what(struct fp_trace *t, const char *buf, int *index, uint32_t *frame)
 	*frame = TRACE_NO_FRAME;
 	if (ei_decode_tuple_header(buf, &i, &n) == 0 && n == 3 &&
 	    etf_decode_atom(buf, &i, mod) == 0 &&
-	    etf_decode_atom(buf, &i, fun) == 0 &&
-	    etf_decode_int(buf, &i, &arity) == 0 && arity >= 0 && arity <= 255) {
-		*frame = trace_agg_frame(t->agg, mod, fun, (uint32_t)arity);
-		*index = i;
-		return 0;
+	    etf_decode_atom(buf, &i, fun) == 0) {
+		int type, size;
+
+		/* a meta trace's call carries the arguments, not the arity */
+		if (ei_get_type(buf, &i, &type, &size) == 0 &&
+		    (type == ERL_LIST_EXT || type == ERL_NIL_EXT ||
+		     type == ERL_STRING_EXT)) {
+			arity = size;
+			if (etf_skip_term(buf, &i) < 0)
+				return -EPROTO;
+		} else if (etf_decode_int(buf, &i, &arity) < 0) {
+			arity = -1;
+		}
+		if (arity >= 0 && arity <= 255) {
+			*frame = trace_agg_frame(t->agg, mod, fun,
+						 (uint32_t)arity);
+			*index = i;
+			return 0;
+		}
 	}
 	return etf_skip_term(buf, index);
 }
 
-/* {trace_ts, Pid, Event, What, Timestamp} */
+/* {MegaSecs, Secs, MicroSecs} of erlang:now/0 (the node's system time,
+ * in µs) as the node's monotonic time in native units */
+static int
+decode_now(const struct fp_trace *t, const char *buf, int *index, int64_t *ts)
+{
+	int64_t part[3], us, native;
+	int n;
+
+	if (ei_decode_tuple_header(buf, index, &n) < 0 || n != 3)
+		return -EPROTO;
+	for (int i = 0; i < 3; i++)
+		if (etf_decode_int(buf, index, &part[i]) < 0 || part[i] < 0 ||
+		    part[i] > 1000000000)
+			return -EPROTO;
+	us = part[0] * 1000000000000 + part[1] * 1000000 + part[2];
+	if (__builtin_mul_overflow(us, (int64_t)t->ticks_per_us, &native) ||
+	    __builtin_sub_overflow(native, t->offset, ts))
+		return -EPROTO;
+	return 0;
+}
+
+/* {trace_ts, Pid, Event, What, Timestamp}, or with a Value before the
+ * Timestamp (return_from, exception_from) */
 static int
 decode_event(struct fp_trace *t, const char *buf, int *index)
 {
@@ -526,7 +865,7 @@ decode_event(struct fp_trace *t, const char *buf, int *index)
 	int64_t ts;
 	int n;
 
-	if (ei_decode_tuple_header(buf, index, &n) < 0 || n != 5 ||
+	if (ei_decode_tuple_header(buf, index, &n) < 0 || (n != 5 && n != 6) ||
 	    etf_decode_atom(buf, index, atom) < 0 || strcmp(atom, "trace_ts") ||
 	    etf_decode_pid(buf, index, &pid) < 0 ||
 	    etf_decode_atom(buf, index, atom) < 0)
@@ -535,9 +874,25 @@ decode_event(struct fp_trace *t, const char *buf, int *index)
 	     strcmp(atom, "return_to") == 0 ? TRACE_EV_RETURN_TO :
 	     strcmp(atom, "in") == 0 ? TRACE_EV_IN :
 	     strcmp(atom, "out") == 0 ? TRACE_EV_OUT : TRACE_EV_OTHER;
-	if (decode_what(t, buf, index, &frame) < 0 ||
-	    etf_decode_int(buf, index, &ts) < 0)
+	if (decode_what(t, buf, index, &frame) < 0)
 		return -EPROTO;
+	/* {trace_ts, Pid, return_from | exception_from, MFA, Value, Ts}:
+	 * the end of a traced call */
+	if (n == 6) {
+		if (etf_skip_term(buf, index) < 0)
+			return -EPROTO;
+		ev = t->calls && (strcmp(atom, "return_from") == 0 ||
+				  strcmp(atom, "exception_from") == 0) ?
+		     TRACE_EV_LEAVE : TRACE_EV_OTHER;
+	}
+	if (etf_decode_int(buf, index, &ts) < 0) {
+		/* a meta trace's {MegaSecs, Secs, MicroSecs} (erlang:now/0):
+		 * a call's entry, or its end */
+		if (!t->calls || decode_now(t, buf, index, &ts) < 0)
+			return -EPROTO;
+		if (ev == TRACE_EV_CALL)
+			ev = TRACE_EV_ENTER;
+	}
 	trace_agg_event(t->agg, &pid, ev, frame, ts);
 	return 0;
 }
@@ -609,7 +964,8 @@ decode_value(struct fp_trace *t, const struct fp_reply *reply,
 		/* busy past the wait: nothing this time */
 		return strcmp(atom, "timeout") == 0 ? 0 : -EPROTO;
 	}
-	if (ei_decode_tuple_header(reply->buf, &index, &n) < 0 || n != 3)
+	if (ei_decode_tuple_header(reply->buf, &index, &n) < 0 ||
+	    n != (t->calls ? 4 : 3))
 		return -EPROTO;
 	if (decode_status(reply->buf, &index, res) < 0)
 		return -EPROTO;
@@ -625,6 +981,17 @@ decode_value(struct fp_trace *t, const struct fp_reply *reply,
 			trace_agg_flush(t->agg, false, each, data);
 			return -EPROTO;
 		}
+	if (t->calls) {
+		int64_t skipped;
+
+		if (len > 0 && ei_decode_list_header(reply->buf, &index, &n) < 0)
+			return -EPROTO;
+		if (etf_decode_int(reply->buf, &index, &skipped) < 0 ||
+		    skipped < 0)
+			return -EPROTO;
+		res->calls_skipped = (uint64_t)skipped;
+		trace_agg_call_counts(t->agg, &res->calls, &res->calls_ended);
+	}
 	trace_agg_flush(t->agg, res->state != FP_TRACE_RUNNING, each, data);
 	if (res->state != FP_TRACE_RUNNING)
 		t->started = false;

@@ -70,6 +70,13 @@ fp_sample_is_idle(const struct fp_sample *sample)
 	/* Parked in receive or suspended, the process holds no scheduler
 	 * and asks for none: at rest as the kernel's idle task is on a
 	 * CPU. */
+	if (sample->status == FP_STATUS_TRACED)
+		/* a traced process scheduled out holds no scheduler either,
+		 * whether it waits for a message or for its turn */
+		return sample->nframes > 0 && sample->frames[0].module &&
+		       sample->frames[0].function &&
+		       strcmp(sample->frames[0].module, FP_SLEEP_MODULE) == 0 &&
+		       strcmp(sample->frames[0].function, FP_SLEEP_FUNCTION) == 0;
 	return sample->status == FP_STATUS_WAITING ||
 	       sample->status == FP_STATUS_SUSPENDED;
 }

@@ -346,7 +346,7 @@ START_TEST(top_unranked)
 	fp_assert_int_eq(fp_top_write(t, &o, mem_open(&m)), 0);
 	got = mem_close(&m);
 	fp_assert(strncmp(got, "samples: 4\n", 11) == 0);
-	fp_assert(strstr(got, "\nidle: 3 samples (waiting, suspended) left out of "
+	fp_assert(strstr(got, "\nidle: 3 samples (waiting, suspended, SLEEP) left out of "
 			      "the rows; --status counts them\n\n"));
 	row = strstr(got, "FUNCTION\n");
 	fp_assert(row);

@@ -29,6 +29,20 @@ static const struct options_case cases[] = {
 	{ { "--nope" }, FPD_EXIT_USAGE },
 	{ { "--node", "a@b", "--trace-follow" }, FPD_EXIT_USAGE },	/* no --trace */
 	{ { "--node", "a@b", "--trace-server", "s" }, FPD_EXIT_USAGE },
+	{ { "--node", "a@b", "--trace-call", "m:f/2", "--trace-calls", "5" }, 0 },
+	{ { "--node", "a@b", "--trace-call", "Elixir.My.Server:handle_call" }, 0 },
+	{ { "--node", "a@b", "--trace-call", "m:f/256" }, FPD_EXIT_USAGE },
+	{ { "--node", "a@b", "--trace-call", "m:f/x" }, FPD_EXIT_USAGE },
+	{ { "--node", "a@b", "--trace-call", "m:f/" }, FPD_EXIT_USAGE },
+	{ { "--node", "a@b", "--trace-call", "mf/1" }, FPD_EXIT_USAGE },
+	{ { "--node", "a@b", "--trace-call", ":f/1" }, FPD_EXIT_USAGE },
+	{ { "--node", "a@b", "--trace-call", "m:/1" }, FPD_EXIT_USAGE },
+	{ { "--node", "a@b", "--trace-call", "m:f:g" }, FPD_EXIT_USAGE },
+	{ { "--node", "a@b", "--trace-call", "m:f", "--trace-call", "m:g" },
+	  FPD_EXIT_USAGE },
+	{ { "--node", "a@b", "--trace-call", "m:f", "--trace", "x" }, FPD_EXIT_USAGE },
+	{ { "--node", "a@b", "--trace-call", "m:f", "--trace-calls", "0" },
+	  FPD_EXIT_USAGE },
 	{ { "--node" }, FPD_EXIT_USAGE },			/* no value */
 	{ { "--node", "a@b", "extra" }, FPD_EXIT_USAGE },
 	{ { "--node", "a@b", "--top", "0" }, FPD_EXIT_USAGE },	/* nothing */
@@ -88,6 +102,9 @@ static const struct options_case cases[] = {
 	{ { "--cluster", "a" }, FPD_EXIT_USAGE },
 	{ { "--cluster", "a@b=" }, FPD_EXIT_USAGE },
 	{ { "--cluster", "a@b", "--pid", "0.1.2" }, FPD_EXIT_USAGE },
+	{ { "--node", "a@b", "--node", "c@d", "--trace-call", "m:f" }, FPD_EXIT_USAGE },
+	{ { "--node", "a@b", "--flight-recorder", "20s", "--trace-call", "m:f" },
+	  FPD_EXIT_USAGE },
 	{ { "--cluster", "a@b", "--flight-recorder", "20s" }, 0 },
 	{ { "--discover", "h", "--flight-recorder", "20s" }, 0 },
 	{ { "--node", "a@b", "--node", "c@d", "--flight-recorder", "20s",
@@ -145,6 +162,31 @@ START_TEST(values)
 	fp_assert_int_eq(o.perf_freq, 99);
 	fp_assert_int_eq(o.top, 100);
 	fp_assert_int_eq(o.compress_level, 3);
+	fpd_options_release(&o);
+}
+END_TEST
+
+/* --trace-call's parts, and a run that only traces calls samples none */
+START_TEST(trace_call_values)
+{
+	static const char *const args[] = {
+		"-n", "a@b", "--trace-call", "my_mod:handle_call/3", NULL,
+	};
+	static const char *const any[] = {
+		"-n", "a@b", "--trace-call", "m:f", "--trace-calls", "7", NULL,
+	};
+	struct fpd_options o;
+
+	fp_assert_int_eq(parse(args, &o), 0);
+	fp_assert_str_eq(o.trace_call_module, "my_mod");
+	fp_assert_str_eq(o.trace_call_function, "handle_call");
+	fp_assert_int_eq(o.trace_call_arity, 3);
+	fp_assert_int_eq(o.trace_calls, 100);
+	fp_assert_int_eq(o.top, 0);
+	fpd_options_release(&o);
+	fp_assert_int_eq(parse(any, &o), 0);
+	fp_assert_int_eq(o.trace_call_arity, -1);
+	fp_assert_int_eq(o.trace_calls, 7);
 	fpd_options_release(&o);
 }
 END_TEST
@@ -361,6 +403,7 @@ suite(void)
 
 	tcase_add_loop_test(tc, exit_codes, 0, (int)(sizeof(cases) / sizeof(cases[0])));
 	tcase_add_test(tc, values);
+	tcase_add_test(tc, trace_call_values);
 	tcase_add_test(tc, table_values);
 	tcase_add_test(tc, pins_alone);
 	tcase_add_test(tc, several_nodes);

@@ -559,6 +559,7 @@ static const struct {
 	{ FP_STATUS_FREE, false },
 	{ FP_STATUS_UNKNOWN, false },
 	{ FP_STATUS_CPU, false },
+	{ FP_STATUS_TRACED, false },
 };
 
 START_TEST(idle_field)
@@ -599,6 +600,39 @@ START_TEST(idle_field)
 		fp_text_free(&text);
 	}
 	regfree(&flamescope_idle);
+	fp_perf_writer_destroy(w);
+}
+END_TEST
+
+/* A traced sample is idle when its leaf is the SLEEP frame (time off a
+ * scheduler) and only then: the frame under it, or another status with
+ * that leaf, is not. */
+START_TEST(idle_traced_sleep)
+{
+	static const struct fp_frame sleep[] = {
+		{ FP_SLEEP_MODULE, FP_SLEEP_FUNCTION, 0, 0, NULL, 0 },
+		{ "gen_server", "loop", 7, 0, NULL, 0 },
+	};
+	struct fp_perf_writer *w = fp_perf_writer_new(NULL);
+	struct fp_sample s;
+	struct fp_text text;
+
+	fill(&s, sleep, 2);
+	s.status = FP_STATUS_TRACED;
+	fp_assert(fp_sample_is_idle(&s));
+	text = write_one(w, &s);
+	fp_assert_ptr_nonnull(strstr(text.buf, FP_PERF_IDLE_FIELD "\n"));
+	fp_assert_ptr_nonnull(strstr(text.buf, "SLEEP"));
+	fp_text_free(&text);
+	fill(&s, sleep + 1, 1);
+	s.status = FP_STATUS_TRACED;
+	fp_assert(!fp_sample_is_idle(&s));
+	fill(&s, sleep, 2);
+	s.status = FP_STATUS_RUNNING;
+	fp_assert(!fp_sample_is_idle(&s));
+	fill(&s, sleep, 0);
+	s.status = FP_STATUS_TRACED;
+	fp_assert(!fp_sample_is_idle(&s));
 	fp_perf_writer_destroy(w);
 }
 END_TEST
@@ -652,6 +686,7 @@ suite(void)
 
 	tc = tcase_create("idle");
 	tcase_add_loop_test(tc, idle_field, 0, N(idle_cases));
+	tcase_add_test(tc, idle_traced_sleep);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("errors");

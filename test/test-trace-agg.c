@@ -5,8 +5,9 @@
  * calls, the depth cap), the clock (on and off a scheduler, equal and
  * earlier timestamps, several processes), following (spawned processes'
  * stacks rooted at the follow frame, the cap on processes, a server's
- * work counted only for the target's calls) and the units
- * handed out (remainders and calls carried, the final rounding).
+ * work counted only for the target's calls), the units
+ * handed out (remainders and calls carried, the final rounding) and
+ * --trace-call's trees (one per call, nothing outside a call).
  */
 #include <stdio.h>
 #include <string.h>
@@ -137,9 +138,37 @@ START_TEST(return_skips_frames)
 }
 END_TEST
 
+/* A fun run by a function with no pattern (lists:map/2 under
+ * handle_call) returns to it: that function takes the fun's place and
+ * handle_call stays under it, until a return to handle_call cuts back. */
+START_TEST(return_to_unpatterned)
+{
+	struct trace_agg *a = trace_agg_new(8, 100);
+	struct seen s = { 0 };
+
+	ev(a, &P1, TRACE_EV_CALL, "loop", 0);
+	ev(a, &P1, TRACE_EV_CALL, "handle_call", 0);
+	ev(a, &P1, TRACE_EV_CALL, "fun", 0);
+	ev(a, &P1, TRACE_EV_RETURN_TO, "map", 100);
+	ev(a, &P1, TRACE_EV_CALL, "fun", 300);
+	ev(a, &P1, TRACE_EV_RETURN_TO, "map", 400);
+	ev(a, &P1, TRACE_EV_RETURN_TO, "handle_call", 500);
+	ev(a, &P1, TRACE_EV_RETURN_TO, "loop", 700);
+	ev(a, &P1, TRACE_EV_OTHER, NULL, 800);
+	trace_agg_flush(a, false, each, &s);
+	fp_assert_int_eq(units_of(&s, "81 on fun;handle_call;loop", NULL), 1);
+	fp_assert_int_eq(units_of(&s, "81 on fun;map;handle_call;loop", NULL), 1);
+	fp_assert_int_eq(units_of(&s, "81 on map;handle_call;loop", NULL), 3);
+	fp_assert_int_eq(units_of(&s, "81 on handle_call;loop", NULL), 2);
+	fp_assert_int_eq(units_of(&s, "81 on loop", NULL), 1);
+	fp_assert_int_eq(s.n, 5);
+	trace_agg_destroy(a);
+}
+END_TEST
+
 /* The trace starts inside a stack: the first event only sets the clock,
- * a return to a function never seen called becomes the whole stack, and
- * return_to undefined keeps the stack. */
+ * a return to a function never seen called takes the returning frame's
+ * place, and return_to undefined keeps the stack. */
 START_TEST(starts_mid_stack)
 {
 	struct trace_agg *a = trace_agg_new(8, 100);
@@ -379,8 +408,9 @@ START_TEST(server_marked_only)
 END_TEST
 
 /* A return to a function with no pattern (lists:foldl/3 under
- * handle_call) makes it the whole stack; the span goes on until the
- * server is back under the marker. */
+ * handle_call) takes the place of the frame that returned, the frames
+ * under it kept; the span goes on until the server is back below the
+ * marker. */
 START_TEST(server_span_through_unpatterned)
 {
 	struct trace_agg *a = trace_agg_new(8, 100);
@@ -400,7 +430,8 @@ START_TEST(server_span_through_unpatterned)
 	ev(a, &P2, TRACE_EV_OUT, "other", 2000);
 	trace_agg_flush(a, true, each, &s);
 	fp_assert_int_eq(units_of(&s, "82 on fun;try;handle_msg;loop;<0.81.0>", NULL), 1);
-	fp_assert_int_eq(units_of(&s, "82 on foldl;<0.81.0>", NULL), 2);
+	fp_assert_int_eq(units_of(&s, "82 on foldl;try;handle_msg;loop;<0.81.0>",
+				  NULL), 2);
 	fp_assert_int_eq(s.n, 2);
 	trace_agg_destroy(a);
 }
@@ -471,6 +502,126 @@ START_TEST(remainders)
 }
 END_TEST
 
+/* --trace-call: each call from its enter to its leave is a tree of its
+ * own under CALL:'<n>'/0; a process's events outside a call count for
+ * nothing, and a call of one process does not end another's. */
+START_TEST(calls_rooted)
+{
+	struct trace_agg *a = trace_agg_new(8, 100);
+	struct seen s = { 0 };
+	uint64_t begun, ended;
+	long calls = -1;
+
+	trace_agg_calls(a);
+	/* before the call, and between the calls: left out */
+	ev(a, &P1, TRACE_EV_CALL, "before", 0);
+	ev(a, &P1, TRACE_EV_ENTER, "f", 100);
+	ev(a, &P2, TRACE_EV_ENTER, "f", 150);
+	ev(a, &P1, TRACE_EV_CALL, "g", 200);
+	ev(a, &P1, TRACE_EV_OUT, "g", 400);
+	ev(a, &P2, TRACE_EV_CALL, "h", 450);
+	ev(a, &P1, TRACE_EV_IN, "g", 600);
+	ev(a, &P1, TRACE_EV_RETURN_TO, "f", 700);
+	ev(a, &P1, TRACE_EV_LEAVE, "f", 800);
+	ev(a, &P1, TRACE_EV_CALL, "after", 900);
+	ev(a, &P1, TRACE_EV_OUT, "after", 5000);
+	ev(a, &P2, TRACE_EV_LEAVE, "f", 650);
+	trace_agg_call_counts(a, &begun, &ended);
+	fp_assert_int_eq(begun, 2);
+	fp_assert_int_eq(ended, 2);
+	trace_agg_flush(a, true, each, &s);
+	/* f: 100 before g, 100 after the return */
+	fp_assert_int_eq(units_of(&s, "81 on f;1", &calls), 2);
+	fp_assert_int_eq(calls, 1);
+	fp_assert_int_eq(units_of(&s, "81 on g;f;1", &calls), 3);
+	fp_assert_int_eq(calls, 1);
+	fp_assert_int_eq(units_of(&s, "81 off g;f;1", NULL), 2);
+	fp_assert_int_eq(units_of(&s, "82 on f;2", NULL), 3);
+	fp_assert_int_eq(units_of(&s, "82 on h;f;2", NULL), 2);
+	fp_assert_int_eq(s.n, 5);
+	trace_agg_destroy(a);
+}
+END_TEST
+
+/* A second call of the same process is a tree of its own; an enter in
+ * a call (the tracer keeps only the first) starts nothing; the return to
+ * the caller before the leave adds no frame. */
+START_TEST(calls_again)
+{
+	struct trace_agg *a = trace_agg_new(8, 100);
+	struct seen s = { 0 };
+	uint64_t begun, ended;
+
+	trace_agg_calls(a);
+	ev(a, &P1, TRACE_EV_ENTER, "f", 0);
+	ev(a, &P1, TRACE_EV_ENTER, "f", 50);
+	ev(a, &P1, TRACE_EV_LEAVE, "f", 100);
+	ev(a, &P1, TRACE_EV_LEAVE, "f", 150);
+	ev(a, &P1, TRACE_EV_ENTER, "f", 1000);
+	/* f returns to its caller, then its leave: the caller is no part */
+	ev(a, &P1, TRACE_EV_RETURN_TO, "caller", 1200);
+	ev(a, &P1, TRACE_EV_LEAVE, "f", 1300);
+	trace_agg_call_counts(a, &begun, &ended);
+	fp_assert_int_eq(begun, 2);
+	fp_assert_int_eq(ended, 2);
+	trace_agg_flush(a, true, each, &s);
+	fp_assert_int_eq(units_of(&s, "81 on f;1", NULL), 1);
+	fp_assert_int_eq(units_of(&s, "81 on f;2", NULL), 3);
+	fp_assert_int_eq(s.n, 2);
+	trace_agg_destroy(a);
+}
+END_TEST
+
+/* A call's remainders are rounded as one at its leave: its total to
+ * the nearest unit, given to the stacks with the largest remainders, and
+ * a call shorter than a unit still shows, as one. */
+START_TEST(calls_rounded)
+{
+	struct trace_agg *a = trace_agg_new(8, 100);
+	struct seen s = { 0 };
+
+	trace_agg_calls(a);
+	/* 10 + 15 in f, 5 in g: one unit, to f */
+	ev(a, &P1, TRACE_EV_ENTER, "f", 0);
+	ev(a, &P1, TRACE_EV_CALL, "g", 10);
+	ev(a, &P1, TRACE_EV_RETURN_TO, "f", 15);
+	ev(a, &P1, TRACE_EV_LEAVE, "f", 30);
+	/* 70 in each of three stacks: 210, two units, to the first two of
+	 * equal remainders */
+	ev(a, &P2, TRACE_EV_ENTER, "f", 0);
+	ev(a, &P2, TRACE_EV_CALL, "g", 70);
+	ev(a, &P2, TRACE_EV_CALL, "h", 140);
+	ev(a, &P2, TRACE_EV_LEAVE, "f", 210);
+	trace_agg_flush(a, false, each, &s);
+	fp_assert_int_eq(units_of(&s, "81 on f;1", NULL), 1);
+	fp_assert_int_eq(units_of(&s, "81 on g;f;1", NULL), -1);
+	fp_assert_int_eq(units_of(&s, "82 on f;2", NULL), 1);
+	fp_assert_int_eq(units_of(&s, "82 on g;f;2", NULL), 1);
+	fp_assert_int_eq(units_of(&s, "82 on h;g;f;2", NULL), -1);
+	fp_assert_int_eq(s.n, 3);
+	trace_agg_destroy(a);
+}
+END_TEST
+
+/* The depth cap keeps a call's root and its innermost frames. */
+START_TEST(calls_depth)
+{
+	struct trace_agg *a = trace_agg_new(4, 100);
+	struct seen s = { 0 };
+
+	trace_agg_calls(a);
+	ev(a, &P1, TRACE_EV_ENTER, "f", 0);
+	ev(a, &P1, TRACE_EV_CALL, "a", 0);
+	ev(a, &P1, TRACE_EV_CALL, "b", 0);
+	ev(a, &P1, TRACE_EV_CALL, "c", 0);
+	ev(a, &P1, TRACE_EV_LEAVE, "f", 100);
+	trace_agg_flush(a, true, each, &s);
+	fp_assert_int_eq(units_of(&s, "81 on c;b;a;1", NULL), 1);
+	fp_assert_int_eq(s.n, 1);
+	trace_agg_destroy(a);
+}
+END_TEST
+
 static Suite *
 trace_agg_suite(void)
 {
@@ -481,6 +632,7 @@ trace_agg_suite(void)
 	tcase_add_test(tc, frames_interned);
 	tcase_add_test(tc, calls_and_returns);
 	tcase_add_test(tc, return_skips_frames);
+	tcase_add_test(tc, return_to_unpatterned);
 	tcase_add_test(tc, starts_mid_stack);
 	tcase_add_test(tc, reentry_and_depth);
 	suite_add_tcase(s, tc);
@@ -502,6 +654,13 @@ trace_agg_suite(void)
 
 	tc = tcase_create("units");
 	tcase_add_test(tc, remainders);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("calls");
+	tcase_add_test(tc, calls_rooted);
+	tcase_add_test(tc, calls_again);
+	tcase_add_test(tc, calls_depth);
+	tcase_add_test(tc, calls_rounded);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1,7 +1,8 @@
 /*
  * flame_profd — unit tests: the tracer's events as the daemon reads them
  * (fp_trace_decode()): stacks on and off a scheduler, the tracer's state
- * and its end, and replies of any other shape refused.
+ * and its end, --trace-call's meta messages and their erlang:now/0 time,
+ * and replies of any other shape refused.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -133,6 +134,100 @@ START_TEST(running_dump)
 	fp_assert(!s.on_cpu[2]);
 	fp_assert_str_eq(s.leaf[2], "gen_server:loop/7");
 	fp_assert_int_eq(s.units[2], 12);
+	ei_x_free(&x);
+	fp_trace_destroy(t);
+}
+END_TEST
+
+/* {trace_ts, <0.Num.0>, Ev, {M, F, Args}, {MegaSecs, Secs, MicroSecs}}:
+ * a meta trace's call, args [1, 2] */
+static void
+enc_meta_call(ei_x_buff *x, long num, long us)
+{
+	ei_x_encode_tuple_header(x, 5);
+	ei_x_encode_atom(x, "trace_ts");
+	enc_pid(x, num);
+	ei_x_encode_atom(x, "call");
+	ei_x_encode_tuple_header(x, 3);
+	ei_x_encode_atom(x, "m");
+	ei_x_encode_atom(x, "f");
+	ei_x_encode_list_header(x, 2);
+	ei_x_encode_long(x, 1);
+	ei_x_encode_atom(x, "two");
+	ei_x_encode_empty_list(x);
+	ei_x_encode_tuple_header(x, 3);
+	ei_x_encode_long(x, 1795);
+	ei_x_encode_long(x, 0);
+	ei_x_encode_long(x, us);
+}
+
+/* {trace_ts, <0.Num.0>, Ev, {m, f, 2}, Value, {1795, 0, Us}} */
+static void
+enc_meta_end(ei_x_buff *x, long num, const char *ev, long us)
+{
+	ei_x_encode_tuple_header(x, 6);
+	ei_x_encode_atom(x, "trace_ts");
+	enc_pid(x, num);
+	ei_x_encode_atom(x, ev);
+	enc_mfa(x, "m", "f", 2);
+	ei_x_encode_tuple_header(x, 2);
+	ei_x_encode_atom(x, "error");
+	ei_x_encode_string(x, "some value");
+	ei_x_encode_tuple_header(x, 3);
+	ei_x_encode_long(x, 1795);
+	ei_x_encode_long(x, 0);
+	ei_x_encode_long(x, us);
+}
+
+/* A --trace-call reply: one call of m:f/2 from its entry (a meta
+ * message, now/0 time) through a call of g to its return, the local
+ * events in monotonic time (1 tick a µs, offset 1795e12 µs); then a
+ * second call that ends in an exception; 3 calls skipped. */
+static void
+enc_calls(ei_x_buff *x)
+{
+	ei_x_encode_tuple_header(x, 4);
+	ei_x_encode_atom(x, "running");
+	ei_x_encode_long(x, 9);
+	ei_x_encode_list_header(x, 7);
+	enc_meta_call(x, 80, 1000);
+	enc_ev(x, 80, "call", "m", "g", 0, 1100);
+	enc_ev(x, 80, "return_to", "m", "f", 2, 1400);
+	enc_meta_end(x, 80, "return_from", 1600);
+	enc_ev(x, 80, "call", "m", "later", 0, 1700);
+	enc_meta_call(x, 81, 2000);
+	enc_meta_end(x, 81, "exception_from", 2300);
+	ei_x_encode_empty_list(x);
+	ei_x_encode_long(x, 3);
+}
+
+START_TEST(calls_dump)
+{
+	struct fp_trace *t = fp_trace_new();
+	struct fp_trace_result res;
+	struct seen s = { 0 };
+	struct fp_reply r;
+	ei_x_buff x;
+
+	trace_attach_calls(t, 64, 100, 1, 1795000000000000);
+	r = value_reply(&x, enc_calls);
+	fp_assert_int_eq(fp_trace_decode(t, &r, &res, each, &s), 0);
+	fp_assert_int_eq(res.state, FP_TRACE_RUNNING);
+	fp_assert_int_eq(res.events, 9);
+	fp_assert_int_eq(res.calls, 2);
+	fp_assert_int_eq(res.calls_ended, 2);
+	fp_assert_int_eq(res.calls_skipped, 3);
+	/* f: 100 + 200 ticks, g: 300, the second call 300; "later" none */
+	fp_assert_int_eq(s.n, 3);
+	fp_assert_str_eq(s.leaf[0], "m:f/2");
+	fp_assert_str_eq(s.root[0], FP_TRACE_CALL_MODULE ":1/0");
+	fp_assert_int_eq(s.units[0], 3);
+	fp_assert_int_eq(s.calls[0], 1);
+	fp_assert_str_eq(s.leaf[1], "m:g/0");
+	fp_assert_int_eq(s.units[1], 3);
+	fp_assert_int_eq(s.pid[2].num, 81);
+	fp_assert_str_eq(s.root[2], FP_TRACE_CALL_MODULE ":2/0");
+	fp_assert_int_eq(s.units[2], 3);
 	ei_x_free(&x);
 	fp_trace_destroy(t);
 }
@@ -293,6 +388,7 @@ trace_suite(void)
 	tc = tcase_create("decode");
 	tcase_add_test(tc, running_dump);
 	tcase_add_test(tc, stopped_dump);
+	tcase_add_test(tc, calls_dump);
 	tcase_add_loop_test(tc, bad_reply, 0, (int)(sizeof(bad) / sizeof(bad[0])));
 	suite_add_tcase(s, tc);
 	return s;

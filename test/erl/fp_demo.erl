@@ -38,7 +38,7 @@
 -export([busy_loop/1, deep/2, crunch/1, 'fp demo quoted'/1,
          'fp+demo;semi\'q\\'/1, client_loop/1, sink_loop/1, producer_loop/1,
          bin_loop/1, idle_loop/1, owner_init/2, ticker_loop/2,
-         alt_a/1, alt_b/1]).
+         alt_a/1, alt_b/1, call_work/1]).
 %% gen_server callbacks
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
@@ -285,6 +285,13 @@ deep(N, Work) when N band 1 =:= 0 ->
     1 + deep(N - 1, Work);
 deep(N, Work) ->
     2 + deep(N - 1, Work).
+
+%% --trace-call's workload: a pause (the call scheduled out), work, and
+%% a sleep in a function of its own (an inner frame of known length).
+call_work(Work) ->
+    receive after 10 -> ok end,
+    deep(2, Work),
+    timer:sleep(5).
 
 crunch(Work) ->
     L = lists:seq(1, Work),

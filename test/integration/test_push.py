@@ -21,7 +21,22 @@ the header file's secret is in no log line; the spool is empty.
 Bad --push values exit 64 and a bad header file 66, before any node is
 reached.
 
+3. --push-format otlp, on the same node, against the receiver in its
+   OTLP/HTTP mode, which answers the first request 503 with Retry-After
+   and the next one with a partial success: every finished file arrives
+   once, as an ExportProfilesServiceRequest POSTed to
+   /v1development/profiles, gzip'd, as application/x-protobuf, with the
+   header file's lines; the retry and the partial success are logged,
+   the server's text escaped. With OTLP_PROTO_DIR (a checkout of
+   opentelemetry-proto) protoc decodes each body against the official
+   schema, and the resource (service.name, host.name, beam.node), the
+   scope, the period, each profile's total and its stacks (by function
+   name) are those of `flame_prof top` and `flame_prof folded` on its
+   file; without it, protoc --decode_raw only, and the test says the
+   schema check was skipped.
+
 Skips (77) without erl, or without go (golang-go, scripts/install-deps).
+Fails without protoc (protobuf-compiler, scripts/install-deps).
 """
 import json
 import math
@@ -47,10 +62,10 @@ NO_PROXY = {k: None for k in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PR
 
 
 class Receiver:
-    def __init__(self, out, go, port=0):
+    def __init__(self, out, go, port=0, extra=()):
         self.out = out
         self.proc = subprocess.Popen([sys.executable, RECEIVER, "--port", str(port),
-                                      "--out", out, "--go", go],
+                                      "--out", out, "--go", go] + list(extra),
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      start_new_session=True)
         h.on_cleanup("receiver %d" % self.proc.pid, self.stop)
@@ -130,6 +145,13 @@ def bad_options(t, node, out, port):
     t.check("--push" in se and "http://" in se, "--push ftp://: says what it expects", se)
     rc, _, se = h.run_daemon(base + ["--push-header-file", "/dev/null"])
     t.eq(rc, 64, "--push-header-file without --push: exit 64")
+    rc, _, se = h.run_daemon(base + ["--push-format", "otlp"])
+    t.eq(rc, 64, "--push-format without --push: exit 64")
+    t.check("--push-format needs --push URL" in se, "... says so", se)
+    rc, _, se = h.run_daemon(base + ["--push", "http://127.0.0.1:%d" % port,
+                                     "--push-format", "otel"])
+    t.eq(rc, 64, "--push-format otel: exit 64")
+    t.check("pyroscope or otlp" in se, "... says what it expects", se)
     bad = os.path.join(h.mkdtemp("hdr_"), "headers")
     with open(bad, "w") as f:
         f.write("Authorization: %s\n" % SECRET)
@@ -146,6 +168,98 @@ def bad_options(t, node, out, port):
     t.eq(rc, 66, "a header file that is not Name: value lines: exit 66")
     t.check("line 1" in se and SECRET not in se,
             "... names the line, never its text", se)
+
+
+def folded_by_function(path):
+    """flame_prof folded's stacks of @path with each frame's :LINE left
+    out, as OTLP holds the line on the location, not in the name."""
+    p = subprocess.run([FLAME_PROF, "folded", "--no-status", path], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=60)
+    stacks = {}
+    for line in p.stdout.decode("utf-8").splitlines():
+        stack, _, n = line.rpartition(" ")
+        stack = ";".join(re.sub(r"(/\d+):\d+$", r"\1", f) for f in stack.split(";"))
+        stacks[stack] = stacks.get(stack, 0) + int(n)
+    return stacks
+
+
+def otlp_run(t, node, go, hfile):
+    """3. --push-format otlp against the receiver's OTLP/HTTP mode."""
+    protoc = shutil.which("protoc")
+    if not protoc:
+        h.fail("protoc not found (apt-get install protobuf-compiler, or scripts/install-deps)")
+    proto_dir = os.environ.get("OTLP_PROTO_DIR")
+    if proto_dir:
+        h.log("OTLP: bodies decoded by protoc against the schema in %s" % proto_dir)
+    else:
+        h.log("OTLP: schema check skipped (set OTLP_PROTO_DIR to a checkout of "
+              "opentelemetry-proto): protoc --decode_raw only")
+    out = h.mkdtemp("otlp_out_")
+    rdir = h.mkdtemp("otlp_recv_")
+    rcv = Receiver(rdir, go, extra=["--otlp", "--protoc", protoc, "--partial", "1",
+                                    "--unavailable", "1"])
+    args = h.daemon_args(node, out, rate=20, rotate="1s", top=10) + [
+        "--push", "http://127.0.0.1:%d" % rcv.port, "--push-format", "otlp",
+        "--push-timeout", "3s", "--push-header-file", hfile, "--push-service", "fp-otlp",
+        "--duration", "4s"]
+    rc, _, se = h.run_daemon(args, env=NO_PROXY, timeout=60)
+    rcv.stop()
+    t.eq(rc, 0, "otlp: exit 0")
+    t.eq(entries(rdir, "rejected.jsonl"), [], "otlp: the receiver refused no request")
+    t.check(re.search(r"--push \[.*\]: the server answered HTTP 503; retrying", se),
+            "otlp: a 503 is retried", se[-2000:])
+    t.check("the server took" in se and "with a warning: fp-test: kept, but \\x1B[31mred" in se
+            and "\x1b" not in se, "otlp: a partial success is logged, its text escaped",
+            se[-2000:])
+    ndir = os.path.join(out, h.sanitize_node(node.name))
+    t.eq(sorted(os.listdir(os.path.join(ndir, "push-spool"))), [".pushed"],
+         "otlp: the spool holds no profile at the end")
+    acc = entries(rdir, "accepted.jsonl")
+    final, partial, _ = h.output_files(out, node.name)
+    t.eq(partial, [], "otlp: no partial files")
+    t.check(len(final) >= 2, "otlp: several files finished (%d)" % len(final))
+    t.eq(len(acc), len(final), "otlp: one request per finished file")
+    t.eq(len({e["sha256"] for e in acc}), len(acc), "otlp: no request sent twice")
+    t.eq(sorted({(e["content_encoding"], e["headers"].get("X-Scope-OrgID"),
+                  e["headers"].get("Authorization")) for e in acc}),
+         [("gzip", "fp-test", SECRET)], "otlp: gzip'd, with the header file's lines")
+    t.check(SECRET not in se, "otlp: the header file's secret is in no log line")
+    if not proto_dir:
+        t.eq({e["schema"] for e in acc}, {"skipped"},
+             "otlp: protoc --decode_raw reads every body (schema check skipped)")
+        return
+    t.eq({e["schema"] for e in acc}, {"checked"},
+         "otlp: protoc --decode reads every body against the schema")
+    host = node.name.split("@")[1]
+    t.eq(sorted({tuple(sorted(e["resource"].items())) for e in acc}),
+         [(("beam.node", node.name), ("host.name", host), ("service.name", "fp-otlp"))],
+         "otlp: resource service.name (--push-service), host.name, beam.node")
+    t.check(all(e["scope"][0] == "flame_profd" and e["scope"][1] for e in acc),
+            "otlp: scope flame_profd and its version", str({tuple(e["scope"]) for e in acc}))
+    shapes = {tuple((p["type"], p["unit"], p["period_type"], p["period_unit"], p["period"])
+                    for p in e["profiles"]) for e in acc}
+    t.eq(shapes, {(("samples", "count", "wall", "nanoseconds", 50000000),)},
+         "otlp: one profile, samples/count, a period of 1/--rate of wall time")
+    t.check(all(p["sample_attributes"] in ([], ["beam.process.status"])
+                for e in acc for p in e["profiles"]),
+            "otlp: samples carry the status attribute only")
+    want = {}
+    for path in final:
+        ts = [smp["ts"] for smp in h.parse_perf(path).samples]
+        want[(int(math.floor(min(ts))), int(math.ceil(max(ts))))] = path
+    got = {}
+    for e in acc:
+        p = e["profiles"][0]
+        start = p["time_unix_nano"] / 1e9
+        got[(int(math.floor(start)), int(math.ceil(start + p["duration_nano"] / 1e9)))] = p
+    t.eq(sorted(got), sorted(want), "otlp: each request's time range is its file's")
+    for k in sorted(set(got) & set(want)):
+        path = want[k]
+        t.eq(got[k]["samples"], top_samples(path),
+             "otlp: %s: the profile's total is flame_prof top's" % os.path.basename(path))
+        t.eq(got[k]["stacks"], folded_by_function(path),
+             "otlp: %s: its stacks resolve through the dictionary to flame_prof "
+             "folded's" % os.path.basename(path))
 
 
 def main(t):
@@ -232,6 +346,8 @@ def main(t):
                  for e in acc}), [("fp-test", SECRET)],
          "every request carries the header file's lines")
     t.check(SECRET not in se1 + se2, "the header file's secret is in no log line")
+
+    otlp_run(t, node, go, hfile)
 
 
 if __name__ == "__main__":

@@ -201,6 +201,8 @@ def main(t):
     t.check(len(sleep) >= 1, "time scheduled out has a SLEEP frame (%d)" % len(sleep))
     on_cpu = [s for s in samples if not (s["frames"] and s["frames"][0] == "'SLEEP':scheduled_out/0")]
     t.check(len(on_cpu) >= 1, "time on a scheduler too (%d)" % len(on_cpu))
+    t.check(all(s["idle"] for s in sleep) and not any(s["idle"] for s in on_cpu),
+            "SLEEP samples, and only they, are marked idle (heat maps leave them out)")
     calls = sum(s["metrics"]["reductions"][0] for s in samples)
     t.check(calls > 0, "calls counted in the reductions field (%d)" % calls)
     undone(t, node, "after --trace-for", otp)

@@ -34,6 +34,20 @@
  * pattern is the node's: a target that is itself a gen_server loses the
  * frame for calls from others.
  *
+ * Calls (fp_trace_config.call_module): instead of processes, the next
+ * max_calls calls of one function, in whatever process runs them. A meta
+ * trace pattern on the function catches each call's entry in every
+ * process (the call trace message carries its arguments, and its end,
+ * return_from or exception_from, the value): on OTP 27 and later its
+ * match spec turns on the calling process's flags in the trace's session
+ * as the call begins; before OTP 27 the tracer does so when the entry
+ * reaches it, for a process no other tracer holds (others are skipped,
+ * counted), so the call's first moments are the function's own time. The
+ * tracer turns the flags off at the call's end, and removes the meta
+ * pattern once max_calls calls have begun; the trace ends when they
+ * have all returned. Each call's stacks are rooted at
+ * FP_TRACE_CALL_MODULE:'<n>'/0, n counting the calls from 1.
+ *
  * The tracer is linked to the daemon's connection: when the trace ends
  * (its duration, a cap, fp_trace_send(@stop)), the connection closes or
  * the daemon is killed, the flags and patterns (or the session) are
@@ -55,6 +69,9 @@
 /* The module of the root frame of a followed process's stacks. */
 #define FP_TRACE_FOLLOW_MODULE "FOLLOWED"
 
+/* The module of the root frame of a traced call's stacks. */
+#define FP_TRACE_CALL_MODULE "CALL"
+
 struct fp_trace_config {
 	const char *const *targets;	/* PID text or registered name */
 	size_t ntargets;
@@ -67,6 +84,11 @@ struct fp_trace_config {
 	bool follow;			/* trace what the targets spawn */
 	const char *const *servers;	/* gen_servers the targets call */
 	size_t nservers;
+	const char *call_module;	/* calls of this function instead of
+					 * targets, or NULL */
+	const char *call_function;
+	int call_arity;			/* -1: every arity */
+	unsigned max_calls;		/* > 0 */
 };
 
 /* What the tracer said of itself in a reply. */
@@ -82,6 +104,10 @@ struct fp_trace_result {
 				 * stopped */
 	uint64_t events;	/* trace events taken since the start */
 	uint64_t dropped;	/* events that came after a stop, dropped */
+	uint64_t calls;		/* calls: begun */
+	uint64_t calls_ended;	/* calls: returned */
+	uint64_t calls_skipped;	/* calls: of processes another tracer
+				 * held (before OTP 27) */
 };
 
 /* One stack's share since the last reply. */
@@ -114,7 +140,8 @@ fp_trace_destroy(struct fp_trace *t);
  *
  * @param[out] why   on -EPERM and -ESRCH, the node's reason (text)
  * @param[out] mode  "session" or "legacy" on success
- * @return 0; -ESRCH (a target is not alive or not registered), -EPERM
+ * @return 0; -ESRCH (a target is not alive or not registered), -ENOENT
+ *         (calls: the function is not loaded or not exported), -EPERM
  *         (refused: tracing it would change another tracer's), -EINVAL
  *         (a target is no pid or name), or as fp_node_receive().
  */

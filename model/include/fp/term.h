@@ -94,6 +94,11 @@ enum fp_status {
 	FP_STATUS_COUNT,
 };
 
+/* The leaf frame of a traced sample whose time the process spent off a
+ * scheduler (eflame's SLEEP): 'SLEEP':scheduled_out/0. */
+#define FP_SLEEP_MODULE "SLEEP"
+#define FP_SLEEP_FUNCTION "scheduled_out"
+
 /** Static string; "unknown" for FP_STATUS_UNKNOWN. */
 const char *
 fp_status_name(enum fp_status status);
@@ -184,7 +189,9 @@ struct fp_sample {
  * their deltas (sample->has_delta says whether a delta is meaningful).
  * `waiting` (parked in receive) and `suspended` are idle; `running`,
  * `runnable`, `garbage_collecting` and `exiting` are work or demand for
- * it; a `cpu` sample (--perf) is a thread on a CPU and never idle.
+ * it; a `cpu` sample (--perf) is a thread on a CPU and never idle; a
+ * `traced` sample is idle when its leaf is the SLEEP frame (time off a
+ * scheduler), else it is time on one.
  */
 bool
 fp_sample_is_idle(const struct fp_sample *sample);

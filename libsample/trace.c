@@ -2,14 +2,22 @@
  * flame_profd — exact traces of chosen processes (fp/trace.h).
  *
  * The tracer is Erlang source the node's erl_eval runs (eval.c), as the
- * janitor is. It only forwards: each trace message is consed, as it
- * came, onto the list the daemon's next request takes (every
- * DUMP_EVERY_US in daemon/tracing.c), and the stacks are built here, in
- * C (trace-agg.c). erl_eval interprets every expression and merges every
- * binding in scope into each call, so the per-event path (Fast) is one
- * receive clause, four deep so that a call takes four events, in a scope
- * that holds only the list and a count; the caps and the queue are
- * checked once per batch of up to 65 events (Loop). Fast's receive has no guard: where no clause matches,
+ * janitor is, in two processes. The sink is where the trace messages go
+ * (the tracer of the flags and patterns, or the session's): it only
+ * takes them, in batches of up to 65 events, and sends each batch with
+ * its own queue length to the controller. The controller holds the
+ * patterns (or the session), answers the daemon and undoes everything;
+ * it conses each batch onto the list the daemon's next request takes
+ * (every DUMP_EVERY_US in daemon/tracing.c), and the stacks are built
+ * here, in C (trace-agg.c). The controller's queue so holds only
+ * batches and requests, and a stop frees the sink's backlog by killing
+ * it (the runtime frees a mailbox in C, at once), where draining it
+ * would take an interpreted receive per message. erl_eval interprets
+ * every expression and merges every binding in scope into each call, so
+ * the sink's per-event path (Fast) is one receive clause, four deep so
+ * that a call takes four events, in a scope that holds only the batch
+ * and a count; the caps and the sink's queue are checked once per batch
+ * (Loop). Fast's receive has no guard: where no clause matches,
  * erl_eval's receive tries every message in the mailbox, so a guard that
  * ends a batch would scan a queue of thousands once per batch. The
  * modules the tracer itself runs through (erl_eval and what it calls)
@@ -17,12 +25,15 @@
  * and their time shows in the caller's frame.
  *
  * Caps: a total of events, events in any second of the trace's own
- * timestamps, and trace messages waiting in the tracer's queue (it
+ * timestamps, and trace messages waiting in the sink's queue (it
  * cannot keep up: stopped at once, before its queue grows). Any of
  * them, the duration, or the daemon's stop removes the flags and
- * patterns (or destroys the session), drops the messages still queued
- * and hands the events it holds to the next request; a tracer stopped
+ * patterns (or destroys the session), kills the sink (its queue's
+ * length, and the batches not yet taken, are the dropped count) and
+ * hands the events it holds to the next request; a controller stopped
  * on its own answers requests until 10 s pass without one, then exits.
+ * The sink is linked to the controller and traps no exits: it dies with
+ * it, and the controller kills it when it ends.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -39,7 +50,7 @@
 #include "util-mem.h"
 
 /* Bindings: A = {Daemon, Targets, UnitUs, ForMs, MaxEvents, MaxRate,
- * Depth, MaxQueue, Follow, Servers}. Value: {started, Tracer, Mode, Pids,
+ * Depth, MaxQueue, Follow, Servers}. Value: {started, Controller, Mode, Pids,
  * NativePerSec, ServerPids} or {refused, Why}. A server's
  * gen_server:try_handle_call/4 pattern is a match spec whose guard lets
  * a call through only when its From is a target (the targets' pids are
@@ -257,8 +268,8 @@ static const char start_source[] =
 
 /* Bindings: A = {Daemon, Module, Function, Arity (-1: any), MaxCalls,
  * ForMs, MaxEvents, MaxRate, MaxQueue}, the names as binaries. Value:
- * {started, Tracer, Mode, NativePerSec, TimeOffset} or {refused, Why}.
- * The tracer keeps of the function's own trace messages (told apart
+ * {started, Controller, Mode, NativePerSec, TimeOffset} or {refused, Why}.
+ * The sink keeps of the function's own trace messages (told apart
  * from the local ones by their erlang:now/0 timestamp, or their six
  * elements) only each call's first entry and last return in its
  * process, and counts the calls with the process dictionary; the rate

@@ -7,6 +7,9 @@ Against one real node (fp_demo, its server called by a paced client):
   counted in the reductions field; it ends by itself and says so;
 - --trace-max-events: the trace stops itself on the cap and says how many
   events it saw;
+- a process calling a local function in a tight loop: the trace falls
+  behind, stops itself, says how many it dropped, answers the daemon in
+  time, and leaves no process of the tracer once the daemon has exited;
 - after each of those, and after SIGKILL of the daemon mid-trace, the
   server has no trace flags and no trace pattern of ours is left; a
   process the node traced itself beforehand (another tracer, send
@@ -253,6 +256,7 @@ def main(t):
     follow(t, node, otp)
 
     # SIGKILL mid-trace
+    high = node.eval_int(HIGH)
     out = h.mkdtemp("out_")
     d = h.start_daemon(h.daemon_args(node, out, trace="fp_demo_server",
                                      trace_for="60s"))
@@ -269,6 +273,8 @@ def main(t):
                        "lists:any(fun(X) -> node(X) =/= node() end, L), "
                        "P =/= whereis(flame_profd_janitor)])"), 0,
          "no tracer left on the node")
+    t.eq(node.wait_int(HIGH, high), high,
+         "... nor its sink (no process at high priority more than before)")
     node.eval("exit(whereis(fp_trace_client), kill), ok")
 
 

@@ -32,7 +32,9 @@
  * enter to its leave, and its stacks start with the call's root frame,
  * then the function called; depth trimming keeps the root. A return_to
  * from the function called to its caller leaves the stack as it is: the
- * call's leave comes next, and the caller is no part of the call.
+ * call's leave comes next, and the caller is no part of the call. A
+ * process is kept from its enter to its leave only, so TRACE_PROCS_MAX
+ * bounds the calls in progress at once.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -51,8 +53,9 @@ struct frame {
 	uint64_t hash;
 };
 
-/* Processes whose stacks are kept; a traced process that spawns
- * thousands must not make every event a long scan. */
+/* Processes whose stacks are kept (--trace-call: processes inside a
+ * call at once, a slot freed at its call's end); a traced process that
+ * spawns thousands must not make every event a long scan. */
 #define TRACE_PROCS_MAX 1024u
 /* Frames under a server's marker that end its span: gen_server's own
  * few (handle_msg, loop, proc_lib's) are all within this. */
@@ -502,6 +505,17 @@ proc_add(struct trace_agg *a, const struct fp_pid *pid, bool on, int64_t ts)
 	return p;
 }
 
+/* A process whose call has ended holds nothing for the trace: its slot
+ * goes to the next process that enters one, as a handler run in a
+ * process per request needs. */
+static void
+proc_remove(struct trace_agg *a, struct proc *p)
+{
+	free(p->touched);
+	*p = a->procs[--a->nprocs];
+	a->last = 0;
+}
+
 static void step(struct trace_agg *a, struct proc *p, enum trace_ev ev,
 		 uint32_t frame, bool has, int64_t ts);
 
@@ -538,8 +552,7 @@ call_event(struct trace_agg *a, const struct fp_pid *pid, enum trace_ev ev,
 		if (ts > p->t0)
 			add(a, p, p->on, (uint64_t)ts - (uint64_t)p->t0, 0);
 		call_round(a, p);
-		p->in_call = false;
-		p->n = 0;
+		proc_remove(a, p);
 		a->ended++;
 		return;
 	}

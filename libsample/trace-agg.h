@@ -107,7 +107,8 @@ trace_agg_call_counts(const struct trace_agg *a, uint64_t *begun,
 		      uint64_t *ended);
 
 /** Events left out: they came from a new process past the cap of
- * processes an aggregate keeps. */
+ * processes an aggregate keeps (with trace_agg_calls(), of processes
+ * inside a call at once). */
 uint64_t
 trace_agg_unkept(const struct trace_agg *a);
 

@@ -54,6 +54,17 @@ units_of(const struct seen *s, const char *key, long *calls)
 	return -1;
 }
 
+/* A flush's stacks counted, not named: units and calls summed. */
+static void
+each_count(const struct fp_trace_stack *st, void *data)
+{
+	struct seen *s = data;
+
+	s->n++;
+	s->units[0] += st->units;
+	s->calls[0] += st->calls;
+}
+
 static const struct fp_pid P1 = { .num = 81 }, P2 = { .num = 82 };
 
 /* frame ids named by their function, all in module m */
@@ -622,6 +633,56 @@ START_TEST(calls_depth)
 }
 END_TEST
 
+/* A process's slot is freed at its call's leave: the cap bounds the
+ * processes inside a call at once, not those ever seen (a handler run
+ * in a process of its own per request). */
+START_TEST(calls_many_processes)
+{
+	struct trace_agg *a = trace_agg_new(8, 100);
+	struct seen s = { 0 };
+	uint64_t begun, ended;
+	struct fp_pid p;
+
+	trace_agg_calls(a);
+	for (uint32_t i = 0; i < 3000; i++) {
+		p = (struct fp_pid){ .num = 1000 + i };
+		ev(a, &p, TRACE_EV_ENTER, "f", i * 100);
+		ev(a, &p, TRACE_EV_CALL, "g", i * 100 + 50);
+		ev(a, &p, TRACE_EV_LEAVE, "f", i * 100 + 100);
+	}
+	trace_agg_call_counts(a, &begun, &ended);
+	fp_assert_int_eq(begun, 3000);
+	fp_assert_int_eq(ended, 3000);
+	fp_assert_int_eq(trace_agg_unkept(a), 0);
+	/* a process whose call has ended counts for nothing */
+	p = (struct fp_pid){ .num = 1000 + 2999 };
+	ev(a, &p, TRACE_EV_CALL, "after", 400000);
+	ev(a, &p, TRACE_EV_OUT, "after", 400500);
+	trace_agg_flush(a, false, each_count, &s);
+	/* each call's 100 ticks, half in f, half in g: one unit, to f */
+	fp_assert_int_eq(s.n, 3000);
+	fp_assert_int_eq(s.units[0], 3000);
+	fp_assert_int_eq(s.calls[0], 3000);
+
+	/* the cap is on calls in progress at once: 1024, the next one
+	 * left out until one of them ends */
+	for (uint32_t i = 0; i < 1025; i++) {
+		p = (struct fp_pid){ .num = 5000 + i };
+		ev(a, &p, TRACE_EV_ENTER, "f", 500000);
+	}
+	fp_assert_int_eq(trace_agg_unkept(a), 1);
+	p = (struct fp_pid){ .num = 5000 };
+	ev(a, &p, TRACE_EV_LEAVE, "f", 500100);
+	p = (struct fp_pid){ .num = 7000 };
+	ev(a, &p, TRACE_EV_ENTER, "f", 500100);
+	trace_agg_call_counts(a, &begun, &ended);
+	fp_assert_int_eq(begun, 3000 + 1024 + 1);
+	fp_assert_int_eq(ended, 3001);
+	fp_assert_int_eq(trace_agg_unkept(a), 1);
+	trace_agg_destroy(a);
+}
+END_TEST
+
 static Suite *
 trace_agg_suite(void)
 {
@@ -661,6 +722,7 @@ trace_agg_suite(void)
 	tcase_add_test(tc, calls_again);
 	tcase_add_test(tc, calls_depth);
 	tcase_add_test(tc, calls_rounded);
+	tcase_add_test(tc, calls_many_processes);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -683,6 +683,78 @@ START_TEST(calls_many_processes)
 }
 END_TEST
 
+#define ROUND_STACKS 50000u
+
+/* Per stack sN;f;1, the units it was handed (rounded.units[N]). */
+struct rounded {
+	uint64_t total, f;
+	uint8_t units[ROUND_STACKS];
+};
+
+static void
+each_rounded(const struct fp_trace_stack *st, void *data)
+{
+	struct rounded *r = data;
+	unsigned i;
+
+	r->total += st->units;
+	if (strcmp(st->frames[0].function, "f") == 0)
+		r->f += st->units;
+	else if (sscanf(st->frames[0].function, "s%u", &i) == 1 &&
+		 i < ROUND_STACKS)
+		r->units[i] += (uint8_t)st->units;
+}
+
+/* A call over many stacks, each below a unit: the call's total, rounded,
+ * goes one unit each to the stacks with the largest remainders, of equal
+ * ones to the first charged. */
+START_TEST(calls_round_many)
+{
+	struct trace_agg *a = trace_agg_new(8, 100);
+	static struct rounded r;
+	unsigned count[100] = { 0 }, thresh, first;
+	uint64_t sum = 0, want, left;
+	int64_t t = 0;
+
+	memset(&r, 0, sizeof(r));
+	trace_agg_calls(a);
+	ev(a, &P1, TRACE_EV_ENTER, "f", 0);
+	for (unsigned i = 0; i < ROUND_STACKS; i++) {
+		char name[16];
+		unsigned rem = 1 + (i * 37u) % 99u;
+
+		snprintf(name, sizeof(name), "s%u", i);
+		ev(a, &P1, TRACE_EV_CALL, name, t);
+		t += rem;
+		ev(a, &P1, TRACE_EV_RETURN_TO, "f", t);
+		count[rem]++;
+		sum += rem;
+	}
+	ev(a, &P1, TRACE_EV_LEAVE, "f", t);
+	trace_agg_flush(a, false, each_rounded, &r);
+	want = (sum + 50) / 100;
+	fp_assert_int_eq(r.total, want);
+	fp_assert_int_eq(r.f, 0);
+	/* the remainder at which the units run out, and how many of it get
+	 * one */
+	left = want;
+	for (thresh = 99; thresh > 0 && left > count[thresh]; thresh--)
+		left -= count[thresh];
+	first = (unsigned)left;
+	for (unsigned i = 0; i < ROUND_STACKS; i++) {
+		unsigned rem = 1 + (i * 37u) % 99u;
+		unsigned expect = rem > thresh ? 1 : 0;
+
+		if (rem == thresh && first > 0) {
+			expect = 1;
+			first--;
+		}
+		fp_assert_int_eq(r.units[i], expect);
+	}
+	trace_agg_destroy(a);
+}
+END_TEST
+
 static Suite *
 trace_agg_suite(void)
 {
@@ -723,6 +795,7 @@ trace_agg_suite(void)
 	tcase_add_test(tc, calls_depth);
 	tcase_add_test(tc, calls_rounded);
 	tcase_add_test(tc, calls_many_processes);
+	tcase_add_test(tc, calls_round_many);
 	suite_add_tcase(s, tc);
 	return s;
 }

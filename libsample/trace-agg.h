@@ -106,6 +106,11 @@ void
 trace_agg_call_counts(const struct trace_agg *a, uint64_t *begun,
 		      uint64_t *ended);
 
+/** The stacks @a holds: with trace_agg_calls(), those of the calls in
+ * progress and of the calls ended since the last flush (for tests). */
+uint32_t
+trace_agg_stacks(const struct trace_agg *a);
+
 /** Events left out: they came from a new process past the cap of
  * processes an aggregate keeps (with trace_agg_calls(), of processes
  * inside a call at once). */

@@ -755,6 +755,72 @@ START_TEST(calls_round_many)
 }
 END_TEST
 
+/* Units handed out: P2's (its leaf x apart) and the other processes'. */
+struct held {
+	uint64_t other, p2, p2_x;
+};
+
+static void
+each_held(const struct fp_trace_stack *st, void *data)
+{
+	struct held *h = data;
+
+	if (st->pid.num != P2.num) {
+		h->other += st->units;
+		return;
+	}
+	h->p2 += st->units;
+	if (strcmp(st->frames[0].function, "x") == 0)
+		h->p2_x += st->units;
+}
+
+/* An ended call's stacks are handed out at the next flush and freed:
+ * the aggregate holds the calls in progress and those ended since the
+ * last flush, not every call's stacks; a call open across the flushes
+ * (P2) keeps its stacks and is rounded whole at its leave. */
+START_TEST(calls_memory_bounded)
+{
+	struct trace_agg *a = trace_agg_new(8, 100);
+	struct held h = { 0 };
+	struct fp_pid p;
+	int64_t t = 0;
+
+	trace_agg_calls(a);
+	ev(a, &P2, TRACE_EV_ENTER, "f", 0);
+	for (uint32_t b = 0; b < 100; b++) {
+		t = (int64_t)b * 100000;
+		ev(a, &P2, TRACE_EV_CALL, "x", t + 100);
+		ev(a, &P2, TRACE_EV_RETURN_TO, "f", t + 300);
+		/* 100 calls of 330 ticks in four stacks: 3 units each */
+		for (uint32_t i = 0; i < 100; i++, t += 400) {
+			p = (struct fp_pid){ .num = 1000 + b * 100 + i };
+			ev(a, &p, TRACE_EV_ENTER, "f", t);
+			ev(a, &p, TRACE_EV_CALL, "g", t + 100);
+			ev(a, &p, TRACE_EV_CALL, "h", t + 150);
+			ev(a, &p, TRACE_EV_OUT, "h", t + 200);
+			ev(a, &p, TRACE_EV_IN, "h", t + 250);
+			ev(a, &p, TRACE_EV_RETURN_TO, "f", t + 300);
+			ev(a, &p, TRACE_EV_LEAVE, "f", t + 330);
+		}
+		fp_assert_int_eq(trace_agg_stacks(a), 2 + 100 * 4);
+		trace_agg_flush(a, false, each_held, &h);
+		/* P2's f and x;f */
+		fp_assert_int_eq(trace_agg_stacks(a), 2);
+		fp_assert_int_eq(h.other, (b + 1) * 100 * 3);
+	}
+	/* P2: 10,000,050 ticks, x 20,030 of them: x's remainder of 30
+	 * over f's 20 takes the call's last unit */
+	ev(a, &P2, TRACE_EV_CALL, "x", 10000020);
+	ev(a, &P2, TRACE_EV_LEAVE, "f", 10000050);
+	trace_agg_flush(a, false, each_held, &h);
+	fp_assert_int_eq(trace_agg_stacks(a), 0);
+	fp_assert_int_eq(h.p2, 100001);
+	fp_assert_int_eq(h.p2_x, 201);
+	fp_assert_int_eq(h.other, 30000);
+	trace_agg_destroy(a);
+}
+END_TEST
+
 static Suite *
 trace_agg_suite(void)
 {
@@ -796,6 +862,7 @@ trace_agg_suite(void)
 	tcase_add_test(tc, calls_rounded);
 	tcase_add_test(tc, calls_many_processes);
 	tcase_add_test(tc, calls_round_many);
+	tcase_add_test(tc, calls_memory_bounded);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -79,8 +79,10 @@ struct proc {
 	uint32_t stack[FP_TRACE_DEPTH_MAX];	/* root first */
 };
 
-/* key: pid.num, pid.serial, on | followed << 1, then the frames root first */
-#define KEY_HEAD 3u
+/* key: pid.num, pid.serial, on | followed << 1, the call's number (two
+ * words, high first; 0 but with trace_agg_calls()), then the frames root
+ * first */
+#define KEY_HEAD 5u
 
 struct entry {
 	uint32_t *key;
@@ -118,6 +120,9 @@ struct trace_agg {
 	uint32_t marker;		/* a server works for the request */
 	uint64_t unkept;		/* events of processes past the cap */
 	bool calls;			/* --trace-call */
+	uint32_t root;			/* ... the frame that stands for a
+					 * call's root, named at the flush */
+	char root_name[24];
 	uint64_t begun, ended;		/* calls */
 	struct rem *rem;		/* call_round()'s remainders */
 	size_t rem_cap;
@@ -308,6 +313,9 @@ void
 trace_agg_calls(struct trace_agg *a)
 {
 	a->calls = true;
+	/* one frame for every call's root, the call's number in the key: a
+	 * frame of each call's own would be kept for the aggregate's life */
+	a->root = trace_agg_frame(a, FP_TRACE_CALL_MODULE, "", 0);
 	/* the root and the function called */
 	if (a->depth < 2)
 		a->depth = 2;
@@ -408,6 +416,8 @@ add(struct trace_agg *a, struct proc *p, bool on, uint64_t time,
 		key[1] = p->pid.serial;
 	}
 	key[2] = (uint32_t)on | (uint32_t)p->followed << 1;
+	key[3] = (uint32_t)(p->call >> 32);
+	key[4] = (uint32_t)p->call;
 	memcpy(key + KEY_HEAD, p->stack, p->n * sizeof(*key));
 	h = hash_bytes(key, keylen * sizeof(*key));
 	for (j = (uint32_t)h & (a->eidx_cap - 1); a->eidx[j] != UINT32_MAX;
@@ -564,15 +574,14 @@ call_event(struct trace_agg *a, const struct fp_pid *pid, enum trace_ev ev,
 	   uint32_t frame, bool has, int64_t ts)
 {
 	struct proc *p = proc_find(a, pid);
-	char name[24];
 
 	if (ev == TRACE_EV_ENTER) {
 		if (!p)
 			p = proc_add(a, pid, true, ts);
 		if (!p || p->in_call || !has)
 			return;
-		snprintf(name, sizeof(name), "%" PRIu64, ++a->begun);
-		p->stack[0] = trace_agg_frame(a, FP_TRACE_CALL_MODULE, name, 0);
+		++a->begun;
+		p->stack[0] = a->root;
 		p->stack[1] = frame;
 		p->n = 2;
 		p->in_call = true;
@@ -737,6 +746,11 @@ trace_agg_flush(struct trace_agg *a, bool final,
 				.function = f->function,
 				.arity = f->arity,
 			};
+		}
+		if (a->calls && n > 0) {
+			snprintf(a->root_name, sizeof(a->root_name), "%" PRIu64,
+				 (uint64_t)e->key[3] << 32 | e->key[4]);
+			a->out[n - 1].function = a->root_name;
 		}
 		if (followed) {
 			const struct frame *f = &a->frames[a->follow];

@@ -817,6 +817,9 @@ START_TEST(calls_memory_bounded)
 	fp_assert_int_eq(h.p2, 100001);
 	fp_assert_int_eq(h.p2_x, 201);
 	fp_assert_int_eq(h.other, 30000);
+	/* nor does a call keep a frame: the next one's id is the count of
+	 * frames (the root, f, x, g, h) */
+	fp_assert_int_eq(fr(a, "fresh"), 5);
 	trace_agg_destroy(a);
 }
 END_TEST

@@ -780,6 +780,9 @@ trace_agg_flush(struct trace_agg *a, bool final,
 		a->nentries = 0;
 		a->ndone = 0;
 		memset(a->eidx, 0xff, a->eidx_cap * sizeof(*a->eidx));
+		/* a call still open names no entry now */
+		for (uint32_t i = 0; i < a->nprocs; i++)
+			a->procs[i].ntouched = 0;
 	} else if (a->ndone > 0) {
 		entries_drop_done(a);
 	}

@@ -58,7 +58,9 @@ trace_agg_event(struct trace_agg *a, const struct fp_pid *pid,
 /**
  * Hand out each stack's whole units (@final: rounded to the nearest, and
  * everything dropped after; otherwise the remainder below a unit and the
- * calls of a stack with no whole unit yet stay for the next time):
+ * calls of a stack with no whole unit yet stay for the next time, but
+ * with trace_agg_calls() the stacks of the calls ended since the last
+ * flush, rounded at their end, are handed out and dropped):
  * @each(@stack, @data) for each stack with at least one unit, the stack
  * valid during the call only.
  */

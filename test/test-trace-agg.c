@@ -824,6 +824,31 @@ START_TEST(calls_memory_bounded)
 }
 END_TEST
 
+/* A call still open at the final flush: its leave after it charges and
+ * rounds only what came after, and leaves nothing held. */
+START_TEST(calls_open_at_final)
+{
+	struct trace_agg *a = trace_agg_new(8, 100);
+	struct seen s = { 0 };
+
+	trace_agg_calls(a);
+	ev(a, &P1, TRACE_EV_ENTER, "f", 0);
+	ev(a, &P1, TRACE_EV_CALL, "g", 100);
+	trace_agg_flush(a, true, each, &s);
+	fp_assert_int_eq(units_of(&s, "81 on f;1", NULL), 1);
+	fp_assert_int_eq(s.n, 1);
+	fp_assert_int_eq(trace_agg_stacks(a), 0);
+
+	memset(&s, 0, sizeof(s));
+	ev(a, &P1, TRACE_EV_LEAVE, "f", 170);
+	trace_agg_flush(a, false, each, &s);
+	fp_assert_int_eq(units_of(&s, "81 on g;f;1", NULL), 1);
+	fp_assert_int_eq(s.n, 1);
+	fp_assert_int_eq(trace_agg_stacks(a), 0);
+	trace_agg_destroy(a);
+}
+END_TEST
+
 static Suite *
 trace_agg_suite(void)
 {
@@ -866,6 +891,7 @@ trace_agg_suite(void)
 	tcase_add_test(tc, calls_many_processes);
 	tcase_add_test(tc, calls_round_many);
 	tcase_add_test(tc, calls_memory_bounded);
+	tcase_add_test(tc, calls_open_at_final);
 	suite_add_tcase(s, tc);
 	return s;
 }

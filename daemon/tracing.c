@@ -103,6 +103,11 @@ call_started(struct fpd_trace *tr, struct fp_node *node, int rc,
 			  text.buf, fp_node_name(node));
 		rc = FPD_EXIT_USAGE;
 		break;
+	case -ELOOP:
+		fpd_fatal("--trace-call: refused on %s: a process loops in %s, with nothing of its own below it (%s): traced, each of its calls would keep a stack frame for as long as the loop runs; trace a function it calls instead",
+			  fp_node_name(node), text.buf, why);
+		rc = FPD_EXIT_USAGE;
+		break;
 	case -EPERM:
 		fpd_fatal("--trace-call: refused on %s, to leave other tracers as they are (before OTP 27 trace patterns are the node's): %s",
 			  fp_node_name(node), why);

@@ -229,7 +229,7 @@ static const char start_source[] =
 	"                                   {started, T, Mode, Pids, erlang:convert_time_unit(1, second, native), SPids};\n"
 	"  {Tag, R} -> erlang:demonitor(M, [flush]), R;\n"
 	"  {'DOWN', M, process, _, Why} -> {refused, {crashed, Why}}\n"
-	"after 30000 -> exit(T, kill), {refused, timeout}\n"
+	"after 30000 -> T ! {flame_profd_trace, duration}, {refused, timeout}\n"
 	"end\n"
 	"end)(element(1, A), element(2, A), element(3, A), element(4, A), element(5, A), element(6, A), element(7, A), element(8, A), element(9, A), element(10, A))\n"
 	"end)().\n";
@@ -239,10 +239,15 @@ static const char start_source[] =
  * {started, Tracer, Mode, NativePerSec, TimeOffset} or {refused, Why}.
  * The tracer keeps of the function's own trace messages (told apart
  * from the local ones by their erlang:now/0 timestamp, or their six
- * elements) only each call's first entry and last return in its
- * process, and counts the calls with the process dictionary; the rate
- * window runs on its own clock, as a batch may keep none of its
- * events. A reply is {Status, Events, [TraceMessage], Skipped}. */
+ * elements) only each call's first entry, its arguments replaced by
+ * their count, and last return, its value dropped, in its process, and
+ * counts the calls with the process dictionary. A function a process
+ * loops in (it is in it with nothing but proc_lib below: a receive loop
+ * or a busy tail loop) is refused: with exception_trace each of its
+ * calls keeps a frame for the return, for as long as the loop runs; and
+ * a process found 100 calls deep in the function takes the meta pattern
+ * off. The rate window runs on its own clock, as a batch may keep none
+ * of its events. A reply is {Status, Events, [TraceMessage], Skipped}. */
 static const char call_source[] =
 	"(fun() ->\n"
 	"Take = fun Take(Acc, 0, St, _) -> {Acc, 0, St};\n"
@@ -322,9 +327,19 @@ static const char call_source[] =
 	"  HasSession = code:ensure_loaded(trace) =:= {module, trace} andalso\n"
 	"               erlang:function_exported(trace, session_create, 3),\n"
 	"  Mine = fun(P) -> erlang:trace_info(P, tracer) =:= {tracer, self()} end,\n"
+	"  Loops = [P || MFAs =/= [], P <- erlang:processes(), P =/= self(),\n"
+	"                case erlang:process_info(P, current_function) of\n"
+	"                  {current_function, CF} -> lists:member(CF, MFAs);\n"
+	"                  _ -> false\n"
+	"                end,\n"
+	"                case erlang:process_info(P, current_stacktrace) of\n"
+	"                  {current_stacktrace, [_ | Below]} -> lists:all(fun(Fr) -> element(1, Fr) =:= proc_lib end, Below);\n"
+	"                  _ -> false\n"
+	"                end],\n"
 	"  Setup =\n"
 	"    if\n"
 	"      MFAs =:= [] -> {refused, {no_function, ModB, FunB, Arity}};\n"
+	"      Loops =/= [] -> {refused, {loop, hd(Loops)}};\n"
 	"      HasSession ->\n"
 	"        S = trace:session_create(flame_profd_trace, self(), []),\n"
 	"        [trace:function(S, {M, '_', '_'}, true, [local]) || M <- Mods],\n"
@@ -384,8 +399,9 @@ static const char call_source[] =
 	"               end\n"
 	"             end,\n"
 	"      Self ! {Tag, {started, Mode, erlang:convert_time_unit(1, second, native), erlang:time_offset(native)}},\n"
+	"      MaxNest = 100,\n"
 	"      erlang:send_after(ForMs, self(), {flame_profd_trace, duration}),\n"
-	"      One = fun({trace_ts, P, call, _, {_, _, _}} = M, Acc, {S0, D0, Sk} = St) ->\n"
+	"      One = fun({trace_ts, P, call, {Mo, F, As}, {_, _, _} = Ts}, Acc, {S0, D0, Sk} = St) ->\n"
 	"                  case get(P) of\n"
 	"                    undefined when S0 >= MaxCalls -> Off(P), {Acc, St};\n"
 	"                    undefined ->\n"
@@ -393,15 +409,21 @@ static const char call_source[] =
 	"                        true ->\n"
 	"                          put(P, 1),\n"
 	"                          [Unpattern() || S0 + 1 >= MaxCalls],\n"
-	"                          {[M | Acc], {S0 + 1, D0, Sk}};\n"
-	"                        false -> {Acc, {S0, D0, Sk + 1}}\n"
+	"                          Ar = if is_list(As) -> length(As); true -> As end,\n"
+	"                          {[{trace_ts, P, call, {Mo, F, Ar}, Ts} | Acc], {S0 + 1, D0, Sk}};\n"
+	"                        false ->\n"
+	"                          case is_process_alive(P) of\n"
+	"                            true -> {Acc, {S0, D0, Sk + 1}};\n"
+	"                            false -> {Acc, St}\n"
+	"                          end\n"
 	"                      end;\n"
+	"                    D when D >= MaxNest -> [Unpattern() || D =:= MaxNest], put(P, D + 1), {Acc, St};\n"
 	"                    D -> put(P, D + 1), {Acc, St}\n"
 	"                  end;\n"
-	"               ({trace_ts, P, Ev, _, _, _} = M, Acc, {S0, D0, Sk} = St) when Ev =:= return_from; Ev =:= exception_from ->\n"
+	"               ({trace_ts, P, Ev, MFA1, _, Ts}, Acc, {S0, D0, Sk} = St) when Ev =:= return_from; Ev =:= exception_from ->\n"
 	"                  case get(P) of\n"
 	"                    undefined -> {Acc, St};\n"
-	"                    1 -> erase(P), Off(P), {[M | Acc], {S0, D0 + 1, Sk}};\n"
+	"                    1 -> erase(P), Off(P), {[{trace_ts, P, Ev, MFA1, [], Ts} | Acc], {S0, D0 + 1, Sk}};\n"
 	"                    D -> put(P, D - 1), {Acc, St}\n"
 	"                  end;\n"
 	"               (M, Acc, St) -> {[M | Acc], St}\n"
@@ -437,7 +459,7 @@ static const char call_source[] =
 	"                                   {started, T, Mode, PerSec, Offset};\n"
 	"  {Tag, R} -> erlang:demonitor(M, [flush]), R;\n"
 	"  {'DOWN', M, process, _, Why} -> {refused, {crashed, Why}}\n"
-	"after 30000 -> exit(T, kill), {refused, timeout}\n"
+	"after 30000 -> T ! {flame_profd_trace, duration}, {refused, timeout}\n"
 	"end\n"
 	"end)(element(1, A), element(2, A), element(3, A), element(4, A), element(5, A), element(6, A), element(7, A), element(8, A), element(9, A))\n"
 	"end)().\n";
@@ -588,7 +610,8 @@ attach_targets(struct fp_trace *t, const char *buf, int index)
 }
 
 /* The node's reason for a refusal, as text, and its errno: -ESRCH for
- * no such target, -ENOENT for no such function, else -EPERM. */
+ * no such target, -ENOENT for no such function, -ELOOP for a function a
+ * process loops in, else -EPERM. */
 static int
 refusal(const char *buf, int index, char *why, size_t whylen)
 {
@@ -602,6 +625,8 @@ refusal(const char *buf, int index, char *why, size_t whylen)
 			rc = -ESRCH;
 		else if (strcmp(what, "no_function") == 0)
 			rc = -ENOENT;
+		else if (strcmp(what, "loop") == 0)
+			rc = -ELOOP;
 	}
 	text = etf_term_text(buf, index, 200);
 	snprintf(why, whylen, "%s", text);

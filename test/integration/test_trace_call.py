@@ -12,6 +12,8 @@ fp_demo:call_work/1 in a loop: a pause, fp_demo:deep/2's work, a sleep):
 - --trace-max-events: the trace stops itself on the cap and says how many
   events and calls it saw;
 - a function the node does not export: exit 64, one clear message;
+- a function a process loops in (fp_demo:idle_loop/1, a receive loop):
+  exit 64, saying why;
 - after each run, and after SIGKILL of the daemon mid-trace, the function
   has no trace pattern and the callers no trace flags;
 - before OTP 27, a trace pattern the node set itself on the function
@@ -109,6 +111,13 @@ def main(t):
     t.eq(rc, 64, "a function the node does not export: exit 64")
     t.check(re.search(r"--trace-call: fp_demo:nope/1 is not a loaded, exported function", err),
             "... with one clear message", err[-400:])
+    rc, _, err = h.run_daemon(h.daemon_args(node, out, trace_call="fp_demo:idle_loop/1",
+                                            duration="5s"), timeout=60)
+    t.eq(rc, 64, "a function processes loop in (a receive loop): exit 64")
+    t.check(re.search(r"--trace-call: refused on \S+: a process loops in "
+                      r"fp_demo:idle_loop/1, with nothing of its own below it \(\{loop, <", err),
+            "... saying why", err[-400:])
+    undone(t, node, "after the refusal", otp)
 
     # SIGKILL mid-trace
     node.eval("persistent_term:put(fp_tc_work, 20)")

@@ -452,13 +452,6 @@ add(struct trace_agg *a, struct proc *p, bool on, uint64_t time,
 	touch(a, p, a->nentries - 1, time);
 }
 
-/*
- * A call has ended: what its stacks still hold below a unit is rounded
- * as one, the call's total to the nearest unit (at least one for a call
- * shorter than a unit, so that every call shows), handed to the stacks
- * with the largest remainders. A call of 20 µs spread over ten stacks
- * would otherwise round to nothing in each.
- */
 /* Largest remainder first; of equal ones, the stack charged first. */
 static int
 rem_cmp(const void *x, const void *y)
@@ -470,6 +463,13 @@ rem_cmp(const void *x, const void *y)
 	return r->i < q->i ? -1 : r->i > q->i;
 }
 
+/*
+ * A call has ended: what its stacks still hold below a unit is rounded
+ * as one, the call's total to the nearest unit (at least one for a call
+ * shorter than a unit, so that every call shows), handed to the stacks
+ * with the largest remainders. A call of 20 µs spread over ten stacks
+ * would otherwise round to nothing in each.
+ */
 static void
 call_round(struct trace_agg *a, struct proc *p)
 {
@@ -490,8 +490,8 @@ call_round(struct trace_agg *a, struct proc *p)
 		want = 1;
 	if (want > p->ntouched)
 		want = p->ntouched;
-	/* one sort, not a scan per unit: a call of 90,000 stacks took a
-	 * second of the daemon's loop that way */
+	/* one sort, not a scan per unit: units x stacks is seconds of the
+	 * daemon's loop for a call over 90,000 stacks */
 	if (want > 0 && want < p->ntouched)
 		qsort(a->rem, p->ntouched, sizeof(*a->rem), rem_cmp);
 	for (size_t k = 0; k < want; k++)
@@ -681,11 +681,11 @@ step(struct trace_agg *a, struct proc *p, enum trace_ev ev, uint32_t frame,
 
 /*
  * The stacks of ended calls have been handed out (call_round() left them
- * whole units): free them, so that the aggregate holds what calls in
- * progress charged, not every call's stacks (100,000 calls of a dozen
- * events each held 117 MB). The rest move down, the calls in progress
- * follow their entries there, and the index is rebuilt at a size for
- * what is left.
+ * whole units): free them, so that the aggregate holds what the calls in
+ * progress charged, not the stacks of every call since the trace began
+ * (no stack is shared between calls: each has its own root). The rest
+ * move down, the calls in progress follow their entries there, and the
+ * index is rebuilt at a size for what is left.
  */
 static void
 entries_drop_done(struct trace_agg *a)

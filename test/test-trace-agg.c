@@ -7,7 +7,9 @@
  * stacks rooted at the follow frame, the cap on processes, a server's
  * work counted only for the target's calls), the units
  * handed out (remainders and calls carried, the final rounding) and
- * --trace-call's trees (one per call, nothing outside a call).
+ * --trace-call's trees (one per call, nothing outside a call, a call's
+ * rounding over many stacks, its process and stacks freed once it has
+ * ended and been handed out).
  */
 #include <stdio.h>
 #include <string.h>

@@ -920,7 +920,7 @@ decode_what(struct fp_trace *t, const char *buf, int *index, uint32_t *frame)
 static int
 decode_now(const struct fp_trace *t, const char *buf, int *index, int64_t *ts)
 {
-	int64_t part[3], us, native;
+	int64_t part[3], us, sec, native;
 	int n;
 
 	if (ei_decode_tuple_header(buf, index, &n) < 0 || n != 3)
@@ -929,8 +929,12 @@ decode_now(const struct fp_trace *t, const char *buf, int *index, int64_t *ts)
 		if (etf_decode_int(buf, index, &part[i]) < 0 || part[i] < 0 ||
 		    part[i] > 1000000000)
 			return -EPROTO;
-	us = part[0] * 1000000000000 + part[1] * 1000000 + part[2];
-	if (__builtin_mul_overflow(us, (int64_t)t->ticks_per_us, &native) ||
+	/* the node sends any integer up to the bound: each step checked */
+	if (__builtin_mul_overflow(part[0], (int64_t)1000000000000, &us) ||
+	    __builtin_mul_overflow(part[1], (int64_t)1000000, &sec) ||
+	    __builtin_add_overflow(us, sec, &us) ||
+	    __builtin_add_overflow(us, part[2], &us) ||
+	    __builtin_mul_overflow(us, (int64_t)t->ticks_per_us, &native) ||
 	    __builtin_sub_overflow(native, t->offset, ts))
 		return -EPROTO;
 	return 0;

@@ -32,7 +32,9 @@
  * enter to its leave, and its stacks start with the call's root frame,
  * then the function called; depth trimming keeps the root. A return_to
  * from the function called to its caller leaves the stack as it is: the
- * call's leave comes next, and the caller is no part of the call.
+ * call's leave comes next, and the caller is no part of the call. A
+ * process is kept from its enter to its leave only, so TRACE_PROCS_MAX
+ * bounds the calls in progress at once.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -51,8 +53,9 @@ struct frame {
 	uint64_t hash;
 };
 
-/* Processes whose stacks are kept; a traced process that spawns
- * thousands must not make every event a long scan. */
+/* Processes whose stacks are kept (--trace-call: processes inside a
+ * call at once, a slot freed at its call's end); a traced process that
+ * spawns thousands must not make every event a long scan. */
 #define TRACE_PROCS_MAX 1024u
 /* Frames under a server's marker that end its span: gen_server's own
  * few (handle_msg, loop, proc_lib's) are all within this. */
@@ -76,8 +79,10 @@ struct proc {
 	uint32_t stack[FP_TRACE_DEPTH_MAX];	/* root first */
 };
 
-/* key: pid.num, pid.serial, on | followed << 1, then the frames root first */
-#define KEY_HEAD 3u
+/* key: pid.num, pid.serial, on | followed << 1, the call's number (two
+ * words, high first; 0 but with trace_agg_calls()), then the frames root
+ * first */
+#define KEY_HEAD 5u
 
 struct entry {
 	uint32_t *key;
@@ -87,6 +92,14 @@ struct entry {
 	uint64_t calls;
 	uint64_t call;			/* --trace-call: the last call that
 					 * charged it */
+	bool done;			/* ... and that call has ended */
+};
+
+/* A stack's remainder at its call's end, @i its place in the call's
+ * touched list */
+struct rem {
+	uint64_t rem;
+	size_t i;
 };
 
 struct trace_agg {
@@ -107,11 +120,15 @@ struct trace_agg {
 	uint32_t marker;		/* a server works for the request */
 	uint64_t unkept;		/* events of processes past the cap */
 	bool calls;			/* --trace-call */
+	uint32_t root;			/* ... the frame that stands for a
+					 * call's root, named at the flush */
+	char root_name[24];
 	uint64_t begun, ended;		/* calls */
-	uint64_t *rem;			/* call_round()'s remainders */
+	struct rem *rem;		/* call_round()'s remainders */
 	size_t rem_cap;
 	struct entry *entries;
 	uint32_t nentries, entries_cap;
+	uint32_t ndone;			/* entries of ended calls */
 	uint32_t *eidx;
 	uint32_t eidx_cap;
 	struct fp_frame out[FP_TRACE_DEPTH_MAX + 1];
@@ -177,16 +194,14 @@ frame_hash(const char *module, const char *function, uint32_t arity)
 }
 
 /*
- * Double the open-addressed index *@idx of *@cap slots over @n items,
- * the hash of item i at @hashes + i * @stride (frames and entries keep
- * theirs in the item).
+ * Make *@idx an open-addressed index of @c slots over @n items, the hash
+ * of item i at @hashes + i * @stride (frames and entries keep theirs in
+ * the item).
  */
 static void
-index_grow(uint32_t **idx, uint32_t *cap, const void *hashes, size_t stride,
-	   uint32_t n)
+index_build(uint32_t **idx, uint32_t *cap, uint32_t c, const void *hashes,
+	    size_t stride, uint32_t n)
 {
-	uint32_t c = *cap * 2;
-
 	free(*idx);
 	*idx = index_new(c);
 	*cap = c;
@@ -200,6 +215,14 @@ index_grow(uint32_t **idx, uint32_t *cap, const void *hashes, size_t stride,
 			;
 		(*idx)[j] = i;
 	}
+}
+
+/* Double the index *@idx of *@cap slots (index_build()). */
+static void
+index_grow(uint32_t **idx, uint32_t *cap, const void *hashes, size_t stride,
+	   uint32_t n)
+{
+	index_build(idx, cap, *cap * 2, hashes, stride, n);
 }
 
 uint32_t
@@ -290,6 +313,9 @@ void
 trace_agg_calls(struct trace_agg *a)
 {
 	a->calls = true;
+	/* one frame for every call's root, the call's number in the key: a
+	 * frame of each call's own would be kept for the aggregate's life */
+	a->root = trace_agg_frame(a, FP_TRACE_CALL_MODULE, "", 0);
 	/* the root and the function called */
 	if (a->depth < 2)
 		a->depth = 2;
@@ -301,6 +327,12 @@ trace_agg_call_counts(const struct trace_agg *a, uint64_t *begun,
 {
 	*begun = a->begun;
 	*ended = a->ended;
+}
+
+uint32_t
+trace_agg_stacks(const struct trace_agg *a)
+{
+	return a->nentries;
 }
 
 uint64_t
@@ -384,6 +416,8 @@ add(struct trace_agg *a, struct proc *p, bool on, uint64_t time,
 		key[1] = p->pid.serial;
 	}
 	key[2] = (uint32_t)on | (uint32_t)p->followed << 1;
+	key[3] = (uint32_t)(p->call >> 32);
+	key[4] = (uint32_t)p->call;
 	memcpy(key + KEY_HEAD, p->stack, p->n * sizeof(*key));
 	h = hash_bytes(key, keylen * sizeof(*key));
 	for (j = (uint32_t)h & (a->eidx_cap - 1); a->eidx[j] != UINT32_MAX;
@@ -418,6 +452,17 @@ add(struct trace_agg *a, struct proc *p, bool on, uint64_t time,
 	touch(a, p, a->nentries - 1, time);
 }
 
+/* Largest remainder first; of equal ones, the stack charged first. */
+static int
+rem_cmp(const void *x, const void *y)
+{
+	const struct rem *r = x, *q = y;
+
+	if (r->rem != q->rem)
+		return r->rem > q->rem ? -1 : 1;
+	return r->i < q->i ? -1 : r->i > q->i;
+}
+
 /*
  * A call has ended: what its stacks still hold below a unit is rounded
  * as one, the call's total to the nearest unit (at least one for a call
@@ -434,30 +479,36 @@ call_round(struct trace_agg *a, struct proc *p)
 	for (size_t i = 0; i < p->ntouched; i++) {
 		struct entry *e = &a->entries[p->touched[i]];
 
-		a->rem[i] = e->time % a->unit;
-		sum += a->rem[i];
-		e->time -= a->rem[i];
+		a->rem[i] = (struct rem){ .rem = e->time % a->unit, .i = i };
+		sum += a->rem[i].rem;
+		e->time -= a->rem[i].rem;
+		e->done = true;
 	}
+	a->ndone += (uint32_t)p->ntouched;
 	want = (sum + a->unit / 2) / a->unit;
 	if (want == 0 && p->call_time < a->unit && p->ntouched > 0)
 		want = 1;
-	for (uint64_t given = 0; given < want && given < p->ntouched; given++) {
-		size_t best = 0;
-
-		for (size_t i = 1; i < p->ntouched; i++)
-			if (a->rem[i] > a->rem[best])
-				best = i;
-		a->entries[p->touched[best]].time += a->unit;
-		a->rem[best] = 0;
-	}
+	if (want > p->ntouched)
+		want = p->ntouched;
+	/* one sort, not a scan per unit: units x stacks is seconds of the
+	 * daemon's loop for a call over 90,000 stacks */
+	if (want > 0 && want < p->ntouched)
+		qsort(a->rem, p->ntouched, sizeof(*a->rem), rem_cmp);
+	for (size_t k = 0; k < want; k++)
+		a->entries[p->touched[a->rem[k].i]].time += a->unit;
 	p->ntouched = 0;
 }
 
-/* Cut @p's stack back to its innermost @frame; false if not on it. */
+/* Cut @p's stack back to its innermost @frame; false if not on it. A
+ * call's root is no frame the node can name: were it cut back to, or
+ * replaced, two calls could share a stack, and an ended call's stacks
+ * could not be freed alone (entries_drop_done()). */
 static bool
-cut(struct proc *p, uint32_t frame)
+cut(const struct trace_agg *a, struct proc *p, uint32_t frame)
 {
-	for (uint32_t i = p->n; i-- > 0;)
+	uint32_t base = a->calls ? 1 : 0;
+
+	for (uint32_t i = p->n; i-- > base;)
 		if (p->stack[i] == frame) {
 			p->n = i + 1;
 			return true;
@@ -502,6 +553,17 @@ proc_add(struct trace_agg *a, const struct fp_pid *pid, bool on, int64_t ts)
 	return p;
 }
 
+/* A process whose call has ended holds nothing for the trace: its slot
+ * goes to the next process that enters one, as a handler run in a
+ * process per request needs. */
+static void
+proc_remove(struct trace_agg *a, struct proc *p)
+{
+	free(p->touched);
+	*p = a->procs[--a->nprocs];
+	a->last = 0;
+}
+
 static void step(struct trace_agg *a, struct proc *p, enum trace_ev ev,
 		 uint32_t frame, bool has, int64_t ts);
 
@@ -512,15 +574,14 @@ call_event(struct trace_agg *a, const struct fp_pid *pid, enum trace_ev ev,
 	   uint32_t frame, bool has, int64_t ts)
 {
 	struct proc *p = proc_find(a, pid);
-	char name[24];
 
 	if (ev == TRACE_EV_ENTER) {
 		if (!p)
 			p = proc_add(a, pid, true, ts);
 		if (!p || p->in_call || !has)
 			return;
-		snprintf(name, sizeof(name), "%" PRIu64, ++a->begun);
-		p->stack[0] = trace_agg_frame(a, FP_TRACE_CALL_MODULE, name, 0);
+		++a->begun;
+		p->stack[0] = a->root;
 		p->stack[1] = frame;
 		p->n = 2;
 		p->in_call = true;
@@ -538,8 +599,7 @@ call_event(struct trace_agg *a, const struct fp_pid *pid, enum trace_ev ev,
 		if (ts > p->t0)
 			add(a, p, p->on, (uint64_t)ts - (uint64_t)p->t0, 0);
 		call_round(a, p);
-		p->in_call = false;
-		p->n = 0;
+		proc_remove(a, p);
 		a->ended++;
 		return;
 	}
@@ -587,7 +647,7 @@ step(struct trace_agg *a, struct proc *p, enum trace_ev ev, uint32_t frame,
 	}
 	switch (ev) {
 	case TRACE_EV_CALL:
-		if (has && !cut(p, frame))
+		if (has && !cut(a, p, frame))
 			push(a, p, frame);
 		if (p->server && has)
 			span_event(a, p, ev, frame);
@@ -595,11 +655,11 @@ step(struct trace_agg *a, struct proc *p, enum trace_ev ev, uint32_t frame,
 			add(a, p, true, 0, 1);
 		break;
 	case TRACE_EV_RETURN_TO:
-		if (has && !cut(p, frame)) {
-			if (p->n > 0)
+		if (has && !cut(a, p, frame)) {
+			if (p->n > (a->calls ? 1u : 0u))
 				p->stack[p->n - 1] = frame;
 			else
-				p->stack[p->n++] = frame;
+				push(a, p, frame);
 		}
 		if (p->server && has)
 			span_event(a, p, ev, frame);
@@ -617,6 +677,49 @@ step(struct trace_agg *a, struct proc *p, enum trace_ev ev, uint32_t frame,
 	case TRACE_EV_LEAVE:
 		break;
 	}
+}
+
+/*
+ * The stacks of ended calls have been handed out (call_round() left them
+ * whole units): free them, so that the aggregate holds what the calls in
+ * progress charged, not the stacks of every call since the trace began
+ * (no stack is shared between calls: each has its own root). The rest
+ * move down, the calls in progress follow their entries there, and the
+ * index is rebuilt at a size for what is left.
+ */
+static void
+entries_drop_done(struct trace_agg *a)
+{
+	uint32_t *to = xzalloc((size_t)a->nentries * sizeof(*to));
+	uint32_t n = 0, cap = 64;
+
+	for (uint32_t i = 0; i < a->nentries; i++) {
+		if (a->entries[i].done) {
+			free(a->entries[i].key);
+			to[i] = UINT32_MAX;
+			continue;
+		}
+		to[i] = n;
+		a->entries[n++] = a->entries[i];
+	}
+	for (uint32_t i = 0; i < a->nprocs; i++) {
+		struct proc *p = &a->procs[i];
+
+		for (size_t k = 0; k < p->ntouched; k++)
+			p->touched[k] = to[p->touched[k]];
+	}
+	free(to);
+	a->nentries = n;
+	a->ndone = 0;
+	while (cap < 2 * n)
+		cap *= 2;
+	if (cap < a->entries_cap) {
+		a->entries_cap = cap;
+		a->entries = xrealloc(a->entries,
+				      a->entries_cap * sizeof(*a->entries));
+	}
+	index_build(&a->eidx, &a->eidx_cap, cap, &a->entries[0].hash,
+		    sizeof(*a->entries), n);
 }
 
 void
@@ -644,6 +747,11 @@ trace_agg_flush(struct trace_agg *a, bool final,
 				.arity = f->arity,
 			};
 		}
+		if (a->calls && n > 0) {
+			snprintf(a->root_name, sizeof(a->root_name), "%" PRIu64,
+				 (uint64_t)e->key[3] << 32 | e->key[4]);
+			a->out[n - 1].function = a->root_name;
+		}
 		if (followed) {
 			const struct frame *f = &a->frames[a->follow];
 
@@ -670,6 +778,12 @@ trace_agg_flush(struct trace_agg *a, bool final,
 		for (uint32_t i = 0; i < a->nentries; i++)
 			free(a->entries[i].key);
 		a->nentries = 0;
+		a->ndone = 0;
 		memset(a->eidx, 0xff, a->eidx_cap * sizeof(*a->eidx));
+		/* a call still open names no entry now */
+		for (uint32_t i = 0; i < a->nprocs; i++)
+			a->procs[i].ntouched = 0;
+	} else if (a->ndone > 0) {
+		entries_drop_done(a);
 	}
 }

@@ -58,7 +58,9 @@ trace_agg_event(struct trace_agg *a, const struct fp_pid *pid,
 /**
  * Hand out each stack's whole units (@final: rounded to the nearest, and
  * everything dropped after; otherwise the remainder below a unit and the
- * calls of a stack with no whole unit yet stay for the next time):
+ * calls of a stack with no whole unit yet stay for the next time, but
+ * with trace_agg_calls() the stacks of the calls ended since the last
+ * flush, rounded at their end, are handed out and dropped):
  * @each(@stack, @data) for each stack with at least one unit, the stack
  * valid during the call only.
  */
@@ -106,8 +108,14 @@ void
 trace_agg_call_counts(const struct trace_agg *a, uint64_t *begun,
 		      uint64_t *ended);
 
+/** The stacks @a holds: with trace_agg_calls(), those of the calls in
+ * progress and of the calls ended since the last flush (for tests). */
+uint32_t
+trace_agg_stacks(const struct trace_agg *a);
+
 /** Events left out: they came from a new process past the cap of
- * processes an aggregate keeps. */
+ * processes an aggregate keeps (with trace_agg_calls(), of processes
+ * inside a call at once). */
 uint64_t
 trace_agg_unkept(const struct trace_agg *a);
 

@@ -2,14 +2,22 @@
  * flame_profd — exact traces of chosen processes (fp/trace.h).
  *
  * The tracer is Erlang source the node's erl_eval runs (eval.c), as the
- * janitor is. It only forwards: each trace message is consed, as it
- * came, onto the list the daemon's next request takes (every
- * DUMP_EVERY_US in daemon/tracing.c), and the stacks are built here, in
- * C (trace-agg.c). erl_eval interprets every expression and merges every
- * binding in scope into each call, so the per-event path (Fast) is one
- * receive clause, four deep so that a call takes four events, in a scope
- * that holds only the list and a count; the caps and the queue are
- * checked once per batch of up to 65 events (Loop). Fast's receive has no guard: where no clause matches,
+ * janitor is, in two processes. The sink is where the trace messages go
+ * (the tracer of the flags and patterns, or the session's): it only
+ * takes them, in batches of up to 65 events, and sends each batch with
+ * its own queue length to the controller. The controller holds the
+ * patterns (or the session), answers the daemon and undoes everything;
+ * it conses each batch onto the list the daemon's next request takes
+ * (every DUMP_EVERY_US in daemon/tracing.c), and the stacks are built
+ * here, in C (trace-agg.c). The controller's queue so holds only
+ * batches and requests, and a stop frees the sink's backlog by killing
+ * it (the runtime frees a mailbox in C, at once), where draining it
+ * would take an interpreted receive per message. erl_eval interprets
+ * every expression and merges every binding in scope into each call, so
+ * the sink's per-event path (Fast) is one receive clause, four deep so
+ * that a call takes four events, in a scope that holds only the batch
+ * and a count; the caps and the sink's queue are checked once per batch
+ * (Loop). Fast's receive has no guard: where no clause matches,
  * erl_eval's receive tries every message in the mailbox, so a guard that
  * ends a batch would scan a queue of thousands once per batch. The
  * modules the tracer itself runs through (erl_eval and what it calls)
@@ -17,12 +25,15 @@
  * and their time shows in the caller's frame.
  *
  * Caps: a total of events, events in any second of the trace's own
- * timestamps, and trace messages waiting in the tracer's queue (it
+ * timestamps, and trace messages waiting in the sink's queue (it
  * cannot keep up: stopped at once, before its queue grows). Any of
  * them, the duration, or the daemon's stop removes the flags and
- * patterns (or destroys the session), drops the messages still queued
- * and hands the events it holds to the next request; a tracer stopped
+ * patterns (or destroys the session), kills the sink (its queue's
+ * length, and the batches not yet taken, are the dropped count) and
+ * hands the events it holds to the next request; a controller stopped
  * on its own answers requests until 10 s pass without one, then exits.
+ * The sink is linked to the controller and traps no exits: it dies with
+ * it, and the controller kills it when it ends.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -39,7 +50,7 @@
 #include "util-mem.h"
 
 /* Bindings: A = {Daemon, Targets, UnitUs, ForMs, MaxEvents, MaxRate,
- * Depth, MaxQueue, Follow, Servers}. Value: {started, Tracer, Mode, Pids,
+ * Depth, MaxQueue, Follow, Servers}. Value: {started, Controller, Mode, Pids,
  * NativePerSec, ServerPids} or {refused, Why}. A server's
  * gen_server:try_handle_call/4 pattern is a match spec whose guard lets
  * a call through only when its From is a target (the targets' pids are
@@ -67,19 +78,33 @@ static const char start_source[] =
 	"             after 0 -> {Acc, K}\n"
 	"             end\n"
 	"       end,\n"
-	"MkLoop = fun(Stop, Stopped, Undo, Daemon, MaxEvents, MaxRate, MaxQueue, Sec) ->\n"
-	"fun Loop(Acc, N, WinT, WinN) ->\n"
+	"MkSink = fun(Ctl, MaxEvents) ->\n"
+	"fun Sink(N) ->\n"
 	"        receive\n"
 	"          {trace_ts, _, _, _, _} = Msg ->\n"
 	"            Room = min(64, (MaxEvents - N - 1) div 4 * 4),\n"
-	"            {Acc1, K} = Fast([Msg | Acc], Room),\n"
+	"            {Batch, K} = Fast([Msg], Room),\n"
 	"            Took = 1 + Room - K,\n"
-	"            TS = element(5, hd(Acc1)),\n"
+	"            {message_queue_len, Q} = process_info(self(), message_queue_len),\n"
+	"            Ctl ! {flame_profd_batch, Batch, Took, Q},\n"
+	"            if\n"
+	"              N + Took >= MaxEvents -> timer:sleep(infinity);\n"
+	"              true -> Sink(N + Took)\n"
+	"            end;\n"
+	"          _ -> Sink(N)\n"
+	"        end\n"
+	"      end\n"
+	"end,\n"
+	"MkLoop = fun(Stop, Stopped, Undo, Daemon, MaxEvents, MaxRate, MaxQueue, Sec) ->\n"
+	"fun Loop(Acc, N, WinT, WinN) ->\n"
+	"        receive\n"
+	"          {flame_profd_batch, Batch, Took, Q} ->\n"
+	"            Acc1 = Batch ++ Acc,\n"
+	"            TS = element(5, hd(Batch)),\n"
 	"            {WinT1, WinN1} = case TS - WinT >= Sec of\n"
 	"                               true -> {TS, Took};\n"
 	"                               false -> {WinT, WinN + Took}\n"
 	"                             end,\n"
-	"            {message_queue_len, Q} = process_info(self(), message_queue_len),\n"
 	"            if\n"
 	"              N + Took >= MaxEvents -> Stopped(Stop(total_cap), N + Took, Acc1);\n"
 	"              WinN1 > MaxRate -> Stopped(Stop(rate_cap), N + Took, Acc1);\n"
@@ -122,6 +147,8 @@ static const char start_source[] =
 	"  process_flag(trap_exit, true),\n"
 	"  process_flag(priority, high),\n"
 	"  link(Daemon),\n"
+	"  Ctl = self(),\n"
+	"  Sink = spawn_link(fun() -> process_flag(priority, high), (MkSink(Ctl, MaxEvents))(0) end),\n"
 	"  Res = [Resolve(T) || T <- Targets ++ Servers],\n"
 	"  Pids = lists:usort([P || {ok, P} <- lists:sublist(Res, length(Targets))]),\n"
 	"  SPids = lists:usort([P || {ok, P} <- lists:nthtail(length(Targets), Res)]) -- Pids,\n"
@@ -139,7 +166,7 @@ static const char start_source[] =
 	"    case [E || {error, E} <- Res] of\n"
 	"      [E1 | _] -> {refused, E1};\n"
 	"      [] when HasSession ->\n"
-	"        S = trace:session_create(flame_profd_trace, self(), []),\n"
+	"        S = trace:session_create(flame_profd_trace, Sink, []),\n"
 	"        [trace:function(S, {Mod, '_', '_'}, true, [local]) || Mod <- Mods],\n"
 	"        [trace:function(S, {gen_server, try_handle_call, 4}, CallMs, [local]) || SPids =/= []],\n"
 	"        [trace:process(S, P, true, Flags) || P <- Pids],\n"
@@ -162,7 +189,7 @@ static const char start_source[] =
 	"        case Held of\n"
 	"          [H | _] -> {refused, {traced_by_other, H}};\n"
 	"          [] ->\n"
-	"            case [P || P <- erlang:processes(), P =/= self(), CallTraced(P)] of\n"
+	"            case [P || P <- erlang:processes(), P =/= self(), P =/= Sink, CallTraced(P)] of\n"
 	"              [Ct | _] -> {refused, {call_traced_process, Ct}};\n"
 	"              [] ->\n"
 	"                case element(2, erlang:trace_info(on_load, traced)) =/= false orelse\n"
@@ -170,13 +197,13 @@ static const char start_source[] =
 	"                  false ->\n"
 	"                    [erlang:trace_pattern({Mod, '_', '_'}, true, [local]) || Mod <- Mods],\n"
 	"                    [erlang:trace_pattern({gen_server, try_handle_call, 4}, CallMs, [local]) || SPids =/= []],\n"
-	"                    [erlang:trace(P, true, Flags) || P <- Pids],\n"
-	"                    [erlang:trace(P, true, Flags0) || P <- SPids],\n"
+	"                    [erlang:trace(P, true, [{tracer, Sink} | Flags]) || P <- Pids],\n"
+	"                    [erlang:trace(P, true, [{tracer, Sink} | Flags0]) || P <- SPids],\n"
 	"                    {ok, legacy,\n"
 	"                     fun() ->\n"
 	"                       [catch erlang:trace(P, false, [all]) || P <- Pids ++ SPids],\n"
 	"                       [catch erlang:trace(P, false, [all]) || Follow, P <- erlang:processes(),\n"
-	"                        erlang:trace_info(P, tracer) =:= {tracer, self()}],\n"
+	"                        erlang:trace_info(P, tracer) =:= {tracer, Sink}],\n"
 	"                       catch erlang:trace_pattern({'_', '_', '_'}, false, [local]),\n"
 	"                       ok\n"
 	"                     end};\n"
@@ -187,7 +214,7 @@ static const char start_source[] =
 	"        end\n"
 	"    end,\n"
 	"  case Setup of\n"
-	"    {refused, Why} -> Self ! {Tag, {refused, Why}};\n"
+	"    {refused, Why} -> exit(Sink, kill), Self ! {Tag, {refused, Why}};\n"
 	"    {ok, Mode, Undo0} ->\n"
 	"      Undo = fun() ->\n"
 	"               case get(flame_profd_undone) of\n"
@@ -199,8 +226,14 @@ static const char start_source[] =
 	"      erlang:send_after(ForMs, self(), {flame_profd_trace, duration}),\n"
 	"      Stop = fun(Why) ->\n"
 	"               Undo(),\n"
-	"               Flush = fun F(K) -> receive {trace_ts, _, _, _, _} -> F(K + 1) after 0 -> K end end,\n"
-	"               {stopped, Why, Flush(0)}\n"
+	"               catch erlang:suspend_process(Sink),\n"
+	"               Q = case process_info(Sink, message_queue_len) of\n"
+	"                     {message_queue_len, L} -> L;\n"
+	"                     _ -> 0\n"
+	"                   end,\n"
+	"               exit(Sink, kill),\n"
+	"               Late = fun F(K) -> receive {flame_profd_batch, _, Tk, _} -> F(K + Tk) after 0 -> K end end,\n"
+	"               {stopped, Why, Q + Late(0)}\n"
 	"             end,\n"
 	"      Stopped = fun Stopped(Status, N, Agg) ->\n"
 	"                  receive\n"
@@ -210,7 +243,6 @@ static const char start_source[] =
 	"                    {stop, From, DTag} ->\n"
 	"                      From ! {DTag, {Status, N, lists:reverse(Agg)}};\n"
 	"                    {'EXIT', Daemon, _} -> ok;\n"
-	"                    {trace_ts, _, _, _, _} -> Stopped(Status, N, Agg);\n"
 	"                    _ -> Stopped(Status, N, Agg)\n"
 	"                  after 10000 -> ok\n"
 	"                  end\n"
@@ -218,7 +250,7 @@ static const char start_source[] =
 	"      Loop = MkLoop(Stop, Stopped, Undo, Daemon, MaxEvents, MaxRate, MaxQueue,\n"
 	"                    erlang:convert_time_unit(1, second, native)),\n"
 	"      try Loop([], 0, erlang:monotonic_time(), 0)\n"
-	"      after Undo()\n"
+	"      after Undo(), exit(Sink, kill)\n"
 	"      end\n"
 	"  end\n"
 	"end,\n"
@@ -236,8 +268,8 @@ static const char start_source[] =
 
 /* Bindings: A = {Daemon, Module, Function, Arity (-1: any), MaxCalls,
  * ForMs, MaxEvents, MaxRate, MaxQueue}, the names as binaries. Value:
- * {started, Tracer, Mode, NativePerSec, TimeOffset} or {refused, Why}.
- * The tracer keeps of the function's own trace messages (told apart
+ * {started, Controller, Mode, NativePerSec, TimeOffset} or {refused, Why}.
+ * The sink keeps of the function's own trace messages (told apart
  * from the local ones by their erlang:now/0 timestamp, or their six
  * elements) only each call's first entry, its arguments replaced by
  * their count, and last return, its value dropped, in its process, and
@@ -272,20 +304,34 @@ static const char call_source[] =
 	"             after 0 -> {Acc, K, St}\n"
 	"             end\n"
 	"       end,\n"
-	"MkLoop = fun(Stop, Stopped, Undo, Daemon, MaxEvents, MaxRate, MaxQueue, MaxCalls, Sec, One) ->\n"
-	"fun Loop(Acc, N, WinT, WinN, St) ->\n"
+	"MkSink = fun(Ctl, MaxEvents, One) ->\n"
+	"fun Sink(N, St) ->\n"
 	"        receive\n"
 	"          Msg when element(1, Msg) =:= trace_ts ->\n"
 	"            Room = min(64, MaxEvents - N - 1),\n"
-	"            {Acc0, St0} = One(Msg, Acc, St),\n"
-	"            {Acc1, K, St1} = Take(Acc0, Room, St0, One),\n"
+	"            {Acc0, St0} = One(Msg, [], St),\n"
+	"            {Batch, K, St1} = Take(Acc0, Room, St0, One),\n"
 	"            Took = 1 + Room - K,\n"
+	"            {message_queue_len, Q} = process_info(self(), message_queue_len),\n"
+	"            Ctl ! {flame_profd_batch, Batch, Took, Q, St1},\n"
+	"            if\n"
+	"              N + Took >= MaxEvents -> timer:sleep(infinity);\n"
+	"              true -> Sink(N + Took, St1)\n"
+	"            end;\n"
+	"          _ -> Sink(N, St)\n"
+	"        end\n"
+	"      end\n"
+	"end,\n"
+	"MkLoop = fun(Stop, Stopped, Undo, Daemon, MaxEvents, MaxRate, MaxQueue, MaxCalls, Sec) ->\n"
+	"fun Loop(Acc, N, WinT, WinN, St) ->\n"
+	"        receive\n"
+	"          {flame_profd_batch, Batch, Took, Q, St1} ->\n"
+	"            Acc1 = Batch ++ Acc,\n"
 	"            TS = erlang:monotonic_time(),\n"
 	"            {WinT1, WinN1} = case TS - WinT >= Sec of\n"
 	"                               true -> {TS, Took};\n"
 	"                               false -> {WinT, WinN + Took}\n"
 	"                             end,\n"
-	"            {message_queue_len, Q} = process_info(self(), message_queue_len),\n"
 	"            if\n"
 	"              element(2, St1) >= MaxCalls -> Stopped(Stop(calls), N + Took, Acc1, St1);\n"
 	"              N + Took >= MaxEvents -> Stopped(Stop(total_cap), N + Took, Acc1, St1);\n"
@@ -313,6 +359,11 @@ static const char call_source[] =
 	"  process_flag(trap_exit, true),\n"
 	"  process_flag(priority, high),\n"
 	"  link(Daemon),\n"
+	"  Ctl = self(),\n"
+	"  Sink = spawn_link(fun() ->\n"
+	"                      process_flag(priority, high),\n"
+	"                      receive {flame_profd_go, Ctl, One} -> (MkSink(Ctl, MaxEvents, One))(0, {0, 0, 0}) end\n"
+	"                    end),\n"
 	"  Flags = [call, return_to, running, arity, monotonic_timestamp],\n"
 	"  Mod = try binary_to_existing_atom(ModB, utf8) catch _:_ -> undefined end,\n"
 	"  Fun = try binary_to_existing_atom(FunB, utf8) catch _:_ -> undefined end,\n"
@@ -326,8 +377,8 @@ static const char call_source[] =
 	"  Mods = [M || {M, _} <- code:all_loaded(), not lists:member(M, Skip)],\n"
 	"  HasSession = code:ensure_loaded(trace) =:= {module, trace} andalso\n"
 	"               erlang:function_exported(trace, session_create, 3),\n"
-	"  Mine = fun(P) -> erlang:trace_info(P, tracer) =:= {tracer, self()} end,\n"
-	"  Loops = [P || MFAs =/= [], P <- erlang:processes(), P =/= self(),\n"
+	"  Mine = fun(P) -> erlang:trace_info(P, tracer) =:= {tracer, Sink} end,\n"
+	"  Loops = [P || MFAs =/= [], P <- erlang:processes(), P =/= self(), P =/= Sink,\n"
 	"                case erlang:process_info(P, current_function) of\n"
 	"                  {current_function, CF} -> lists:member(CF, MFAs);\n"
 	"                  _ -> false\n"
@@ -341,7 +392,7 @@ static const char call_source[] =
 	"      MFAs =:= [] -> {refused, {no_function, ModB, FunB, Arity}};\n"
 	"      Loops =/= [] -> {refused, {loop, hd(Loops)}};\n"
 	"      HasSession ->\n"
-	"        S = trace:session_create(flame_profd_trace, self(), []),\n"
+	"        S = trace:session_create(flame_profd_trace, Sink, []),\n"
 	"        [trace:function(S, {M, '_', '_'}, true, [local]) || M <- Mods],\n"
 	"        trace:function(S, MFA, [{'_', [], [{trace, [], Flags}, {exception_trace}]}], [meta]),\n"
 	"        {ok, session,\n"
@@ -366,17 +417,17 @@ static const char call_source[] =
 	"        case Theirs of\n"
 	"          [Th | _] -> {refused, {trace_pattern, Th}};\n"
 	"          [] ->\n"
-	"            case [P || P <- erlang:processes(), P =/= self(), CallTraced(P)] of\n"
+	"            case [P || P <- erlang:processes(), P =/= self(), P =/= Sink, CallTraced(P)] of\n"
 	"              [Ct | _] -> {refused, {call_traced_process, Ct}};\n"
 	"              [] ->\n"
 	"                case Patterned(code:all_loaded()) of\n"
 	"                  {true, M} -> {refused, {trace_pattern, M}};\n"
 	"                  false ->\n"
 	"                    [erlang:trace_pattern({M, '_', '_'}, true, [local]) || M <- Mods],\n"
-	"                    erlang:trace_pattern(MFA, [{'_', [], [{exception_trace}]}], [{meta, self()}]),\n"
+	"                    erlang:trace_pattern(MFA, [{'_', [], [{exception_trace}]}], [{meta, Sink}]),\n"
 	"                    {ok, legacy,\n"
 	"                     fun(P) -> (Mine(P) orelse erlang:trace_info(P, tracer) =:= {tracer, []}) andalso\n"
-	"                               (catch erlang:trace(P, true, Flags)) =:= 1 end,\n"
+	"                               (catch erlang:trace(P, true, [{tracer, Sink} | Flags])) =:= 1 end,\n"
 	"                     fun(P) -> Mine(P) andalso (catch erlang:trace(P, false, Flags)) end,\n"
 	"                     fun() -> catch erlang:trace_pattern(MFA, false, [meta]) end,\n"
 	"                     fun() ->\n"
@@ -390,7 +441,7 @@ static const char call_source[] =
 	"        end\n"
 	"    end,\n"
 	"  case Setup of\n"
-	"    {refused, Why} -> Self ! {Tag, {refused, Why}};\n"
+	"    {refused, Why} -> exit(Sink, kill), Self ! {Tag, {refused, Why}};\n"
 	"    {ok, Mode, On, Off, Unpattern, Undo0} ->\n"
 	"      Undo = fun() ->\n"
 	"               case get(flame_profd_undone) of\n"
@@ -428,10 +479,17 @@ static const char call_source[] =
 	"                  end;\n"
 	"               (M, Acc, St) -> {[M | Acc], St}\n"
 	"            end,\n"
+	"      Sink ! {flame_profd_go, Ctl, One},\n"
 	"      Stop = fun(Why) ->\n"
 	"               Undo(),\n"
-	"               Flush = fun F(K) -> receive {trace_ts, _, _, _, _} -> F(K + 1); {trace_ts, _, _, _, _, _} -> F(K + 1) after 0 -> K end end,\n"
-	"               {stopped, Why, Flush(0)}\n"
+	"               catch erlang:suspend_process(Sink),\n"
+	"               Q = case process_info(Sink, message_queue_len) of\n"
+	"                     {message_queue_len, L} -> L;\n"
+	"                     _ -> 0\n"
+	"                   end,\n"
+	"               exit(Sink, kill),\n"
+	"               Late = fun F(K) -> receive {flame_profd_batch, _, Tk, _, _} -> F(K + Tk) after 0 -> K end end,\n"
+	"               {stopped, Why, Q + Late(0)}\n"
 	"             end,\n"
 	"      Stopped = fun Stopped(Status, N, Agg, St) ->\n"
 	"                  receive\n"
@@ -446,9 +504,9 @@ static const char call_source[] =
 	"                  end\n"
 	"                end,\n"
 	"      Loop = MkLoop(Stop, Stopped, Undo, Daemon, MaxEvents, MaxRate, MaxQueue, MaxCalls,\n"
-	"                    erlang:convert_time_unit(1, second, native), One),\n"
+	"                    erlang:convert_time_unit(1, second, native)),\n"
 	"      try Loop([], 0, erlang:monotonic_time(), 0, {0, 0, 0})\n"
-	"      after Undo()\n"
+	"      after Undo(), exit(Sink, kill)\n"
 	"      end\n"
 	"  end\n"
 	"end,\n"
@@ -862,7 +920,7 @@ decode_what(struct fp_trace *t, const char *buf, int *index, uint32_t *frame)
 static int
 decode_now(const struct fp_trace *t, const char *buf, int *index, int64_t *ts)
 {
-	int64_t part[3], us, native;
+	int64_t part[3], us, sec, native;
 	int n;
 
 	if (ei_decode_tuple_header(buf, index, &n) < 0 || n != 3)
@@ -871,8 +929,12 @@ decode_now(const struct fp_trace *t, const char *buf, int *index, int64_t *ts)
 		if (etf_decode_int(buf, index, &part[i]) < 0 || part[i] < 0 ||
 		    part[i] > 1000000000)
 			return -EPROTO;
-	us = part[0] * 1000000000000 + part[1] * 1000000 + part[2];
-	if (__builtin_mul_overflow(us, (int64_t)t->ticks_per_us, &native) ||
+	/* the node sends any integer up to the bound: each step checked */
+	if (__builtin_mul_overflow(part[0], (int64_t)1000000000000, &us) ||
+	    __builtin_mul_overflow(part[1], (int64_t)1000000, &sec) ||
+	    __builtin_add_overflow(us, sec, &us) ||
+	    __builtin_add_overflow(us, part[2], &us) ||
+	    __builtin_mul_overflow(us, (int64_t)t->ticks_per_us, &native) ||
 	    __builtin_sub_overflow(native, t->offset, ts))
 		return -EPROTO;
 	return 0;

@@ -7,7 +7,9 @@
  * stacks rooted at the follow frame, the cap on processes, a server's
  * work counted only for the target's calls), the units
  * handed out (remainders and calls carried, the final rounding) and
- * --trace-call's trees (one per call, nothing outside a call).
+ * --trace-call's trees (one per call, nothing outside a call, a call's
+ * rounding over many stacks, its process and stacks freed once it has
+ * ended and been handed out).
  */
 #include <stdio.h>
 #include <string.h>
@@ -52,6 +54,17 @@ units_of(const struct seen *s, const char *key, long *calls)
 			return (long)s->units[i];
 		}
 	return -1;
+}
+
+/* A flush's stacks counted, not named: units and calls summed. */
+static void
+each_count(const struct fp_trace_stack *st, void *data)
+{
+	struct seen *s = data;
+
+	s->n++;
+	s->units[0] += st->units;
+	s->calls[0] += st->calls;
 }
 
 static const struct fp_pid P1 = { .num = 81 }, P2 = { .num = 82 };
@@ -622,6 +635,222 @@ START_TEST(calls_depth)
 }
 END_TEST
 
+/* A process's slot is freed at its call's leave: the cap bounds the
+ * processes inside a call at once, not those ever seen (a handler run
+ * in a process of its own per request). */
+START_TEST(calls_many_processes)
+{
+	struct trace_agg *a = trace_agg_new(8, 100);
+	struct seen s = { 0 };
+	uint64_t begun, ended;
+	struct fp_pid p;
+
+	trace_agg_calls(a);
+	for (uint32_t i = 0; i < 3000; i++) {
+		p = (struct fp_pid){ .num = 1000 + i };
+		ev(a, &p, TRACE_EV_ENTER, "f", i * 100);
+		ev(a, &p, TRACE_EV_CALL, "g", i * 100 + 50);
+		ev(a, &p, TRACE_EV_LEAVE, "f", i * 100 + 100);
+	}
+	trace_agg_call_counts(a, &begun, &ended);
+	fp_assert_int_eq(begun, 3000);
+	fp_assert_int_eq(ended, 3000);
+	fp_assert_int_eq(trace_agg_unkept(a), 0);
+	/* a process whose call has ended counts for nothing */
+	p = (struct fp_pid){ .num = 1000 + 2999 };
+	ev(a, &p, TRACE_EV_CALL, "after", 400000);
+	ev(a, &p, TRACE_EV_OUT, "after", 400500);
+	trace_agg_flush(a, false, each_count, &s);
+	/* each call's 100 ticks, half in f, half in g: one unit, to f */
+	fp_assert_int_eq(s.n, 3000);
+	fp_assert_int_eq(s.units[0], 3000);
+	fp_assert_int_eq(s.calls[0], 3000);
+
+	/* the cap is on calls in progress at once: 1024, the next one
+	 * left out until one of them ends */
+	for (uint32_t i = 0; i < 1025; i++) {
+		p = (struct fp_pid){ .num = 5000 + i };
+		ev(a, &p, TRACE_EV_ENTER, "f", 500000);
+	}
+	fp_assert_int_eq(trace_agg_unkept(a), 1);
+	p = (struct fp_pid){ .num = 5000 };
+	ev(a, &p, TRACE_EV_LEAVE, "f", 500100);
+	p = (struct fp_pid){ .num = 7000 };
+	ev(a, &p, TRACE_EV_ENTER, "f", 500100);
+	trace_agg_call_counts(a, &begun, &ended);
+	fp_assert_int_eq(begun, 3000 + 1024 + 1);
+	fp_assert_int_eq(ended, 3001);
+	fp_assert_int_eq(trace_agg_unkept(a), 1);
+	trace_agg_destroy(a);
+}
+END_TEST
+
+#define ROUND_STACKS 50000u
+
+/* Per stack sN;f;1, the units it was handed (rounded.units[N]). */
+struct rounded {
+	uint64_t total, f;
+	uint8_t units[ROUND_STACKS];
+};
+
+static void
+each_rounded(const struct fp_trace_stack *st, void *data)
+{
+	struct rounded *r = data;
+	unsigned i;
+
+	r->total += st->units;
+	if (strcmp(st->frames[0].function, "f") == 0)
+		r->f += st->units;
+	else if (sscanf(st->frames[0].function, "s%u", &i) == 1 &&
+		 i < ROUND_STACKS)
+		r->units[i] += (uint8_t)st->units;
+}
+
+/* A call over many stacks, each below a unit: the call's total, rounded,
+ * goes one unit each to the stacks with the largest remainders, of equal
+ * ones to the first charged. */
+START_TEST(calls_round_many)
+{
+	struct trace_agg *a = trace_agg_new(8, 100);
+	static struct rounded r;
+	unsigned count[100] = { 0 }, thresh, first;
+	uint64_t sum = 0, want, left;
+	int64_t t = 0;
+
+	memset(&r, 0, sizeof(r));
+	trace_agg_calls(a);
+	ev(a, &P1, TRACE_EV_ENTER, "f", 0);
+	for (unsigned i = 0; i < ROUND_STACKS; i++) {
+		char name[16];
+		unsigned rem = 1 + (i * 37u) % 99u;
+
+		snprintf(name, sizeof(name), "s%u", i);
+		ev(a, &P1, TRACE_EV_CALL, name, t);
+		t += rem;
+		ev(a, &P1, TRACE_EV_RETURN_TO, "f", t);
+		count[rem]++;
+		sum += rem;
+	}
+	ev(a, &P1, TRACE_EV_LEAVE, "f", t);
+	trace_agg_flush(a, false, each_rounded, &r);
+	want = (sum + 50) / 100;
+	fp_assert_int_eq(r.total, want);
+	fp_assert_int_eq(r.f, 0);
+	/* the remainder at which the units run out, and how many of it get
+	 * one */
+	left = want;
+	for (thresh = 99; thresh > 0 && left > count[thresh]; thresh--)
+		left -= count[thresh];
+	first = (unsigned)left;
+	for (unsigned i = 0; i < ROUND_STACKS; i++) {
+		unsigned rem = 1 + (i * 37u) % 99u;
+		unsigned expect = rem > thresh ? 1 : 0;
+
+		if (rem == thresh && first > 0) {
+			expect = 1;
+			first--;
+		}
+		fp_assert_int_eq(r.units[i], expect);
+	}
+	trace_agg_destroy(a);
+}
+END_TEST
+
+/* Units handed out: P2's (its leaf x apart) and the other processes'. */
+struct held {
+	uint64_t other, p2, p2_x;
+};
+
+static void
+each_held(const struct fp_trace_stack *st, void *data)
+{
+	struct held *h = data;
+
+	if (st->pid.num != P2.num) {
+		h->other += st->units;
+		return;
+	}
+	h->p2 += st->units;
+	if (strcmp(st->frames[0].function, "x") == 0)
+		h->p2_x += st->units;
+}
+
+/* An ended call's stacks are handed out at the next flush and freed:
+ * the aggregate holds the calls in progress and those ended since the
+ * last flush, not every call's stacks; a call open across the flushes
+ * (P2) keeps its stacks and is rounded whole at its leave. */
+START_TEST(calls_memory_bounded)
+{
+	struct trace_agg *a = trace_agg_new(8, 100);
+	struct held h = { 0 };
+	struct fp_pid p;
+	int64_t t = 0;
+
+	trace_agg_calls(a);
+	ev(a, &P2, TRACE_EV_ENTER, "f", 0);
+	for (uint32_t b = 0; b < 100; b++) {
+		t = (int64_t)b * 100000;
+		ev(a, &P2, TRACE_EV_CALL, "x", t + 100);
+		ev(a, &P2, TRACE_EV_RETURN_TO, "f", t + 300);
+		/* 100 calls of 330 ticks in four stacks: 3 units each */
+		for (uint32_t i = 0; i < 100; i++, t += 400) {
+			p = (struct fp_pid){ .num = 1000 + b * 100 + i };
+			ev(a, &p, TRACE_EV_ENTER, "f", t);
+			ev(a, &p, TRACE_EV_CALL, "g", t + 100);
+			ev(a, &p, TRACE_EV_CALL, "h", t + 150);
+			ev(a, &p, TRACE_EV_OUT, "h", t + 200);
+			ev(a, &p, TRACE_EV_IN, "h", t + 250);
+			ev(a, &p, TRACE_EV_RETURN_TO, "f", t + 300);
+			ev(a, &p, TRACE_EV_LEAVE, "f", t + 330);
+		}
+		fp_assert_int_eq(trace_agg_stacks(a), 2 + 100 * 4);
+		trace_agg_flush(a, false, each_held, &h);
+		/* P2's f and x;f */
+		fp_assert_int_eq(trace_agg_stacks(a), 2);
+		fp_assert_int_eq(h.other, (b + 1) * 100 * 3);
+	}
+	/* P2: 10,000,050 ticks, x 20,030 of them: x's remainder of 30
+	 * over f's 20 takes the call's last unit */
+	ev(a, &P2, TRACE_EV_CALL, "x", 10000020);
+	ev(a, &P2, TRACE_EV_LEAVE, "f", 10000050);
+	trace_agg_flush(a, false, each_held, &h);
+	fp_assert_int_eq(trace_agg_stacks(a), 0);
+	fp_assert_int_eq(h.p2, 100001);
+	fp_assert_int_eq(h.p2_x, 201);
+	fp_assert_int_eq(h.other, 30000);
+	/* nor does a call keep a frame: the next one's id is the count of
+	 * frames (the root, f, x, g, h) */
+	fp_assert_int_eq(fr(a, "fresh"), 5);
+	trace_agg_destroy(a);
+}
+END_TEST
+
+/* A call still open at the final flush: its leave after it charges and
+ * rounds only what came after, and leaves nothing held. */
+START_TEST(calls_open_at_final)
+{
+	struct trace_agg *a = trace_agg_new(8, 100);
+	struct seen s = { 0 };
+
+	trace_agg_calls(a);
+	ev(a, &P1, TRACE_EV_ENTER, "f", 0);
+	ev(a, &P1, TRACE_EV_CALL, "g", 100);
+	trace_agg_flush(a, true, each, &s);
+	fp_assert_int_eq(units_of(&s, "81 on f;1", NULL), 1);
+	fp_assert_int_eq(s.n, 1);
+	fp_assert_int_eq(trace_agg_stacks(a), 0);
+
+	memset(&s, 0, sizeof(s));
+	ev(a, &P1, TRACE_EV_LEAVE, "f", 170);
+	trace_agg_flush(a, false, each, &s);
+	fp_assert_int_eq(units_of(&s, "81 on g;f;1", NULL), 1);
+	fp_assert_int_eq(s.n, 1);
+	fp_assert_int_eq(trace_agg_stacks(a), 0);
+	trace_agg_destroy(a);
+}
+END_TEST
+
 static Suite *
 trace_agg_suite(void)
 {
@@ -661,6 +890,10 @@ trace_agg_suite(void)
 	tcase_add_test(tc, calls_again);
 	tcase_add_test(tc, calls_depth);
 	tcase_add_test(tc, calls_rounded);
+	tcase_add_test(tc, calls_many_processes);
+	tcase_add_test(tc, calls_round_many);
+	tcase_add_test(tc, calls_memory_bounded);
+	tcase_add_test(tc, calls_open_at_final);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -142,7 +142,7 @@ END_TEST
 /* {trace_ts, <0.Num.0>, Ev, {M, F, Args}, {MegaSecs, Secs, MicroSecs}}:
  * a meta trace's call, args [1, 2] */
 static void
-enc_meta_call(ei_x_buff *x, long num, long us)
+enc_meta_call_now(ei_x_buff *x, long num, long mega, long sec, long us)
 {
 	ei_x_encode_tuple_header(x, 5);
 	ei_x_encode_atom(x, "trace_ts");
@@ -156,9 +156,15 @@ enc_meta_call(ei_x_buff *x, long num, long us)
 	ei_x_encode_atom(x, "two");
 	ei_x_encode_empty_list(x);
 	ei_x_encode_tuple_header(x, 3);
-	ei_x_encode_long(x, 1795);
-	ei_x_encode_long(x, 0);
+	ei_x_encode_long(x, mega);
+	ei_x_encode_long(x, sec);
 	ei_x_encode_long(x, us);
+}
+
+static void
+enc_meta_call(ei_x_buff *x, long num, long us)
+{
+	enc_meta_call_now(x, num, 1795, 0, us);
 }
 
 /* {trace_ts, <0.Num.0>, Ev, {m, f, 2}, Value, {1795, 0, Us}} */
@@ -228,6 +234,49 @@ START_TEST(calls_dump)
 	fp_assert_int_eq(s.pid[2].num, 81);
 	fp_assert_str_eq(s.root[2], FP_TRACE_CALL_MODULE ":2/0");
 	fp_assert_int_eq(s.units[2], 3);
+	ei_x_free(&x);
+	fp_trace_destroy(t);
+}
+END_TEST
+
+/* now/0 times within each part's bound whose µs overflow 64 bits, at
+ * the megaseconds, the seconds and the microseconds */
+static const long hostile_now[][3] = {
+	{ 1000000000, 0, 0 },
+	{ 9223372, 36854, 775808 },
+	{ 9223372, 1000000000, 0 },
+};
+
+static int hostile_i;
+
+static void
+enc_hostile_now(ei_x_buff *x)
+{
+	ei_x_encode_tuple_header(x, 4);
+	ei_x_encode_atom(x, "running");
+	ei_x_encode_long(x, 1);
+	ei_x_encode_list_header(x, 1);
+	enc_meta_call_now(x, 80, hostile_now[hostile_i][0],
+			  hostile_now[hostile_i][1], hostile_now[hostile_i][2]);
+	ei_x_encode_empty_list(x);
+	ei_x_encode_long(x, 0);
+}
+
+/* A call's now/0 time past 64 bits of µs is refused (-EPROTO), not
+ * wrapped: the node controls it. */
+START_TEST(calls_hostile_now)
+{
+	struct fp_trace *t = fp_trace_new();
+	struct fp_trace_result res;
+	struct seen s = { 0 };
+	struct fp_reply r;
+	ei_x_buff x;
+
+	trace_attach_calls(t, 64, 100, 1, 1795000000000000);
+	hostile_i = _i;
+	r = value_reply(&x, enc_hostile_now);
+	fp_assert_int_eq(fp_trace_decode(t, &r, &res, each, &s), -EPROTO);
+	fp_assert_int_eq(s.n, 0);
 	ei_x_free(&x);
 	fp_trace_destroy(t);
 }
@@ -389,6 +438,8 @@ trace_suite(void)
 	tcase_add_test(tc, running_dump);
 	tcase_add_test(tc, stopped_dump);
 	tcase_add_test(tc, calls_dump);
+	tcase_add_loop_test(tc, calls_hostile_now, 0,
+			    (int)(sizeof(hostile_now) / sizeof(hostile_now[0])));
 	tcase_add_loop_test(tc, bad_reply, 0, (int)(sizeof(bad) / sizeof(bad[0])));
 	suite_add_tcase(s, tc);
 	return s;

@@ -7,6 +7,9 @@ Against one real node (fp_demo, its server called by a paced client):
   counted in the reductions field; it ends by itself and says so;
 - --trace-max-events: the trace stops itself on the cap and says how many
   events it saw;
+- a process calling a local function in a tight loop: the trace falls
+  behind, stops itself, says how many it dropped, answers the daemon in
+  time, and leaves no process of the tracer once the daemon has exited;
 - after each of those, and after SIGKILL of the daemon mid-trace, the
   server has no trace flags and no trace pattern of ours is left; a
   process the node traced itself beforehand (another tracer, send
@@ -147,6 +150,37 @@ def follow(t, node, otp):
     node.eval("exit(whereis(fp_trace_req), kill), exit(whereis(fp_trace_tasks), kill), ok")
 
 
+# the tracer's processes run at high priority; fp_demo's do not
+HIGH = ("length([P || P <- processes(), "
+        "process_info(P, priority) =:= {priority, high}])")
+
+
+def behind(t, node, otp):
+    """A process calling a local function in a tight loop sends trace
+    messages far faster than the tracer takes them, on any host: the
+    trace stops itself as behind, says how many it dropped, answers the
+    daemon's requests in time, and no process of the tracer is left once
+    the daemon has exited."""
+    high = node.eval_int(HIGH)
+    node.eval("register(fp_trace_busy, spawn(fun L() -> fp_demo:crunch(200), L() end)), ok")
+    out = h.mkdtemp("out_")
+    rc, _, err = h.run_daemon(h.daemon_args(node, out, trace="fp_trace_busy",
+                                            trace_for="20s", trace_max_rate=10000000,
+                                            duration="2s"),
+                              timeout=60)
+    m = re.search(r"--trace: stopped itself, the tracer fell behind the traced process "
+                  r"[^:]*: \d+ events seen \((\d+) more dropped\)", err)
+    t.check(m and int(m.group(1)) > 0,
+            "a trace behind stops itself and says how many it dropped", err[-800:])
+    t.check("did not answer" not in err and "no answer" not in err,
+            "... and answers the daemon's requests in time", err[-800:])
+    t.eq(rc, 0, "a trace stopped as behind: the run exits 0")
+    t.eq(node.wait_int(HIGH, high), high,
+         "no process of the tracer is left after the daemon exits")
+    node.eval("exit(whereis(fp_trace_busy), kill), ok")
+    undone(t, node, "after falling behind", otp)
+
+
 def main(t):
     node = h.start_node(idle=20, busy=0,
                         opts={"clients": 0, "sink": False, "bin": False,
@@ -218,9 +252,11 @@ def main(t):
             "the cap stops the trace, with how much it saw", err[-800:])
     undone(t, node, "after the cap", otp)
 
+    behind(t, node, otp)
     follow(t, node, otp)
 
     # SIGKILL mid-trace
+    high = node.eval_int(HIGH)
     out = h.mkdtemp("out_")
     d = h.start_daemon(h.daemon_args(node, out, trace="fp_demo_server",
                                      trace_for="60s"))
@@ -237,6 +273,8 @@ def main(t):
                        "lists:any(fun(X) -> node(X) =/= node() end, L), "
                        "P =/= whereis(flame_profd_janitor)])"), 0,
          "no tracer left on the node")
+    t.eq(node.wait_int(HIGH, high), high,
+         "... nor its sink (no process at high priority more than before)")
     node.eval("exit(whereis(fp_trace_client), kill), ok")
 
 

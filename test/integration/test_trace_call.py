@@ -15,7 +15,8 @@ fp_demo:call_work/1 in a loop: a pause, fp_demo:deep/2's work, a sleep):
 - a function a process loops in (fp_demo:idle_loop/1, a receive loop):
   exit 64, saying why;
 - after each run, and after SIGKILL of the daemon mid-trace, the function
-  has no trace pattern and the callers no trace flags;
+  has no trace pattern and the callers no trace flags; after SIGKILL no
+  process of the tracer (the controller, the sink) is left;
 - before OTP 27, a trace pattern the node set itself on the function
   makes --trace-call refuse (exit 64), and the pattern is left as it was;
   on OTP 27 and later the trace runs in a session of its own and the
@@ -40,6 +41,11 @@ FLAGS_25 = ("length([P || P <- %s, element(2, erlang:trace_info(P, flags)) =/= [
             % CALLERS)
 PATTERN_27 = "trace:session_info(%s) =:= []" % MFA
 FLAGS_27 = "length([P || P <- %s, trace:session_info(P) =/= []])" % CALLERS
+
+
+# the tracer's processes run at high priority; fp_demo's do not
+HIGH = ("length([P || P <- processes(), "
+        "process_info(P, priority) =:= {priority, high}])")
 
 
 def undone(t, node, what, otp):
@@ -121,6 +127,7 @@ def main(t):
 
     # SIGKILL mid-trace
     node.eval("persistent_term:put(fp_tc_work, 20)")
+    high = node.eval_int(HIGH)
     d = h.start_daemon(h.daemon_args(node, out, trace_call="fp_demo:call_work/1",
                                      trace_calls=100000, trace_for="60s",
                                      trace_max_rate=1000000))
@@ -129,6 +136,8 @@ def main(t):
     t.eq(node.eval(live).strip(), "true", "the function has a pattern while traced")
     d.stop(signal.SIGKILL)
     undone(t, node, "after SIGKILL", otp)
+    t.eq(node.wait_int(HIGH, high), high,
+         "no process of the tracer (controller, sink) is left after SIGKILL")
 
     # the node's own pattern on the function
     node.eval("erlang:trace_pattern(%s, true, [local])" % MFA)

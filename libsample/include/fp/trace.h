@@ -1,11 +1,14 @@
 /*
  * flame_profd — exact traces of chosen processes (--trace).
  *
- * A tracer process on the node, run by the node's own erl_eval (nothing
- * is loaded), traces the processes it is given: every call and return
+ * A tracer on the node, run by the node's own erl_eval (nothing is
+ * loaded), traces the processes it is given: every call and return
  * (call, return_to, arity) and every scheduling in and out (running),
  * with monotonic timestamps, and keeps them as they came until the
- * daemon takes them (fp_trace_send()). The handle turns them into
+ * daemon takes them (fp_trace_send()). It is two processes: a sink,
+ * which the trace messages go to and which hands them on in batches, and
+ * a controller, which the daemon talks to and which holds the patterns,
+ * checks the caps and frees a sink that fell behind by killing it. The handle turns them into
  * stacks: per process and stack, the time on a scheduler, the time
  * scheduled out and the calls, handed out in whole units, the
  * remainders below a unit kept for the next reply.
@@ -48,10 +51,11 @@
  * have all returned. Each call's stacks are rooted at
  * FP_TRACE_CALL_MODULE:'<n>'/0, n counting the calls from 1.
  *
- * The tracer is linked to the daemon's connection: when the trace ends
- * (its duration, a cap, fp_trace_send(@stop)), the connection closes or
- * the daemon is killed, the flags and patterns (or the session) are
- * removed and the process exits, holding nothing.
+ * The controller is linked to the daemon's connection, and the sink to
+ * the controller: when the trace ends (its duration, a cap,
+ * fp_trace_send(@stop)), the connection closes or the daemon is killed,
+ * the flags and patterns (or the session) are removed and both
+ * processes exit, holding nothing.
  */
 #pragma once
 

@@ -22,6 +22,10 @@ Environment:
   FP_TEST_VERBOSE=1  print every command the harness runs
   FP_TEST_ERL_ARGS   extra erl flags for test nodes (e.g. "+S 1:1")
   FP_HARNESS_NO_ERL_CALL=1  evaluate via a helper node instead of erl_call
+  FP_DEMO_BEAM, FP_DEMO_ERLC  the build's fp_demo.beam and the erlc that
+                     made it (meson test sets them): the nodes load it when
+                     that erlc is the one on PATH, else fp_demo.erl is
+                     compiled once per test
 """
 
 import os
@@ -78,16 +82,21 @@ def run_daemon(args, env=None, timeout=60):
 class Daemon(subprocess.Popen):
     """A running flame_profd; stdout/stderr go to files (no pipe stalls)."""
 
-    def __init__(self, args, env=None):
+    def __init__(self, args, env=None, preexec=None):
+        """preexec: called in the child before the exec (e.g. setrlimit)."""
         d = mkdtemp("daemon_")
         self.stdout_path = os.path.join(d, "stdout")
         self.stderr_path = os.path.join(d, "stderr")
         cmd = daemon_cmd() + [str(a) for a in args]
         vlog("daemon: " + " ".join(cmd))
+        def child():
+            _die_with_parent()
+            if preexec:
+                preexec()
         with open(self.stdout_path, "wb") as so, open(self.stderr_path, "wb") as se:
             super().__init__(cmd, env=_daemon_env(env), stdin=subprocess.DEVNULL,
                              stdout=so, stderr=se, start_new_session=True,
-                             preexec_fn=_die_with_parent)
+                             preexec_fn=child)
         on_cleanup("daemon %d" % self.pid, lambda: _kill_pid_and_wait(self, 0))
 
     def read_stderr(self):
@@ -135,6 +144,27 @@ class Daemon(subprocess.Popen):
                         self.read_stderr()[-4000:]))
             time.sleep(0.1)
 
+    def wait_sample_count(self, n, after=None, timeout=30):
+        """Wait until the interval lines count at least n samples in all
+        (only lines after the last line matching regex `after`); returns
+        that count. What a run writes is what its interval lines count."""
+        deadline = time.monotonic() + timeout
+        while True:
+            lines = self.read_stderr().splitlines()
+            if after:
+                idx = [i for i, l in enumerate(lines) if re.search(after, l)]
+                lines = lines[idx[-1] + 1:] if idx else []
+            got = sum(int(kv.get("samples", 0)) for kv in intervals("\n".join(lines)))
+            if got >= n:
+                return got
+            if self.poll() is not None:
+                fail("flame_profd exited (rc=%s) with %d of %d samples; stderr:\n%s"
+                     % (self.returncode, got, n, self.read_stderr()[-4000:]))
+            if time.monotonic() > deadline:
+                fail("%d of %d samples within %ss; stderr:\n%s"
+                     % (got, n, timeout, self.read_stderr()[-4000:]))
+            time.sleep(0.1)
+
     def stop(self, sig=signal.SIGTERM, timeout=20):
         """Send sig and wait; returns the exit code (fails the test on timeout)."""
         if self.poll() is None:
@@ -147,8 +177,20 @@ class Daemon(subprocess.Popen):
                  % (timeout, sig, self.read_stderr()[-4000:]))
 
 
-def start_daemon(args, env=None):
-    return Daemon(args, env)
+def start_daemon(args, env=None, preexec=None):
+    return Daemon(args, env, preexec)
+
+
+def run_daemon_until(args, until, env=None, timeout=20):
+    """Run flame_profd until until(daemon) returns (it waits for what the
+    run must hold: Daemon.wait_log, wait_samples, wait_sample_count, their
+    timeouts bounding only a failure), then SIGTERM; returns (exit code,
+    stdout, stderr) as run_daemon does. For runs that need some samples
+    or files, not a length of time."""
+    dm = Daemon(args, env)
+    until(dm)
+    rc = dm.stop(timeout=timeout)
+    return rc, dm.read_stdout(), dm.read_stderr()
 
 
 LOG_RE = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z) flame_profd "

@@ -19,11 +19,29 @@ from hbase import (FP_DEMO_SRC, _die_with_parent, _kill_pid_and_wait, child_env,
 _ebin = None
 
 
+def _built_demo(erlc):
+    """The directory of the build's fp_demo.beam (FP_DEMO_BEAM, made by
+    FP_DEMO_ERLC), if that erlc is the one on PATH, the one whose release
+    the nodes run, and the beam is not older than the source; else None."""
+    beam, built_by = os.environ.get("FP_DEMO_BEAM"), os.environ.get("FP_DEMO_ERLC")
+    if not beam or not built_by or os.path.realpath(built_by) != os.path.realpath(erlc):
+        return None
+    try:
+        if os.path.getmtime(beam) < os.path.getmtime(FP_DEMO_SRC):
+            return None
+    except OSError:
+        return None
+    return os.path.dirname(beam)
+
+
 def demo_ebin():
-    """Compile fp_demo.erl once into a temporary ebin."""
+    """The ebin of fp_demo: the build's, or fp_demo.erl compiled once into
+    a temporary one."""
     global _ebin
     if _ebin is None:
         _, erlc, _ = erlang_tools()
+        _ebin = _built_demo(erlc)
+    if _ebin is None:
         d = mkdtemp("ebin_")
         r = subprocess.run([erlc, "-o", d, FP_DEMO_SRC], capture_output=True,
                            text=True, timeout=120, env=child_env())

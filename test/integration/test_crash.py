@@ -27,13 +27,18 @@ def digest(p):
         return hashlib.sha256(f.read()).hexdigest()
 
 
+# A pinned process is sampled right after the connect, with no selection
+# to wait for: the file opens at once.
+PINNED = ["fp_demo_sink"]
+
+
 def main(t):
     node = h.start_node(idle=200)
     for comp in ("zstd", "gzip", "none"):
         out = h.mkdtemp("out_")
         d = os.path.join(out, h.sanitize_node(node.name))
-        args = h.daemon_args(node, out, top=10, rate=50, every="1s", rotate="2s",
-                             compress=comp, backtrace_depth=64)
+        args = h.daemon_args(node, out, top=10, name=PINNED, rate=50, every="1s",
+                             rotate="2s", compress=comp, backtrace_depth=64)
         dm = h.start_daemon(args)
         dm.wait_log(r"info: finished ", timeout=20)
         time.sleep(1.6)      # well into the next file, past a segment
@@ -62,9 +67,10 @@ def main(t):
                     % (comp, len(text)))
 
         # restart: the leftover is finished (or set aside), then a new run
-        args2 = h.daemon_args(node, out, top=5, rate=20, every="1s", duration="2s",
+        # until it writes samples
+        args2 = h.daemon_args(node, out, top=5, name=PINNED, rate=20, every="1s",
                               compress=comp)
-        rc, _, se = h.run_daemon(args2, timeout=30)
+        rc, _, se = h.run_daemon_until(args2, lambda dm: dm.wait_samples(timeout=30))
         t.eq(rc, 0, "%s: restart exits 0" % comp)
         t.check("recovered " in se, "%s: restart logs the recovery" % comp)
         files = h.check_output(t, out, node, min_samples=10)

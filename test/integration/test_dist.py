@@ -19,9 +19,9 @@ def main(t):
     node = h.Node(idle=100, longname=True).start()
     t.check(node.name.endswith("@127.0.0.1"), "long-name node %s" % node.name)
     out = h.mkdtemp("out_")
-    rc, _, se = h.run_daemon(h.daemon_args(node, out, top=5, rate=20, every="1s",
-                                           duration="4s", compress="none",
-                                           backtrace_depth=64), timeout=30)
+    rc, _, se = h.run_daemon_until(h.daemon_args(node, out, top=5, rate=20, every="1s",
+                                                 compress="none", backtrace_depth=64),
+                                   lambda dm: dm.wait_sample_count(10))
     t.eq(rc, 0, "long names: exit 0")
     t.check("@127.0.0.1" in se and "connected to" in se, "long names: connected")
     h.check_output(t, out, node, min_samples=10)

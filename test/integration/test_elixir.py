@@ -214,8 +214,8 @@ def check_labels(t, node):
 
     out = h.mkdtemp("out_")
     args = h.daemon_args(node, out, top=0, name="RwEx.Counter", rate=20, every="1s",
-                         duration="3s", compress="none")
-    rc, _, se = h.run_daemon(args, timeout=60)
+                         compress="none")
+    rc, _, se = h.run_daemon_until(args, lambda dm: dm.wait_sample_count(10))
     t.eq(rc, 0, "--name RwEx.Counter: exit code 0")
     files = h.check_output(t, out, node, min_samples=10)
     regs = set(s["fields"].get("registered_name") for f in files for s in f.samples)

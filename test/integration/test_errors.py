@@ -28,9 +28,14 @@ import harness as h  # noqa: E402
 SECRETS = []
 
 
-def expect(t, label, args, code, mention=None, env=None, timeout=40):
+def expect(t, label, args, code, mention=None, env=None, timeout=40, until=None):
+    """Run the daemon to its end, or with until (see harness.run_daemon_until)
+    until that holds, then SIGTERM."""
     t0 = time.monotonic()
-    rc, so, se = h.run_daemon(args, env=env, timeout=timeout)
+    if until:
+        rc, so, se = h.run_daemon_until(args, until, env=env)
+    else:
+        rc, so, se = h.run_daemon(args, env=env, timeout=timeout)
     dt = time.monotonic() - t0
     errs = h.error_lines(se)
     ok = t.eq(rc, code, "%s: exit %d (%.1fs)" % (label, code, dt))
@@ -107,17 +112,23 @@ def main(t):
            h.daemon_args(node, out, cookie_file=os.path.join(d, "nope")) + short, 66)
     expect(t, "cookie file is a directory", h.daemon_args(node, out, cookie_file=d) + short, 66)
 
-    # cookie fallbacks (these must succeed)
-    # a pinned process is sampled right after the connect, with no
-    # selection to wait for: a sample within 5 s on any machine load
+    # cookie fallbacks (these must succeed): each run ends once it has a
+    # sample (a pinned process is sampled right after the connect, with
+    # no selection to wait for), --duration ending one that takes none
     ok_args = ["--node", node.name, "--out", out, "--duration", "5s", "--every", "500ms",
                "--name", "fp_demo_sink", "--rate", "50"]
-    expect(t, "FLAME_PROFD_COOKIE fallback", ok_args, 0, env={"FLAME_PROFD_COOKIE": node.cookie})
+
+    def sampled(dm):
+        dm.wait_sample_count(1)
+
+    expect(t, "FLAME_PROFD_COOKIE fallback", ok_args, 0, env={"FLAME_PROFD_COOKIE": node.cookie},
+           until=sampled)
     home = h.mkdtemp("home_")
     h.write_cookie_file(os.path.join(home, ".erlang.cookie"), node.cookie)
-    expect(t, "~/.erlang.cookie fallback", ok_args, 0, env={"HOME": home})
+    expect(t, "~/.erlang.cookie fallback", ok_args, 0, env={"HOME": home}, until=sampled)
     expect(t, "--cookie-file beats FLAME_PROFD_COOKIE",
-           ok_args + ["--cookie-file", node.cookie_file], 0, env={"FLAME_PROFD_COOKIE": wrong})
+           ok_args + ["--cookie-file", node.cookie_file], 0, env={"FLAME_PROFD_COOKIE": wrong},
+           until=sampled)
     expect(t, "no cookie anywhere", ok_args, 66)
     t.check(node.alive(), "demo node survived all of this")
 

@@ -36,10 +36,15 @@ def manifest(d):
         return json.load(f)
 
 
-def run(node, out, *extra, duration="3s", timeout=60):
-    args = h.daemon_args(node, out, top=5, rate=20, every="1s",
-                         duration=duration) + list(extra)
-    return h.run_daemon(args, timeout=timeout)
+# A pinned process is sampled right after the connect, with no selection
+# to wait for: the file opens at once.
+PINNED = ["fp_demo_sink"]
+
+
+def run(node, out, *extra):
+    """A run that ends (SIGTERM) once it has written samples."""
+    args = h.daemon_args(node, out, top=5, name=PINNED, rate=20, every="1s") + list(extra)
+    return h.run_daemon_until(args, lambda dm: dm.wait_samples(timeout=30))
 
 
 def stamp(dt):
@@ -99,7 +104,7 @@ def main(t):
         subprocess.run("head -c 1073741824 /dev/zero | zstd -q -c", shell=True,
                        stdout=f, check=True)
     h.log("bomb: %d bytes" % os.path.getsize(bomb))
-    dm = h.start_daemon(h.daemon_args(node, out, top=5, rate=20, every="1s"))
+    dm = h.start_daemon(h.daemon_args(node, out, top=5, name=PINNED, rate=20, every="1s"))
     dm.wait_samples(timeout=30)
     hwm = 0
     with open("/proc/%d/status" % dm.pid) as f:
@@ -127,14 +132,15 @@ def main(t):
     # 5. the output directory deleted while running
     out = h.mkdtemp("out_")
     d = os.path.join(out, node_s)
-    dm = h.start_daemon(h.daemon_args(node, out, top=5, rate=20, every="1s",
+    dm = h.start_daemon(h.daemon_args(node, out, top=5, name=PINNED, rate=20, every="1s",
                                       rotate="30s"))
     dm.wait_samples(timeout=20)
     time.sleep(1.5)
     subprocess.run(["rm", "-rf", d], check=True)
     t_gone = time.time()
     dm.wait_log(r"output directory .* was deleted", timeout=10)
-    time.sleep(2.5)
+    # the second interval after the deletion is half a second past it
+    dm.wait_samples(after=r"output directory .* was deleted", intervals_needed=2)
     rc = dm.stop()
     t.eq(rc, 0, "5: exit 0")
     final, partial, _ = h.output_files(out, node.name)
@@ -149,7 +155,7 @@ def main(t):
     # taken once the file being written has its name, from it on.
     out = h.mkdtemp("out_")
     d = os.path.join(out, node_s)
-    dm = h.start_daemon(h.daemon_args(node, out, top=5, rate=20, every="1s",
+    dm = h.start_daemon(h.daemon_args(node, out, top=5, name=PINNED, rate=20, every="1s",
                                       verbose=True))
     line = dm.wait_log(r"writing .*\.partial", timeout=30)[0]
     name = re.search(r"/\.([^/]*)\.partial", line).group(1)
@@ -170,8 +176,8 @@ def main(t):
     out = h.mkdtemp("out_")
     d = os.path.join(out, node_s)
     for _ in range(12):
-        dm = h.start_daemon(h.daemon_args(node, out, top=5, rate=20, every="1s",
-                                          verbose=True))
+        dm = h.start_daemon(h.daemon_args(node, out, top=5, name=PINNED, rate=20,
+                                          every="1s", verbose=True))
         dm.wait_log(r"writing .*\.partial", timeout=20)
         dm.send_signal(signal.SIGKILL)
         dm.wait()

@@ -58,9 +58,16 @@ def budgets(t, a, b):
     out = h.mkdtemp("out_")
     args = ["--node", a.name, "--node", "%s=%s" % (b.name, b.cookie_file),
             "--cookie-file", a.cookie_file, "--out", out, "--top", "10",
-            "--rate", "20", "--every", "1s", "--duration", "6s",
+            "--rate", "20", "--every", "1s",
             "--compress", "none", "--max-overhead", "0.001"]
-    rc, _, se = h.run_daemon(args, timeout=40)
+
+    def throttled(d):
+        # until each node's budget has brought its rate down
+        for n in (a, b):
+            d.wait_log(r"info: \[%s\] budget: cost .* over budget .*: rate 20 -> "
+                       % re.escape(n.name), timeout=30)
+
+    rc, _, se = h.run_daemon_until(args, throttled)
     t.eq(rc, 0, "budget run of two nodes: exit 0")
     for n in (a, b):
         lines = node_lines(se, n.name)

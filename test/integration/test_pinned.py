@@ -17,10 +17,11 @@ import harness as h  # noqa: E402
 
 def run(t, node, label, extra):
     out = h.mkdtemp("out_")
-    args = h.daemon_args(node, out, rate=20, every="1s", duration="3s", **extra)
+    args = h.daemon_args(node, out, rate=20, every="1s", **extra)
     h.log("%s: flame_profd %s" % (label, " ".join(args)))
     t0 = time.time()
-    rc, so, se = h.run_daemon(args, timeout=40)
+    # until a second's worth of samples of the two
+    rc, so, se = h.run_daemon_until(args, lambda dm: dm.wait_sample_count(20))
     t1 = time.time()
     if not t.eq(rc, 0, "%s: exit code 0" % label):
         h.log(se[-4000:])

@@ -114,9 +114,9 @@ def main(t):
 
     # 2. gzip round trip
     out2 = h.mkdtemp("out_")
-    args = h.daemon_args(node, out2, top=5, rate=20, every="1s", duration="3s",
+    args = h.daemon_args(node, out2, top=5, rate=20, every="1s",
                          compress="gzip", compress_level=9)
-    rc, _, se = h.run_daemon(args, timeout=30)
+    rc, _, se = h.run_daemon_until(args, lambda dm: dm.wait_sample_count(10))
     t.eq(rc, 0, "gzip run: exit 0")
     files = h.check_output(t, out2, node, min_samples=10)
     t.check(all(f.path.endswith(".perf.gz") for f in files), "gzip files end in .perf.gz")
@@ -134,10 +134,12 @@ def main(t):
         with open(os.path.join(d3, n), "wb") as f:
             f.write(b"x" * 100)
         os.utime(os.path.join(d3, n), (time.time() - 86400 * 30,) * 2)
+    # until the first deletion: --keep-files 3 has had 4 files
     args = h.daemon_args(node, out3, top=10, rate=50, every="1s", rotate="1s",
-                         duration="6s", compress="none", keep_files=3,
+                         compress="none", keep_files=3,
                          keep_bytes="10M", keep_age="1d")
-    rc, _, se = h.run_daemon(args, timeout=40)
+    rc, _, se = h.run_daemon_until(args, lambda dm: dm.wait_log(r"retention: deleted",
+                                                                timeout=30))
     t.eq(rc, 0, "retention run: exit 0")
     left = sorted(os.listdir(d3))
     t.check(all(n in left for n in foreign), "foreign files untouched: %r" % foreign)
@@ -151,9 +153,15 @@ def main(t):
     # --keep-age: the daemon's own files past the age go (by the time of
     # their last sample), the newest stays
     out5 = h.mkdtemp("out_")
+    # until a file is deleted and 4 are finished
     args = h.daemon_args(node, out5, top=5, rate=20, every="1s", rotate="1s",
-                         duration="6s", compress="none", keep_age="2s")
-    rc, _, se = h.run_daemon(args, timeout=40)
+                         compress="none", keep_age="2s")
+
+    def aged(dm):
+        dm.wait_log(r"retention: deleted", timeout=30)
+        dm.wait_log(r"info: finished ", timeout=30, count=4)
+
+    rc, _, se = h.run_daemon_until(args, aged)
     t.eq(rc, 0, "keep-age run: exit 0")
     final5, _, _ = h.output_files(out5, node.name)
     finished = re.findall(r"finished \S+/(\S+) \(", se)
@@ -167,10 +175,12 @@ def main(t):
 
     out4 = h.mkdtemp("out_")
     limit = 150 * 1024
+    # until the first deletion: past 150K written
     args = h.daemon_args(node, out4, top=5, rate=10, every="1s", rotate="1s",
-                         duration="7s", compress="none", keep_bytes="150K",
+                         compress="none", keep_bytes="150K",
                          backtrace_depth=64)
-    rc, _, se = h.run_daemon(args, timeout=40)
+    rc, _, se = h.run_daemon_until(args, lambda dm: dm.wait_log(r"retention: deleted",
+                                                                timeout=30))
     t.eq(rc, 0, "keep-bytes run: exit 0")
     final4, _, _ = h.output_files(out4, node.name)
     sizes = [os.path.getsize(p) for p in final4]

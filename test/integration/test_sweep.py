@@ -20,7 +20,7 @@ first selection is a sweep of the whole table:
   (after a GC of every process) is back to what it was, +-20 MB, and rex
   holds no more than before.
 
-Then, on a node of 3000 idle processes with --scan-max 1000 --every 1s,
+Then, on a node of 3000 idle processes with --scan-max 1000 --every 500ms,
 the windows reach the end of the table and start again (on OTP 28+ the
 iterator says `none` there) with no failed scan. On the same node, with
 --scan-max 100 --every 1s --sweep-every 2s, a worker started after the
@@ -120,7 +120,7 @@ def main(t):
                          "sink": False, "bin": False}).start(timeout=60)
     n = small.eval_int("erlang:system_info(process_count)")
     d = h.start_daemon(h.daemon_args(small, h.mkdtemp("out_"), verbose=True,
-                                     scan_max=1000, every="1s"))
+                                     scan_max=1000, every="500ms"))
     # the sweep, then windows moving by about 500: past the end and back
     d.wait_log(r"debug: selection: ", timeout=60, count=2 + 2 * n // 1000 + 4)
     rc = d.stop()

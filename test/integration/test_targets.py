@@ -73,8 +73,9 @@ def main(t):
     _, num, serial = srv.strip("<>").split(".")
     remote = "<%s.%d.%s.%s>" % (node.name, creation, num, serial)
     out = h.mkdtemp("out_")
-    rc, _, se = h.run_daemon(h.daemon_args(node, out, pid=[remote], rate=20,
-                                           every="1s", duration="3s"), timeout=40)
+    rc, _, se = h.run_daemon_until(h.daemon_args(node, out, pid=[remote], rate=20,
+                                                 every="1s"),
+                                   lambda dm: dm.wait_sample_count(4))
     if t.eq(rc, 0, "remote-form --pid %s: exit 0" % remote):
         files = h.check_output(t, out, node, min_samples=4)
         t.eq({s["pid"] for s in h.all_samples(files)}, {srv.strip("<>")},
@@ -110,8 +111,9 @@ def main(t):
                         ("Elixir.FpTest.Counter", "Elixir.FpTest.Counter"),
                         (":fp_demo_sink", "fp_demo_sink")):
         out = h.mkdtemp("out_")
-        rc, _, se = h.run_daemon(h.daemon_args(node, out, name=[given], rate=20,
-                                               every="1s", duration="2s"), timeout=40)
+        rc, _, se = h.run_daemon_until(h.daemon_args(node, out, name=[given], rate=20,
+                                                     every="1s"),
+                                       lambda dm: dm.wait_sample_count(2))
         if not t.eq(rc, 0, "--name %s: exit 0" % given):
             h.log(se[-2000:])
             continue
@@ -128,9 +130,10 @@ def main(t):
     # the node reached by another host name
     alias = "%s@localhost" % node.name.split("@")[0]
     out = h.mkdtemp("out_")
-    rc, _, se = h.run_daemon(["--node", alias, "--cookie-file", node.cookie_file,
-                              "--out", out, "--top", "5", "--every", "1s",
-                              "--duration", "4s"], timeout=40)
+    # two intervals with samples: the selection and the samples answered
+    rc, _, se = h.run_daemon_until(["--node", alias, "--cookie-file", node.cookie_file,
+                                    "--out", out, "--top", "5", "--every", "1s"],
+                                   lambda dm: dm.wait_samples(intervals_needed=2))
     if not t.eq(rc, 0, "--node %s: exit 0" % alias):
         h.log(se[-3000:])
     t.check("answers as %s" % node.name in se, "--node %s: says the node's real name" % alias,

@@ -18,11 +18,12 @@ import harness as h  # noqa: E402
 def main(t):
     node = h.start_node(idle=1000)
     out = h.mkdtemp("out_")
-    args = h.daemon_args(node, out, top=5, rate=20, every="1s", duration="5s",
+    args = h.daemon_args(node, out, top=5, rate=20, every="1s",
                          backtrace_depth=64)
     h.log("running: flame_profd " + " ".join(args))
     t0 = time.time()
-    rc, so, se = h.run_daemon(args, timeout=40)
+    # until two intervals of the top 5 have samples
+    rc, so, se = h.run_daemon_until(args, lambda dm: dm.wait_samples(intervals_needed=2))
     t1 = time.time()
     if not t.eq(rc, 0, "exit code 0"):
         h.log(se[-4000:])

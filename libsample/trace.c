@@ -692,6 +692,36 @@ refusal(const char *buf, int index, char *why, size_t whylen)
 	return rc;
 }
 
+/*
+ * Run a tracer's @source on @node with @bindings, after parsing op_source
+ * into t->op for the requests that follow. On success @reply holds the
+ * answer, a tuple of *@arity whose first element, an atom, is in @atom,
+ * and *@index is past it.
+ */
+static int
+run_tracer(struct fp_trace *t, struct fp_node *node, const char *source,
+	   ei_x_buff *bindings, unsigned timeout_ms, struct fp_reply *reply,
+	   int *index, int *arity, char atom[MAXATOMLEN_UTF8])
+{
+	ei_x_buff exprs;
+	int rc;
+
+	ei_x_new(&exprs);
+	rc = node_expr_parse(node, op_source, &t->op, timeout_ms);
+	if (rc == 0)
+		rc = node_expr_parse(node, source, &exprs, timeout_ms);
+	if (rc == 0)
+		rc = node_eval_call(node, &exprs, bindings, timeout_ms, reply);
+	ei_x_free(&exprs);
+	if (rc < 0)
+		return rc;
+	*index = reply->index;
+	if (ei_decode_tuple_header(reply->buf, index, arity) < 0 ||
+	    etf_decode_atom(reply->buf, index, atom) < 0)
+		return -EPROTO;
+	return 0;
+}
+
 /* --trace-call: the tracer of calls (call_source) */
 static int
 start_calls(struct fp_trace *t, struct fp_node *node,
@@ -700,11 +730,10 @@ start_calls(struct fp_trace *t, struct fp_node *node,
 {
 	char atom[MAXATOMLEN_UTF8];
 	struct fp_reply reply;
-	ei_x_buff bindings, exprs;
+	ei_x_buff bindings;
 	int rc, index, arity;
 
 	ei_x_new(&bindings);
-	ei_x_new(&exprs);
 	ei_x_encode_list_header(&bindings, 1);
 	ei_x_encode_tuple_header(&bindings, 2);
 	ei_x_encode_atom(&bindings, "A");
@@ -722,20 +751,11 @@ start_calls(struct fp_trace *t, struct fp_node *node,
 	ei_x_encode_ulong(&bindings, cfg->max_queue);
 	ei_x_encode_empty_list(&bindings);
 
-	rc = node_expr_parse(node, op_source, &t->op, timeout_ms);
+	rc = run_tracer(t, node, call_source, &bindings, timeout_ms, &reply, &index,
+			&arity, atom);
 	if (rc < 0)
 		goto out;
-	rc = node_expr_parse(node, call_source, &exprs, timeout_ms);
-	if (rc < 0)
-		goto out;
-	rc = node_eval_call(node, &exprs, &bindings, timeout_ms, &reply);
-	if (rc < 0)
-		goto out;
-	index = reply.index;
 	rc = -EPROTO;
-	if (ei_decode_tuple_header(reply.buf, &index, &arity) < 0 ||
-	    etf_decode_atom(reply.buf, &index, atom) < 0)
-		goto out;
 	if (strcmp(atom, "started") == 0 && arity == 5) {
 		int64_t per_sec, offset;
 
@@ -756,7 +776,6 @@ start_calls(struct fp_trace *t, struct fp_node *node,
 	}
 out:
 	ei_x_free(&bindings);
-	ei_x_free(&exprs);
 	return rc;
 }
 
@@ -767,7 +786,7 @@ fp_trace_start(struct fp_trace *t, struct fp_node *node,
 {
 	char atom[MAXATOMLEN_UTF8];
 	struct fp_reply reply;
-	ei_x_buff bindings, exprs;
+	ei_x_buff bindings;
 	int rc, index, arity;
 
 	why[0] = mode[0] = '\0';
@@ -775,7 +794,6 @@ fp_trace_start(struct fp_trace *t, struct fp_node *node,
 		return start_calls(t, node, cfg, why, whylen, mode, modelen,
 				   timeout_ms);
 	ei_x_new(&bindings);
-	ei_x_new(&exprs);
 	ei_x_encode_list_header(&bindings, 1);
 	ei_x_encode_tuple_header(&bindings, 2);
 	ei_x_encode_atom(&bindings, "A");
@@ -806,20 +824,11 @@ fp_trace_start(struct fp_trace *t, struct fp_node *node,
 		ei_x_encode_empty_list(&bindings);
 	ei_x_encode_empty_list(&bindings);
 
-	rc = node_expr_parse(node, op_source, &t->op, timeout_ms);
+	rc = run_tracer(t, node, start_source, &bindings, timeout_ms, &reply, &index,
+			&arity, atom);
 	if (rc < 0)
 		goto out;
-	rc = node_expr_parse(node, start_source, &exprs, timeout_ms);
-	if (rc < 0)
-		goto out;
-	rc = node_eval_call(node, &exprs, &bindings, timeout_ms, &reply);
-	if (rc < 0)
-		goto out;
-	index = reply.index;
 	rc = -EPROTO;
-	if (ei_decode_tuple_header(reply.buf, &index, &arity) < 0 ||
-	    etf_decode_atom(reply.buf, &index, atom) < 0)
-		goto out;
 	if (strcmp(atom, "started") == 0 && arity == 6) {
 		int64_t per_sec;
 		int pids;
@@ -847,7 +856,6 @@ fp_trace_start(struct fp_trace *t, struct fp_node *node,
 	}
 out:
 	ei_x_free(&bindings);
-	ei_x_free(&exprs);
 	return rc;
 }
 

@@ -280,7 +280,7 @@ say_end(struct fpd_trace *tr, const struct fp_trace_result *res)
 			   strcmp(why, "rate_cap") == 0 ? "a second held more than --trace-max-rate events" :
 			   strcmp(why, "behind") == 0 ? "the tracer fell behind the traced process (its queue passed 5000 trace messages)" :
 			   why;
-	char calls[192];
+	char calls[320];
 
 	if (tr->ended)
 		return;
@@ -298,6 +298,13 @@ say_end(struct fpd_trace *tr, const struct fp_trace_result *res)
 		return;
 	}
 	calls_text(tr, res, calls, sizeof(calls));
+	if (res->unkept) {
+		size_t used = strlen(calls);
+
+		snprintf(calls + used, sizeof(calls) - used,
+			 "; %llu events of processes past the %u kept at once are in no stack",
+			 (unsigned long long)res->unkept, FP_TRACE_PROCS_MAX);
+	}
 	if (strcmp(why, "duration") == 0 || strcmp(why, "stopped") == 0 ||
 	    strcmp(why, "calls") == 0)
 		fpd_info("%s: ended, %s: %llu events, %llu stacks, %llu samples written%s; flags and patterns removed",

@@ -19,7 +19,7 @@
  * the request in every reader, and with one target they are charged to
  * the target's pid, so that many short Tasks add up to whole units
  * instead of each rounding to none. Such processes are bounded: past
- * TRACE_PROCS_MAX a new process's events are left out (and counted).
+ * FP_TRACE_PROCS_MAX a new process's events are left out (and counted).
  * A server (trace_agg_server()) is traced whole, but only its work on
  * the targets' calls is theirs: the tracer's pattern on the marker
  * function (gen_server:try_handle_call/4) lets its call through only
@@ -33,7 +33,7 @@
  * then the function called; depth trimming keeps the root. A return_to
  * from the function called to its caller leaves the stack as it is: the
  * call's leave comes next, and the caller is no part of the call. A
- * process is kept from its enter to its leave only, so TRACE_PROCS_MAX
+ * process is kept from its enter to its leave only, so FP_TRACE_PROCS_MAX
  * bounds the calls in progress at once.
  */
 #include <inttypes.h>
@@ -53,10 +53,10 @@ struct frame {
 	uint64_t hash;
 };
 
-/* Processes whose stacks are kept (--trace-call: processes inside a
- * call at once, a slot freed at its call's end); a traced process that
- * spawns thousands must not make every event a long scan. */
-#define TRACE_PROCS_MAX 1024u
+/* Processes whose stacks are kept, FP_TRACE_PROCS_MAX (--trace-call:
+ * processes inside a call at once, a slot freed at its call's end): a
+ * traced process that spawns thousands must not make every event a
+ * long scan. */
 /* Frames under a server's marker that end its span: gen_server's own
  * few (handle_msg, loop, proc_lib's) are all within this. */
 #define SPAN_BELOW 8u
@@ -536,7 +536,7 @@ proc_add(struct trace_agg *a, const struct fp_pid *pid, bool on, int64_t ts)
 {
 	struct proc *p;
 
-	if (a->nprocs >= TRACE_PROCS_MAX) {
+	if (a->nprocs >= FP_TRACE_PROCS_MAX) {
 		a->unkept++;
 		return NULL;
 	}

@@ -1087,6 +1087,7 @@ decode_value(struct fp_trace *t, const struct fp_reply *reply,
 		res->calls_skipped = (uint64_t)skipped;
 		trace_agg_call_counts(t->agg, &res->calls, &res->calls_ended);
 	}
+	res->unkept = trace_agg_unkept(t->agg);
 	trace_agg_flush(t->agg, res->state != FP_TRACE_RUNNING, each, data);
 	if (res->state != FP_TRACE_RUNNING)
 		t->started = false;

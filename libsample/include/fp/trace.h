@@ -112,7 +112,14 @@ struct fp_trace_result {
 	uint64_t calls_ended;	/* calls: returned */
 	uint64_t calls_skipped;	/* calls: of processes another tracer
 				 * held (before OTP 27) */
+	uint64_t unkept;	/* events of processes past the ones kept
+				 * at once (FP_TRACE_PROCS_MAX): in no
+				 * stack */
 };
+
+/* Processes whose stacks a trace keeps at once: followed processes, or
+ * with --trace-call processes inside a call. */
+#define FP_TRACE_PROCS_MAX 1024u
 
 /* One stack's share since the last reply. */
 struct fp_trace_stack {

@@ -49,6 +49,24 @@
 #include "trace-agg.h"
 #include "util-mem.h"
 
+/* Before OTP 27, what both tracers look at before they set anything:
+ * CallTraced(P), whether a process is call-traced (our patterns would
+ * send its tracer calls); Patterned(Loaded), the first loaded module with
+ * a function that has a trace pattern ({true, M}), or false. */
+#define LEGACY_PROBES \
+	"        CallTraced = fun(P) -> case erlang:trace_info(P, flags) of\n" \
+	"                                 {flags, Fl} -> lists:member(call, Fl);\n" \
+	"                                 _ -> false\n" \
+	"                               end end,\n" \
+	"        Patterned = fun Any([]) -> false;\n" \
+	"                        Any([{M, _} | Ms]) ->\n" \
+	"                          Fs = try erlang:get_module_info(M, functions) catch _:_ -> [] end,\n" \
+	"                          case lists:any(fun({F, Ar}) -> element(2, erlang:trace_info({M, F, Ar}, traced)) =/= false end, Fs) of\n" \
+	"                            true -> {true, M};\n" \
+	"                            false -> Any(Ms)\n" \
+	"                          end\n" \
+	"                    end,\n"
+
 /* Bindings: A = {Daemon, Targets, UnitUs, ForMs, MaxEvents, MaxRate,
  * Depth, MaxQueue, Follow, Servers}. Value: {started, Controller, Mode, Pids,
  * NativePerSec, ServerPids} or {refused, Why}. A server's
@@ -174,18 +192,7 @@ static const char start_source[] =
 	"        {ok, session, fun() -> catch trace:session_destroy(S), ok end};\n"
 	"      [] ->\n"
 	"        Held = [P || P <- Pids ++ SPids, erlang:trace_info(P, tracer) =/= {tracer, []}],\n"
-	"        CallTraced = fun(P) -> case erlang:trace_info(P, flags) of\n"
-	"                                 {flags, Fl} -> lists:member(call, Fl);\n"
-	"                                 _ -> false\n"
-	"                               end end,\n"
-	"        Patterned = fun Any([]) -> false;\n"
-	"                        Any([{M, _} | Ms]) ->\n"
-	"                          Fs = try erlang:get_module_info(M, functions) catch _:_ -> [] end,\n"
-	"                          case lists:any(fun({F, Ar}) -> element(2, erlang:trace_info({M, F, Ar}, traced)) =/= false end, Fs) of\n"
-	"                            true -> {true, M};\n"
-	"                            false -> Any(Ms)\n"
-	"                          end\n"
-	"                    end,\n"
+	LEGACY_PROBES
 	"        case Held of\n"
 	"          [H | _] -> {refused, {traced_by_other, H}};\n"
 	"          [] ->\n"
@@ -402,18 +409,7 @@ static const char call_source[] =
 	"         fun() -> catch trace:session_destroy(S), ok end};\n"
 	"      true ->\n"
 	"        Theirs = [X || X <- MFAs, lists:any(fun(I) -> element(2, erlang:trace_info(X, I)) =/= false end, [traced, meta, call_count, call_time])],\n"
-	"        CallTraced = fun(P) -> case erlang:trace_info(P, flags) of\n"
-	"                                 {flags, Fl} -> lists:member(call, Fl);\n"
-	"                                 _ -> false\n"
-	"                               end end,\n"
-	"        Patterned = fun Any([]) -> false;\n"
-	"                        Any([{M, _} | Ms]) ->\n"
-	"                          Fs = try erlang:get_module_info(M, functions) catch _:_ -> [] end,\n"
-	"                          case lists:any(fun({F, Ar}) -> element(2, erlang:trace_info({M, F, Ar}, traced)) =/= false end, Fs) of\n"
-	"                            true -> {true, M};\n"
-	"                            false -> Any(Ms)\n"
-	"                          end\n"
-	"                    end,\n"
+	LEGACY_PROBES
 	"        case Theirs of\n"
 	"          [Th | _] -> {refused, {trace_pattern, Th}};\n"
 	"          [] ->\n"
